@@ -1,0 +1,41 @@
+"""qkv: reference implementations of attention for the course of the same name.
+
+Everything here mirrors :func:`torch.nn.functional.scaled_dot_product_attention`:
+its argument names, its shape legend (queries ``(B, H, L, E)``, keys
+``(B, H, S, E)``, values ``(B, H, S, Ev)``, weights ``(B, H, L, S)``) and its mask
+convention (a bool mask is ``True`` where attention is allowed).
+"""
+
+from .additive import AdditiveAttention, LuongAttention, additive_score, attend, luong_score
+from .efficient import chunked_attention
+from .functional import (
+    attention_scores,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_with_weights,
+    softmax,
+)
+from .masks import causal_mask, from_torch_mask, padding_mask, to_additive_mask, to_torch_mask
+from .multihead import MultiHeadAttention, merge_heads, split_heads
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdditiveAttention",
+    "LuongAttention",
+    "MultiHeadAttention",
+    "additive_score",
+    "attend",
+    "attention_scores",
+    "causal_mask",
+    "chunked_attention",
+    "from_torch_mask",
+    "luong_score",
+    "merge_heads",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_with_weights",
+    "softmax",
+    "split_heads",
+    "to_additive_mask",
+    "to_torch_mask",
+]

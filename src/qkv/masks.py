@@ -1,0 +1,141 @@
+"""Attention masks in one convention: a bool mask is ``True`` where attention is allowed.
+
+That is the convention of :func:`torch.nn.functional.scaled_dot_product_attention`.
+``nn.MultiheadAttention`` uses the opposite one (``True`` = masked out) for both
+its ``attn_mask`` and ``key_padding_mask``; :func:`from_torch_mask` converts.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from . import _validate as v
+
+
+def _require_size(name: str, n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {n!r}")
+    return n
+
+
+def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] = None) -> Tensor:
+    """Causal mask aligned to the upper left, as SDPA's ``is_causal=True``.
+
+    Query ``i`` may attend to keys ``0..i``. With ``L != S`` the diagonal still
+    starts at the top-left corner (not the bottom-right one that a KV cache would
+    want, as chapter 7 explains).
+
+    Args:
+        L: number of queries.
+        S: number of keys (default ``L``).
+        device: where to create the mask.
+
+    Returns:
+        Bool mask, ``True`` where attention is allowed.
+
+    Shape:
+        - output: ``(L, S)``
+    """
+    L = _require_size("L", L)
+    S = L if S is None else _require_size("S", S)
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None) -> Tensor:
+    """Key mask for a batch of sequences padded at the end.
+
+    Args:
+        lengths: the true length of each sequence (ints or a 1-D integer tensor;
+            the mask is created on its device).
+        S: padded length (default ``max(lengths)``).
+
+    Returns:
+        Bool mask, ``True`` for real tokens (may be attended to), ``False`` for
+        padding. Index it as ``mask[:, None, None, :]`` to broadcast over heads
+        and queries of a ``(B, H, L, S)`` score tensor.
+
+    Shape:
+        - lengths: ``(B,)``
+        - output: ``(B, S)``
+    """
+    if not isinstance(lengths, Tensor):
+        lengths = torch.as_tensor(list(lengths), dtype=torch.long)
+    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise ValueError(
+            f"lengths must be a 1-D integer tensor or a list of ints, got dtype "
+            f"{lengths.dtype} and shape {v.shape_str(lengths)}"
+        )
+    if (lengths < 0).any():
+        raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
+    longest = int(lengths.max()) if lengths.numel() else 0
+    S = longest if S is None else _require_size("S", S)
+    if longest > S:
+        raise ValueError(f"a length ({longest}) exceeds the padded length S={S}")
+    positions = torch.arange(S, device=lengths.device)
+    return positions[None, :] < lengths[:, None]
+
+
+def from_torch_mask(mask: Optional[Tensor]) -> Optional[Tensor]:
+    """Convert an ``nn.MultiheadAttention`` mask into the ``qkv``/SDPA convention.
+
+    ``nn.MultiheadAttention`` marks *forbidden* positions with ``True``; SDPA and
+    ``qkv`` mark *allowed* ones. Bool masks are inverted; float masks (added to
+    the scores) mean the same in both and are returned unchanged.
+
+    Args:
+        mask: an ``attn_mask`` or ``key_padding_mask`` as ``nn.MultiheadAttention``
+            takes it, or ``None``.
+
+    Returns:
+        The same mask in the ``qkv`` convention (``None`` stays ``None``).
+
+    Shape:
+        - mask: any
+        - output: same as ``mask``
+    """
+    if mask is None:
+        return None
+    v.require_tensor("mask", mask)
+    return ~mask if mask.dtype == torch.bool else mask
+
+
+def to_torch_mask(mask: Optional[Tensor]) -> Optional[Tensor]:
+    """Convert a ``qkv`` bool mask into ``nn.MultiheadAttention``'s convention.
+
+    The inverse of :func:`from_torch_mask` (the two are the same operation).
+
+    Args:
+        mask: a ``qkv`` mask or ``None``.
+
+    Returns:
+        The mask with ``True`` where attention is *forbidden*.
+
+    Shape:
+        - output: same as ``mask``
+    """
+    return from_torch_mask(mask)
+
+
+def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Turn a bool mask into a float mask to add to the scores.
+
+    Allowed positions become ``0`` and forbidden ones ``-inf``.
+
+    Args:
+        mask: bool mask, ``True`` where attention is allowed.
+        dtype: floating dtype of the result (use the query's).
+
+    Returns:
+        Float mask of the same shape.
+
+    Shape:
+        - output: same as ``mask``
+    """
+    v.require_tensor("mask", mask)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be bool (True = may attend), got {mask.dtype}")
+    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return zeros.masked_fill(~mask, float("-inf"))

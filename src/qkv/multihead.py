@@ -1,0 +1,283 @@
+"""Multi-head attention, batch-first, built on :func:`qkv.scaled_dot_product_attention`.
+
+Masks follow SDPA: a bool mask is ``True`` where attention is allowed. This is
+the **opposite** of ``nn.MultiheadAttention``, whose ``attn_mask`` and
+``key_padding_mask`` are ``True`` where attention is forbidden; convert them with
+:func:`qkv.from_torch_mask`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from . import _validate as v
+from .functional import scaled_dot_product_attention_with_weights
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """Split the last dim into heads and move heads before the sequence.
+
+    The reshape alone would give ``(B, L, H, Dh)``; the transpose is what makes
+    each head a separate ``(L, Dh)`` matrix. Reshaping straight to
+    ``(B, H, L, Dh)`` mixes positions across heads.
+
+    Args:
+        x: projected queries, keys or values.
+        num_heads: number of heads ``H``; must divide ``D``.
+
+    Returns:
+        A view with heads as a batch dim.
+
+    Shape:
+        - x: ``(B, L, D)``
+        - output: ``(B, H, L, D // H)``
+    """
+    v.require_tensor("x", x)
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, L, D), got {v.shape_str(x)}")
+    B, L, D = x.shape
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads <= 0:
+        raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
+    if D % num_heads:
+        raise ValueError(f"the last dim of x ({D}) is not divisible by num_heads={num_heads}")
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """Inverse of :func:`split_heads`: concatenate the heads along the last dim.
+
+    Args:
+        x: per-head outputs.
+
+    Returns:
+        The heads side by side, head 0 first.
+
+    Shape:
+        - x: ``(B, H, L, Dh)``
+        - output: ``(B, L, H * Dh)``
+    """
+    v.require_tensor("x", x)
+    if x.dim() != 4:
+        raise ValueError(f"x must have shape (B, H, L, Dh), got {v.shape_str(x)}")
+    B, H, L, Dh = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention as in "Attention Is All You Need", batch-first.
+
+    ``out_proj(concat_h softmax(Q_h K_h^T / sqrt(head_dim)) V_h)`` with
+    ``Q_h, K_h, V_h`` the ``h``-th slices of linear projections of the inputs.
+
+    Args:
+        embed_dim: model width ``D`` (of the query and of the output).
+        num_heads: number of heads ``H``; must divide ``embed_dim``.
+        bias: add biases to the four projections.
+        kdim: width of the key input (default ``embed_dim``).
+        vdim: width of the value input (default ``embed_dim``).
+        dropout: dropout on the attention weights while training.
+        device: where to create the parameters.
+        dtype: dtype of the parameters.
+
+    Shape:
+        - query: ``(B, L, D)`` or unbatched ``(L, D)``
+        - key: ``(B, S, kdim)``, value: ``(B, S, vdim)``
+        - output: like query; weights ``(B, L, S)`` averaged over heads, or
+          ``(B, H, L, S)`` with ``average_attn_weights=False``.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        bias: bool = True,
+        kdim: Optional[int] = None,
+        vdim: Optional[int] = None,
+        dropout: float = 0.0,
+        device: Optional[torch.device] = None,
+        dtype: Optional[torch.dtype] = None,
+    ) -> None:
+        super().__init__()
+        for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                raise ValueError(f"{name} must be a positive int, got {n!r}")
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads}); "
+                f"each head gets embed_dim // num_heads features"
+            )
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.dropout = dropout
+        f = {"device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
+        self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias, **f)
+        self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias, **f)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
+
+    def _check(self, name: str, t: Tensor, width: int, batched: bool) -> None:
+        v.require_tensor(name, t)
+        want = 3 if batched else 2
+        legend = "(B, S, {w})" if batched else "(S, {w})"
+        if t.dim() != want or t.shape[-1] != width:
+            raise ValueError(
+                f"{name} must have shape {legend.format(w=width)} like the query, "
+                f"got {v.shape_str(t)}"
+            )
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor] = None,
+        value: Optional[Tensor] = None,
+        key_padding_mask: Optional[Tensor] = None,
+        need_weights: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
+
+        Args:
+            query: the sequence that asks.
+            key: the sequence that is matched (default ``query``).
+            value: the sequence that is returned (default ``key``).
+            key_padding_mask: bool ``(B, S)``, ``True`` for real tokens that may be
+                attended to (the opposite of ``nn.MultiheadAttention``).
+            need_weights: also return the attention weights.
+            attn_mask: bool (True = may attend) or float (added) mask,
+                broadcastable to ``(B, H, L, S)``; ``(L, S)`` is the usual form.
+            average_attn_weights: average the returned weights over heads.
+            is_causal: apply an upper-left causal mask (combined with
+                ``key_padding_mask`` if both are given).
+
+        Returns:
+            ``(output, weights)``; ``weights`` is ``None`` unless ``need_weights``.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        v.require_tensor("query", query)
+        batched = query.dim() == 3
+        self._check("query", query, self.embed_dim, batched)
+        self._check("key", key, self.kdim, batched)
+        self._check("value", value, self.vdim, batched)
+        if not batched:
+            query, key, value = query[None], key[None], value[None]
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask[None]
+        B, L, _ = query.shape
+        S = key.shape[1]
+        if key.shape[0] != B or value.shape[:2] != key.shape[:2]:
+            raise ValueError(
+                f"query (B, L, D), key (B, S, kdim) and value (B, S, vdim) must agree on B "
+                f"and S, got {v.shape_str(query)}, {v.shape_str(key)}, {v.shape_str(value)}"
+            )
+
+        mask = _combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        vv = split_heads(self.v_proj(value), self.num_heads)
+        p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention_with_weights(q, k, vv, mask, dropout_p=p)
+        out = self.out_proj(merge_heads(out))
+
+        if not batched:
+            out, weights = out[0], weights[0]
+        if not need_weights:
+            return out, None
+        return out, weights.mean(dim=-3) if average_attn_weights else weights
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """Copy the weights of an ``nn.MultiheadAttention``.
+
+        Our module is always batch-first; compare with a source built with
+        ``batch_first=True`` (or transpose its inputs). Remember to convert its
+        masks with :func:`qkv.from_torch_mask`.
+
+        Args:
+            module: the PyTorch module to copy.
+
+        Returns:
+            A ``MultiHeadAttention`` on the same device and dtype, computing the same function.
+        """
+        from .pretrained import copy_linear  # keeps weight copying in one place
+
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(f"module must be nn.MultiheadAttention, got {type(module).__name__}")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not supported by qkv")
+        w = module.out_proj.weight
+        mha = cls(
+            module.embed_dim, module.num_heads, bias=module.in_proj_bias is not None,
+            kdim=module.kdim, vdim=module.vdim, dropout=module.dropout,
+            device=w.device, dtype=w.dtype,
+        )
+        D = module.embed_dim
+        if module._qkv_same_embed_dim:
+            weights = module.in_proj_weight.split(D)
+        else:
+            weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+        biases = (None,) * 3 if module.in_proj_bias is None else module.in_proj_bias.split(D)
+        for target, weight, b in zip((mha.q_proj, mha.k_proj, mha.v_proj), weights, biases):
+            copy_linear(target, weight, b)
+        copy_linear(mha.out_proj, module.out_proj.weight, module.out_proj.bias)
+        return mha.train(module.training)
+
+    @classmethod
+    def from_bert(cls, layer: nn.Module) -> "MultiHeadAttention":
+        """Copy a Hugging Face BERT attention layer.
+
+        Args:
+            layer: a ``BertLayer``, a ``BertAttention`` (self-attention plus its
+                output dense layer) or a bare ``BertSelfAttention`` (then the output
+                projection is the identity, since BERT keeps it elsewhere).
+
+        Returns:
+            A ``MultiHeadAttention`` whose weights, before ``out_proj``, equal the
+            layer's attention probabilities on the same hidden states.
+        """
+        from .pretrained import bert_attention_parts
+
+        return bert_attention_parts(cls, layer)
+
+
+def _combine_masks(
+    attn_mask: Optional[Tensor],
+    key_padding_mask: Optional[Tensor],
+    is_causal: bool,
+    B: int,
+    L: int,
+    S: int,
+    query: Tensor,
+) -> Optional[Tensor]:
+    """Merge the three ways of masking into one mask broadcastable to ``(B, H, L, S)``."""
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("pass either attn_mask or is_causal=True, not both")
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    if attn_mask is not None:
+        v.check_mask(attn_mask, L, S, query.dtype, query.device)
+    if key_padding_mask is None:
+        return attn_mask
+    v.require_tensor("key_padding_mask", key_padding_mask)
+    if key_padding_mask.shape != (B, S):
+        raise ValueError(
+            f"key_padding_mask must have shape (B, S) = ({B}, {S}), "
+            f"got {v.shape_str(key_padding_mask)}"
+        )
+    if key_padding_mask.dtype != torch.bool:
+        raise TypeError(
+            f"key_padding_mask must be bool, True for real tokens, got {key_padding_mask.dtype}"
+        )
+    pad = key_padding_mask[:, None, None, :]
+    if attn_mask is None:
+        return pad
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & pad
+    return attn_mask.masked_fill(~pad, float("-inf"))
