@@ -4,6 +4,9 @@ VENV    ?= .venv
 PYTHON  ?= python3
 BIN     := $(abspath $(VENV))/bin
 STAMP   := $(VENV)/.installed
+# npm ci writes node_modules/.package-lock.json; it is older than package-lock.json
+# only when the lock file changed since the last install.
+NODE_STAMP := node_modules/.package-lock.json
 
 # nbgrader runs alembic as a subprocess: the virtualenv's bin must be on PATH.
 export PATH := $(BIN):$(PATH)
@@ -16,7 +19,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: book test venv clean
 
-book: $(STAMP)
+book: $(STAMP) $(NODE_STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
 test: $(STAMP)
@@ -30,6 +33,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --editable .
 	touch $(STAMP)
+
+# The book serves require.js, d3 and jQuery itself so that bertviz views draw offline
+# (_config.yml lists them in html_static_path); npm installs them from the lock file.
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+	touch $(NODE_STAMP)
 
 clean:
 	rm -rf _build
