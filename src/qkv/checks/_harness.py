@@ -61,14 +61,14 @@ class Case:
             and a bool mask"``; the dtype and device are added when reported.
         build: ``build(gen, device, dtype) -> (args, kwargs)``; draw random
             numbers from ``gen`` (a CPU generator) and move them to ``device``.
-        dtype: floating dtype of the inputs.
+        dtype: floating dtype of the inputs (``None`` when they have none, e.g. sizes).
         rtol, atol: tolerances (default: by dtype).
         every_device: also run on CUDA/MPS when present (CPU always runs).
     """
 
     label: str
     build: Callable[[torch.Generator, torch.device, torch.dtype], Args]
-    dtype: torch.dtype = torch.float32
+    dtype: Optional[torch.dtype] = torch.float32
     rtol: Optional[float] = None
     atol: Optional[float] = None
     every_device: bool = True
@@ -249,37 +249,50 @@ class DeviceWatch:
 
     On a CPU-only machine such code gives right answers, but it fails for a
     student on a GPU. Tensors made by a factory (``torch.ones``, ``torch.full``,
-    ...) without ``device=`` are followed through the calls that use only them;
-    ``.to(...)`` ends the trail. Zero-dim tensors are exempt: PyTorch moves those.
+    ...) without ``device=`` are followed through the calls that use them, and
+    so are the inputs; a call that mixes the two is the mistake. ``.to(...)``
+    ends the trail. Zero-dim tensors are exempt: PyTorch moves those itself.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, args: tuple, kwargs: dict) -> None:
         self.problem: Optional[Tuple[str, str]] = None
-        self._ids: set = set()
+        self._ids: set = set()  # followed: created without device=
+        self._inputs: set = set()  # derived from the inputs
         self._keep: list = []  # holds followed tensors so that their ids are not reused
+        self._add(self._inputs, (args, kwargs))
 
-    def _mark(self, out: Any) -> None:
+    def _add(self, ids: set, out: Any) -> None:
         for t in _tensors(out, []):
             if t.dim() > 0:
-                self._ids.add(id(t))
+                ids.add(id(t))
                 self._keep.append(t)
+
+    def follows(self, out: Any) -> bool:
+        """Whether ``out`` came only from tensors created without ``device=``."""
+        return _isinstance(out, _Tensor) and id(out) in self._ids
 
     def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         if self.problem is not None:
             return
         if func in _FACTORIES:
-            if kwargs.get("device") is None:
-                self._mark(out)
+            # torch.as_tensor(t) of a tensor keeps t's device: only fresh data is followed.
+            if kwargs.get("device") is None and not _tensors(args, []):
+                self._add(self._ids, out)
+            return
+        if func in _MOVERS:  # .to(device) may return the very same object: stop following it
+            for t in _tensors(out, []):
+                self._ids.discard(id(t))
             return
         tensors = [t for t in _tensors((args, kwargs), []) if t.dim() > 0]
-        followed = [t for t in tensors if id(t) in self._ids]
-        if not followed or func in _MOVERS:
-            return
-        if len(followed) < len(tensors):
+        followed = any(id(t) in self._ids for t in tensors)
+        derived = any(id(t) in self._inputs and id(t) not in self._ids for t in tensors)
+        if followed and derived:
             self.problem = ("a tensor created without device= is combined with the inputs",
                             _WRONG_DEVICE)
-        else:
-            self._mark(out)
+        elif followed:
+            self._add(self._ids, out)
+        elif derived:
+            self._add(self._inputs, out)
 
 
 # --------------------------------------------------------------------------- comparison
@@ -377,9 +390,9 @@ def _first_line(e: BaseException) -> str:
 
 
 def _describe(case: Case, device: torch.device, dtype: torch.dtype) -> str:
-    kind = {torch.float32: "float32", torch.float64: "float64"}.get(dtype, str(dtype))
+    kind = {torch.float32: "float32 ", torch.float64: "float64 ", None: ""}.get(dtype, f"{dtype} ")
     where = "" if device.type == "cpu" else f" on {device.type}"
-    return f"{kind} {case.label}{where}"
+    return f"{kind}{case.label}{where}"
 
 
 
@@ -436,7 +449,7 @@ def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
     if err is not None:  # a bug in the check itself, not in the student's code
         raise RuntimeError(f"reference failed on {where}: {_first_line(err)}") from err
     before = _clone((args, kwargs))
-    watchers = [DeviceWatch()] + ([watch_factory(args, kwargs)] if watch_factory else [])
+    watchers = [DeviceWatch(args, kwargs)] + ([watch_factory(args, kwargs)] if watch_factory else [])
     guard = Guard(exercise.name, exercise.forbid_torch, exercise.forbid_ref, watchers)
     call = _student_call(exercise, student)
     with guard:
@@ -465,6 +478,10 @@ def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
     for w in watchers:
         if w.problem:
             _fail(exercise, where, w.problem[0], w.problem[1])
+    if watchers[0].follows(got) and any(
+            _isinstance(x, (_Tensor, torch.device)) for x in (*args, *kwargs.values())):
+        _fail(exercise, where, "the result is created without device= (it would stay on the CPU "
+              "when the input is on a GPU)", _WRONG_DEVICE)
 
     if _isinstance(expected, _Tensor) and not _isinstance(got, _Tensor):
         _fail(exercise, where, f"it returned {type(got).__name__}, expected a tensor",
