@@ -155,3 +155,24 @@ def test_thread_count_is_restored():
     n = torch.get_num_threads()
     check_softmax(SOFTMAX_RIGHT["max subtracted"])
     assert torch.get_num_threads() == n
+
+
+def test_comparisons_reassigned_before_the_checks_are_imported():
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, torch.testing\n"
+        "torch.allclose = lambda *a, **k: True\n"
+        "torch.equal = lambda *a, **k: True\n"
+        "torch.testing.assert_close = lambda *a, **k: None\n"
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from answers_scaling import SDPA_WRONG\n"
+        "from qkv.checks import check_scaled_dot_product_attention as check\n"
+        "try:\n"
+        "    check(SDPA_WRONG['no scaling'][0])\n"
+        "except AssertionError as e:\n"
+        "    print('caught:', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "caught:" in out.stdout and "no scaling" in out.stdout

@@ -25,14 +25,15 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-# Captured once: a notebook reassigning these later cannot change a verdict.
-_allclose = torch.allclose
-_equal = torch.equal
-_isnan = torch.isnan
-_isinf = torch.isinf
-_argmax = torch.argmax
-_abs = torch.abs
-_where = torch.where
+# Taken from torch's C module, not from ``torch.``: a notebook that reassigns
+# torch.allclose (even before this module is first imported) cannot change a verdict.
+_C = torch._C._VariableFunctions
+_allclose = _C.allclose
+_equal = _C.equal
+_isnan = _C.isnan
+_argmax = _C.argmax
+_abs = _C.abs
+_where = _C.where
 _Tensor = torch.Tensor
 _float64 = torch.float64
 _isinstance = builtins.isinstance
