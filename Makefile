@@ -22,7 +22,8 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 book: $(STAMP) $(NODE_STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
-test: $(STAMP)
+# tests/test_book.py builds the book, so the tests need the JavaScript libraries too.
+test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python -m pytest
 
 venv: $(STAMP)
