@@ -43,6 +43,8 @@ def built_book() -> Path:
     if jb is None:
         pytest.fail("jupyter-book is not installed; run the tests with `make test`")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    # As `make book`: with MPLBACKEND=Agg (exported by the Makefile) plt.show() draws nothing.
+    env.pop("MPLBACKEND", None)
     proc = subprocess.run(
         [jb, "build", ".", "-W", "-n", "--keep-going"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,

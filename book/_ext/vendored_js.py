@@ -6,6 +6,10 @@ extension copies each dependency's package folder to ``_static/vendor/<name>/``,
 refers to, for example, ``_static/vendor/mathjax/es5/tex-mml-chtml.js`` (see ``mathjax_path``
 in ``_config.yml``). The published book then works with no request outside its own site.
 
+It also drops scripts that a page would include twice: Jupyter Book 1.0.4 adds sphinx-thebe's
+inline configuration twice, and the second copy throws "Identifier 'THEBE_JS_URL' has already
+been declared" in the browser console of every page.
+
 Why an extension and not ``html_static_path``: Jupyter Book adds every ``.js``/``.css`` file
 under ``html_static_path`` to every page as soon as a ``_static/`` folder exists at the root,
 which would load hundreds of MathJax components on each page.
@@ -49,7 +53,24 @@ def _copy(app: Sphinx, exception: Exception | None) -> None:
         shutil.copytree(root / "node_modules" / name, target / name, dirs_exist_ok=True)
 
 
+def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for js in scripts:
+        # The same script registered twice may differ in priority, or have filename None in one
+        # copy and "" in the other: compare what is written into the page.
+        attributes = getattr(js, "attributes", {}) or {}
+        key = (getattr(js, "filename", str(js)) or "", tuple(sorted((k, str(v)) for k, v in attributes.items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    context["script_files"] = unique
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", _check_installed)
+    app.connect("html-page-context", _drop_duplicate_scripts)
     app.connect("build-finished", _copy)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
