@@ -175,3 +175,22 @@ def test_no_solution_reaches_the_built_book(built_book: Path):
                 assert form not in text, (
                     f"{path.relative_to(built_book)} shows a line of {source.relative_to(ROOT)}: {line!r}"
                 )
+
+
+def test_workflows_run_the_readme_commands():
+    """CI builds and deploys with `make book` and tests with `make test`, as the README says."""
+    import yaml
+
+    readme = (ROOT / "README.md").read_text()
+    for name, command in (("book.yml", "make book"), ("tests.yml", "make test")):
+        assert command in readme
+        flow = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+        steps = [s for job in flow["jobs"].values() for s in job.get("steps", [])]
+        assert any(s.get("run", "").strip() == command for s in steps), f"{name} does not run `{command}`"
+        triggers = flow[True] if True in flow else flow["on"]  # YAML 1.1 reads `on:` as True
+        if name == "tests.yml":
+            assert {"push", "pull_request"} <= set(triggers)
+        else:
+            uses = [s.get("uses", "") for s in steps]
+            assert any(u.startswith("actions/deploy-pages@") for u in uses)
+            assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
