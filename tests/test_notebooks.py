@@ -194,3 +194,17 @@ def test_workflows_run_the_readme_commands():
             uses = [s.get("uses", "") for s in steps]
             assert any(u.startswith("actions/deploy-pages@") for u in uses)
             assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
+
+
+@pytest.mark.slow
+def test_landing_page_lists_exactly_the_chapters_in_the_toc(built_book: Path):
+    """The chapter table on the landing page comes from _toc.yml: no missing, no extra chapter."""
+    chapters = [p.name for p in toc_pages() if re.fullmatch(r"book/\d\d-[\w-]+", p.name)]
+    text = (built_book / "book" / "intro.html").read_text()
+    table = re.search(r'<table class="[^"]*chapter-plan.*?</table>', text, re.S)
+    if not chapters:
+        assert table is None
+        return
+    assert table, "the landing page has no chapter table"
+    linked = re.findall(r'href="([\w-]+)\.html', table.group(0))
+    assert [f"book/{name}" for name in linked if re.fullmatch(r"\d\d-[\w-]+", name)] == chapters
