@@ -61,28 +61,33 @@ def chapter_sources(root: Path = ROOT) -> list[Path]:
 
 
 def setup_source(code: str, url: str) -> str:
-    """The set-up cell: install qkv from the repository when it is missing (e.g. on Colab).
+    """The set-up cell: install what the chapter imports that Colab lacks, when it is missing.
 
-    ``code`` is the chapter's code cells; extras are added only when that code needs them,
-    so most chapters install quickly.
+    ``code`` is the chapter's code cells. ``qkv`` comes from the repository (with the extras
+    the code needs, so most chapters install quickly); ``myst_nb`` (for ``glue``) from PyPI.
     """
     extras = []
     if re.search(r"\bqkv\.pretrained\b|\bimport pretrained\b|^\s*(from|import) transformers\b", code, re.M):
         extras.append("pretrained")
-    if re.search(r"\bbertviz\b", code):
+    if "bertviz" in code:
         extras.append("viz")
-    requirement = f"qkv{'[' + ','.join(extras) + ']' if extras else ''} @ git+{url}"
+    needed = {"qkv": f"qkv{'[' + ','.join(extras) + ']' if extras else ''} @ git+{url}"}
+    if re.search(r"^\s*(from|import) myst_nb\b", code, re.M):
+        needed["myst_nb"] = "myst-nb"
+    lines = ",\n".join(f'    "{module}": "{requirement}"' for module, requirement in needed.items())
     return (
-        "# Set-up: install the course package `qkv` when it is missing (as on Colab).\n"
-        "# It does nothing where qkv is already installed (locally after `make book`).\n"
+        "# Set-up: install what this notebook needs when it is missing (as on Colab), the\n"
+        "# course package qkv from its repository. Where it is installed this does nothing.\n"
         "import importlib.util\n"
         "import subprocess\n"
         "import sys\n"
         "\n"
-        'if importlib.util.find_spec("qkv") is None:\n'
-        "    subprocess.check_call(\n"
-        f'        [sys.executable, "-m", "pip", "install", "--quiet", "{requirement}"]\n'
-        "    )"
+        "needed = {\n"
+        f"{lines},\n"
+        "}\n"
+        "missing = [req for module, req in needed.items() if importlib.util.find_spec(module) is None]\n"
+        "if missing:\n"
+        '    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *missing])'
     )
 
 
