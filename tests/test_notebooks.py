@@ -93,21 +93,21 @@ def test_setup_cell_installs_from_the_repository_in_config(path: Path):
     assert not others, f"{path.name}: the set-up cell names another repository: {others}"
 
 
-def test_every_exercise_is_in_the_toc_next_to_its_chapter():
+@pytest.mark.parametrize("nb", student_notebooks(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_exercise_is_in_the_book_next_to_its_chapter(nb: Path):
+    """exercises/NN-topic/*.ipynb is shown in the book under chapter book/NN-*."""
     pages = {p.name: p for p in toc_pages()}
-    chapters = [p.name for p in pages.values() if p.name.startswith("book/")]
-    for nb in student_notebooks():
-        name = nb.relative_to(ROOT).with_suffix("").as_posix()
-        assignment = nb.parent.name
-        number = assignment.split("-")[0]
-        chapter = next((c for c in chapters if Path(c).name.split("-")[0] == number), None)
-        hint = (
-            f"add to _toc.yml, under `- file: {chapter}`:\n    sections:\n      - glob: exercises/{assignment}/*"
-            if chapter else f"add `- glob: exercises/{assignment}/*` to _toc.yml next to its chapter"
-        )
-        assert name in pages, f"{name} is not in the book; {hint}"
-        if chapter is not None:
-            assert pages[name].parent == chapter, f"{name} is not shown with its chapter; {hint}"
+    name = nb.relative_to(ROOT).with_suffix("").as_posix()
+    assignment = nb.parent.name
+    number = assignment.split("-")[0]
+    chapter = next((c for c in pages if re.fullmatch(rf"book/{re.escape(number)}-[\w-]+", c)), None)
+    if chapter is None and name not in pages:
+        pytest.skip(f"chapter {number} is not in _toc.yml yet; when it is, put "
+                    f"`sections: [{{glob: exercises/{assignment}/*}}]` under it")
+    hint = f"in _toc.yml, under `- file: {chapter}`, add:\n    sections:\n      - glob: exercises/{assignment}/*"
+    assert name in pages, f"{name} is not in the book; {hint}"
+    if chapter is not None:
+        assert pages[name].parent == chapter, f"{name} is not shown with its chapter; {hint}"
 
 
 @pytest.mark.slow
