@@ -34,12 +34,12 @@ def test_as_bertviz_attention_layouts():
 
 @pytest.mark.parametrize("render", [bv.head_view_html, bv.model_view_html])
 def test_views_point_at_local_libraries_first(render):
-    html = render(weights(), TOKENS, lib_url="../_static/")
+    html = render(weights(), TOKENS, lib_url="../_static/vendor/")
     # no <script src> to the CDN is left; the CDN appears only as the second choice
     assert not re.search(r"<script[^>]+src=", html)
-    assert '["../_static/require.js", "' + bv.CDN["require"] + '"]' in html
+    assert json.dumps(["../_static/vendor/requirejs/require.js", bv.CDN["require"]]) in html
     for name in ("d3", "jquery"):
-        local = "../_static/" + bv.LOCAL_FILES[name][:-3]
+        local = "../_static/vendor/" + bv.LOCAL_FILES[name][:-3]
         assert json.dumps([local, bv.CDN[name]]) in html
         assert f"'{bv.CDN[name]}'" not in html  # the bare CDN path is gone
     assert html.count("<script") == 1 and html.rstrip().endswith("</script>")
@@ -67,3 +67,17 @@ def test_display_objects():
 
     assert isinstance(bv.model_view(weights(), TOKENS, lib_url="_static"), HTML)
     assert isinstance(bv.head_view(weights(), TOKENS, lib_url="_static"), HTML)
+
+
+def test_local_files_are_what_npm_installs_and_the_book_vendors():
+    """Each local path names a package of package.json (the book copies those to _static/vendor/)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    dependencies = json.loads((root / "package.json").read_text())["dependencies"]
+    for name, path in bv.LOCAL_FILES.items():
+        assert path.split("/")[0] in dependencies, f"{name}: {path} is not from a package in package.json"
+    if not (root / "node_modules").is_dir():
+        pytest.skip("node_modules/ is missing: run `npm ci` (make book does)")
+    for name, path in bv.LOCAL_FILES.items():
+        assert (root / "node_modules" / path).is_file(), f"npm ci did not install {path}"

@@ -1,42 +1,23 @@
-"""The book builds from the repository root with warnings as errors, as `make book` does."""
+"""The book builds from the repository root with warnings as errors, as `make book` does.
+
+The `built_book` fixture (one build per session) lives in conftest.py.
+"""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from book_pages import toc_pages
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def built_book() -> Path:
-    """Build the book once per test session (into _build/html, like `make book`)."""
-    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
-    if jb is None:
-        pytest.fail("jupyter-book is not installed; run the tests with `make test`")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run(
-        [jb, "build", ".", "-W", "-n", "--keep-going"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
-    return ROOT / "_build" / "html"
-
-
 def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        for ch in part.get("chapters", []):
-            files.append(ch["file"])
-            files.extend(s["file"] for s in ch.get("sections", []))
-    return files
+    # Every page, nested sections and `glob:` entries (exercises) included.
+    return [page.name for page in toc_pages()]
 
 
 @pytest.mark.slow

@@ -27,12 +27,13 @@ CDN: Dict[str, str] = {
     "jquery": "https://cdnjs.cloudflare.com/ajax/libs/jquery/2.0.0/jquery.min",
 }
 
-#: The file names of the local copies under ``lib_url`` (what ``npm ci`` installs:
-#: ``requirejs/require.js``, ``d3/dist/d3.min.js``, ``jquery/dist/jquery.min.js``).
+#: Where the local copies lie under ``lib_url``: the npm packages' own layout, as
+#: ``npm ci`` installs them into ``node_modules/`` (the book copies each package
+#: folder to ``_static/vendor/``, see ``book/_ext/vendored_js.py``).
 LOCAL_FILES: Dict[str, str] = {
-    "require": "require.js",
-    "d3": "d3.min.js",
-    "jquery": "jquery.min.js",
+    "require": "requirejs/require.js",
+    "d3": "d3/dist/d3.min.js",
+    "jquery": "jquery/dist/jquery.min.js",
 }
 
 _SCRIPT = re.compile(r'<script type="text/javascript">\n(?P<js>.*)\n</script>\s*$', re.DOTALL)
@@ -95,7 +96,7 @@ def localize(html: str, lib_url: str) -> str:
         html: what ``bertviz.head_view`` or ``bertviz.model_view`` returns with
             ``html_action='return'`` (its ``.data``).
         lib_url: URL of the folder holding :data:`LOCAL_FILES`, relative to the page
-            (``"../_static"`` for a book page one folder below the root).
+            (``"../_static/vendor"`` for a book page one folder below the root).
 
     Returns:
         The HTML, with no CDN address except as a fallback.

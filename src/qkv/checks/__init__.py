@@ -9,6 +9,7 @@ so a notebook that rebinds the name ``check_softmax`` does not change a verdict.
 This package depends on :mod:`qkv`; :mod:`qkv` never imports it.
 """
 
+from ._harness import warnings_to_stdout
 from .efficient import check_chunked_attention
 from .functional import check_attention_scores, check_scaled_dot_product_attention, check_softmax
 from .masks import check_causal_mask, check_padding_mask
@@ -24,4 +25,5 @@ __all__ = [
     "check_scaled_dot_product_attention",
     "check_softmax",
     "check_split_heads",
+    "warnings_to_stdout",
 ]
