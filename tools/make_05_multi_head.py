@@ -158,10 +158,10 @@ class MultiHeadAttention(nn.Module):
             allowed = allowed & key_padding_mask[:, None, None, :]
         q = split_heads(self.q_proj(query), self.num_heads)
         k = split_heads(self.k_proj(key), self.num_heads)
-        v = split_heads(self.v_proj(value), self.num_heads)
+        vals = split_heads(self.v_proj(value), self.num_heads)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
         weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
-        out = self.out_proj(merge_heads(weights @ v))
+        out = self.out_proj(merge_heads(weights @ vals))
         if not batched:
             out, weights = out[0], weights[0]
         if not need_weights:
