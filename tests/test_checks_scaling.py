@@ -1,6 +1,5 @@
 """The scaling checks on catalogues of wrong and right answers, and their guard."""
 
-import math
 import warnings
 
 import pytest
