@@ -46,3 +46,25 @@ def test_qkv_does_not_import_its_checks():
     code = "import sys, qkv; print('qkv.checks' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_checks_leave_the_global_random_state_alone():
+    import torch
+
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    checks.check_MultiHeadAttention(A.MHA_RIGHT["matmul"])
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_stderr_written_by_an_answer_goes_to_stdout(capsys):
+    import sys
+
+    def noisy(L, S=None, device=None):
+        print("debugging", file=sys.stderr)
+        return A.causal_ok(L, S, device)
+
+    checks.check_causal_mask(noisy)
+    out = capsys.readouterr()
+    assert out.err == "" and "debugging" in out.out

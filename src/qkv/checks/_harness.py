@@ -16,6 +16,7 @@ nbgrader scores a test cell that writes to stderr as failed.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -542,13 +543,18 @@ def run_check(exercise: Exercise, student: Any, seed: int = 0, watch_factory=Non
     # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    # The student's global random state is left as it was (building modules draws from it),
+    # and anything their code writes to stderr goes to stdout: nbgrader fails a test cell
+    # with stderr output.
+    gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     try:
-        for d in devices():
-            for i, case in enumerate(exercise.cases):
-                if d.type != "cpu" and not case.every_device:
-                    continue
-                if d.type == "mps" and case.dtype == _float64:
-                    continue  # MPS has no float64
-                _run_one(exercise, student, case, d, seed * 1000 + i, watch_factory)
+        with torch.random.fork_rng(devices=gpus), contextlib.redirect_stderr(sys.stdout):
+            for d in devices():
+                for i, case in enumerate(exercise.cases):
+                    if d.type != "cpu" and not case.every_device:
+                        continue
+                    if d.type == "mps" and case.dtype == _float64:
+                        continue  # MPS has no float64
+                    _run_one(exercise, student, case, d, seed * 1000 + i, watch_factory)
     finally:
         torch.set_num_threads(threads)
