@@ -68,3 +68,19 @@ def test_stderr_written_by_an_answer_goes_to_stdout(capsys):
     checks.check_causal_mask(noisy)
     out = capsys.readouterr()
     assert out.err == "" and "debugging" in out.out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_checks_run_on_cuda_and_catch_host_tensors_there():
+    import torch
+
+    from answers_scaling import SDPA_RIGHT
+    from qkv.checks._harness import devices
+
+    assert torch.device("cuda") in devices()
+    checks.check_scaled_dot_product_attention(SDPA_RIGHT["einsum"])
+    checks.check_MultiHeadAttention(A.MHA_RIGHT["matmul"])
+    checks.check_chunked_attention(A.CHUNKED_RIGHT["online softmax"])
+    with pytest.raises(AssertionError, match="device="):
+        checks.check_padding_mask(A.padding_no_device)
