@@ -14,6 +14,7 @@ from .functional import (
     scaled_dot_product_attention_with_weights,
     softmax,
 )
+from .lookup import hard_lookup, soft_lookup
 from .masks import causal_mask, from_torch_mask, padding_mask, to_additive_mask, to_torch_mask
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 
@@ -29,11 +30,13 @@ __all__ = [
     "causal_mask",
     "chunked_attention",
     "from_torch_mask",
+    "hard_lookup",
     "luong_score",
     "merge_heads",
     "padding_mask",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_with_weights",
+    "soft_lookup",
     "softmax",
     "split_heads",
     "to_additive_mask",
