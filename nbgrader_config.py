@@ -4,9 +4,12 @@ See book/instructors.md for the commands. Everything nbgrader writes while gradi
 (gradebook.db, submitted/, autograded/, feedback/, downloaded/) is git-ignored.
 """
 
+import os
+
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
-c.CourseDirectory.root = "."
+# The course directory is the one holding this file (an absolute path, as nbgrader wants).
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "qkv"
 # Solutions (with answers and hidden tests) are the source; exercises are the release,
 # committed so that students (and Colab) open them straight from the repository.

@@ -9,6 +9,7 @@ so a notebook that rebinds the name ``check_softmax`` does not change a verdict.
 This package depends on :mod:`qkv`; :mod:`qkv` never imports it.
 """
 
+from ._harness import warnings_to_stdout
 from .efficient import check_chunked_attention
 from .functional import check_attention_scores, check_scaled_dot_product_attention, check_softmax
 from .lookup import check_additive_score, check_luong_score, check_soft_lookup
@@ -30,4 +31,5 @@ __all__ = [
     "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
+    "warnings_to_stdout",
 ]

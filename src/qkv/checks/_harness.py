@@ -50,6 +50,20 @@ class DelegationError(RuntimeError):
     """Raised inside the student's code when it calls something the exercise forbids."""
 
 
+def warnings_to_stdout() -> None:
+    """Show warnings in a notebook as ordinary output instead of on stderr.
+
+    nbgrader scores a test cell that writes anything to stderr as failed, so a
+    harmless warning from a student's answer (a deprecation, say) would cost its
+    points. The set-up cell of every exercise calls this; the warnings still show.
+    """
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        sys.stdout.write(text)
+
+    warnings.showwarning = show
+
+
 # --------------------------------------------------------------------------- cases
 
 
