@@ -128,4 +128,4 @@ def test_attention_beats_the_bottleneck_on_long_inputs(seed, one_thread):
     # Both learned the task on short inputs, so the gap is about length, not training failure.
     assert plain[2] > 0.9 and attn[2] > 0.9
     assert mean(attn) > mean(plain) + 0.2, (plain, attn)
-    assert mean(attn) > 0.6
+    assert mean(attn) > 0.5
