@@ -1,79 +1,108 @@
-"""Matplotlib pictures of attention weights.
+"""Plotting helpers for the book (matplotlib only).
 
-Small functions that draw on a given ``Axes`` (or make a figure) and return it,
-so that a chapter can arrange them as it likes. Rows are queries, columns keys,
-as in the weight matrix ``(L, S)``.
+Each function draws on the ``ax`` it is given (or a new one) and returns it, so a
+chapter can arrange several plots in one figure.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import matplotlib.pyplot as plt
+import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from torch import Tensor
-
-from . import _validate as v
 
 
-def plot_attention(
-    weights: Tensor,
-    keys: Optional[Sequence[str]] = None,
-    queries: Optional[Sequence[str]] = None,
+def attention_heatmap(
+    weights: torch.Tensor,
+    x_labels: Optional[Sequence[str]] = None,
+    y_labels: Optional[Sequence[str]] = None,
     ax: Optional[Axes] = None,
     title: Optional[str] = None,
-    vmax: Optional[float] = 1.0,
-    annotate: bool = False,
+    xlabel: str = "key (attended to)",
+    ylabel: str = "query (attending)",
+    colorbar: bool = True,
 ) -> Axes:
-    """Heat map of one attention matrix.
+    """Draw one attention matrix, queries as rows and keys as columns.
 
     Args:
-        weights: the weights of one head (rows: queries, columns: keys).
-        keys: labels of the columns (default: indices).
-        queries: labels of the rows (default: ``keys`` when the matrix is square).
-        ax: where to draw (default: a new figure).
-        title: title of the axes.
-        vmax: weight shown darkest (``None``: the largest weight).
-        annotate: write each weight in its cell (for small matrices).
+        weights: the weights; any leading dimensions must be of size one.
+        x_labels: one label per key (column).
+        y_labels: one label per query (row).
+        ax: where to draw; a new figure when ``None``.
+        title: the plot's title.
+        xlabel, ylabel: axis labels.
+        colorbar: add a colour bar.
 
     Returns:
         The axes drawn on.
 
     Shape:
-        - weights: ``(L, S)``
+        - weights: ``(L, S)`` (or ``(1, ..., 1, L, S)``)
     """
-    v.require_tensor("weights", weights)
-    if weights.dim() != 2:
-        raise ValueError(f"weights must have shape (L, S), got {v.shape_str(weights)}")
-    L, S = weights.shape
-    if queries is None and keys is not None and L == S:
-        queries = keys
-    for name, labels, n in (("keys", keys, S), ("queries", queries, L)):
-        if labels is not None and len(labels) != n:
-            raise ValueError(f"{name} has {len(labels)} labels for {n} positions")
+    w = weights.detach().to("cpu", torch.float32)
+    while w.dim() > 2 and w.shape[0] == 1:
+        w = w[0]
+    if w.dim() != 2:
+        raise ValueError(f"weights must be (L, S) after dropping size-one dims, got {tuple(weights.shape)}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(0.4 * S + 1.5, 0.4 * L + 1))
-    w = weights.detach().float().cpu()
-    ax.imshow(w.numpy(), cmap="Blues", vmin=0.0, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(S), keys if keys is not None else range(S), rotation=90)
-    ax.set_yticks(range(L), queries if queries is not None else range(L))
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
-    if annotate:
-        top = float(w.max()) if vmax is None else vmax
-        for i in range(L):
-            for j in range(S):
-                x = float(w[i, j])
-                ax.text(j, i, f"{x:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if x > 0.6 * top else "black")
+        _, ax = plt.subplots(figsize=(0.3 * w.shape[1] + 2, 0.3 * w.shape[0] + 1.5))
+    im = ax.imshow(w.numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+    for labels, set_ticks, set_labels, n in (
+        (x_labels, ax.set_xticks, ax.set_xticklabels, w.shape[1]),
+        (y_labels, ax.set_yticks, ax.set_yticklabels, w.shape[0]),
+    ):
+        if labels is not None:
+            if len(labels) != n:
+                raise ValueError(f"expected {n} labels, got {len(labels)}")
+            set_ticks(range(n))
+            set_labels(list(labels))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_curves(
+    curves: Mapping[str, Mapping[float, float]],
+    xlabel: str,
+    ylabel: str,
+    ax: Optional[Axes] = None,
+    title: Optional[str] = None,
+    marker: str = "o",
+) -> Axes:
+    """Draw one line per named curve, each given as ``{x: y}``.
+
+    Args:
+        curves: ``{label: {x: y}}``.
+        xlabel, ylabel: axis labels.
+        ax: where to draw; a new figure when ``None``.
+        title: the plot's title.
+        marker: matplotlib marker for the points.
+
+    Returns:
+        The axes drawn on.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    for label, points in curves.items():
+        xs = sorted(points)
+        ax.plot(xs, [points[x] for x in xs], marker=marker, markersize=3, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
     return ax
 
 
 def plot_head_grid(
-    weights: Tensor,
+    weights: torch.Tensor,
     labels: Optional[Sequence[Sequence[str]]] = None,
     tokens: Optional[Sequence[str]] = None,
     cell: float = 1.3,
@@ -84,8 +113,8 @@ def plot_head_grid(
         weights: every layer and head on one sentence.
         labels: ``labels[layer][head]`` written under each map (e.g. from
             :func:`qkv.heads.label_heads`).
-        tokens: when given, the tokens label the axes of the first column and
-            of the bottom row only (the maps are too small for more).
+        tokens: when given, the tokens label the axes of the bottom-left map
+            only (the maps are too small for more).
         cell: size of one map in inches.
 
     Returns:
@@ -94,16 +123,15 @@ def plot_head_grid(
     Shape:
         - weights: ``(layers, H, T, T)``
     """
-    v.require_tensor("weights", weights)
-    if weights.dim() != 4:
-        raise ValueError(f"weights must have shape (layers, H, T, T), got {v.shape_str(weights)}")
+    if not isinstance(weights, torch.Tensor) or weights.dim() != 4:
+        raise ValueError(f"weights must be a tensor of shape (layers, H, T, T), got {getattr(weights, 'shape', type(weights))}")
     layers, H, L, S = weights.shape
     fig, axes = plt.subplots(layers, H, figsize=(cell * H, cell * layers * 1.15), squeeze=False)
     w = weights.detach().float().cpu()
     for i in range(layers):
         for h in range(H):
             ax = axes[i][h]
-            ax.imshow(w[i, h].numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
+            ax.imshow(w[i, h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
