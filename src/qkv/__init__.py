@@ -16,6 +16,7 @@ from .functional import (
 )
 from .masks import causal_mask, from_torch_mask, padding_mask, to_additive_mask, to_torch_mask
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .selfattn import cross_attention, dot_product_variance, self_attention
 
 __version__ = "0.1.0"
 
@@ -38,4 +39,7 @@ __all__ = [
     "split_heads",
     "to_additive_mask",
     "to_torch_mask",
+    "cross_attention",
+    "dot_product_variance",
+    "self_attention",
 ]
