@@ -14,6 +14,7 @@ from .efficient import check_chunked_attention
 from .functional import check_attention_scores, check_scaled_dot_product_attention, check_softmax
 from .masks import check_causal_mask, check_padding_mask
 from .multihead import check_merge_heads, check_MultiHeadAttention, check_split_heads
+from .selfattn import check_cross_attention, check_dot_product_variance, check_self_attention
 
 __all__ = [
     "check_MultiHeadAttention",
@@ -26,4 +27,7 @@ __all__ = [
     "check_softmax",
     "check_split_heads",
     "warnings_to_stdout",
+    "check_cross_attention",
+    "check_dot_product_variance",
+    "check_self_attention",
 ]
