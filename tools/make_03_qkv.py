@@ -40,7 +40,9 @@ A reminder of the shapes on a small example (run it):
     code(r"""
 x = torch.randn(4, 10)                                # L = 4 tokens of width D = 10
 W_q, W_k, W_v = torch.randn(10, 3), torch.randn(10, 3), torch.randn(10, 5)   # E = 3, Ev = 5
-Q, K, V = x @ W_q, x @ W_k, x @ W_v
+Q = x @ W_q                                           # (L, E)
+K = x @ W_k                                           # (L, E)
+V = x @ W_v                                           # (L, Ev)
 print("Q", tuple(Q.shape), "K", tuple(K.shape), "V", tuple(V.shape))
 print("scores Q @ K^T", tuple((Q @ K.transpose(-2, -1)).shape))
 """),
