@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from .. import selfattn as _selfattn
-from ._harness import (Case, Exercise, Guard, Mistake, Verdict, _first_line, _quiet, devices,
+from ._harness import (Case, Exercise, Guard, Mistake, _first_line, _quiet, devices,
                        randn, run_check)
 from .functional import QKV_ATTENTION, TORCH_ATTENTION, attend
 
@@ -236,7 +236,7 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: i
     __tracebackhide__ = True
     name = "dot_product_variance"
     if not callable(dot_product_variance):
-        raise Verdict(f"check_{name} expects your {name} itself, "
+        raise AssertionError(f"check_{name} expects your {name} itself, "
                       f"got {type(dot_product_variance).__name__}")
     forbid = {_selfattn.dot_product_variance: "qkv.dot_product_variance"}
     threads = torch.get_num_threads()
@@ -250,19 +250,19 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: i
         with guard:
             got, error, _ = _quiet(dot_product_variance, d, VARIANCE_SAMPLES, generator)
         if guard.tripped:
-            raise Verdict(f"{name}: wrong on {where}: {guard.tripped}")
+            raise AssertionError(f"{name}: wrong on {where}: {guard.tripped}")
         if isinstance(error, NotImplementedError):
-            raise Verdict(f"{name} is not written yet (it raises NotImplementedError): "
+            raise AssertionError(f"{name} is not written yet (it raises NotImplementedError): "
                           f"replace the `raise` line")
         if error is not None:
             hint = ""
             if "generator" in str(error).lower() or "device" in str(error).lower():
                 hint = ("\nLook at: draw on the generator's device: torch.randn(..., "
                         "generator=generator, device=generator.device)")
-            raise Verdict(f"{name}: wrong on {where}: it raised {_first_line(error)}{hint}")
+            raise AssertionError(f"{name}: wrong on {where}: it raised {_first_line(error)}{hint}")
         value = _as_number(got)
         if value is None or not math.isfinite(value):
-            raise Verdict(f"{name}: wrong on {where}: it returned {got!r}, expected one finite "
+            raise AssertionError(f"{name}: wrong on {where}: it returned {got!r}, expected one finite "
                           f"number\nLook at: return the variance as a float (e.g. "
                           f"dots.var().item()) or a one-element tensor")
         return value
@@ -279,19 +279,19 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: i
                 if abs(value - d) > tol:
                     for near, mistake, hint in _variance_mistakes(d):
                         if abs(value - near) <= max(tol, 0.1 * abs(near), 0.05):
-                            raise Verdict(f"{name}: wrong on {where}: got {value:.4g}, which "
+                            raise AssertionError(f"{name}: wrong on {where}: got {value:.4g}, which "
                                           f"looks like {mistake}\nLook at: {hint}")
-                    raise Verdict(f"{name}: wrong on {where}: got {value:.4g}, expected d_k = {d} "
+                    raise AssertionError(f"{name}: wrong on {where}: got {value:.4g}, expected d_k = {d} "
                                   f"within {tol:.3g} (5 standard errors)")
                 if i > 0:
                     continue  # the two reproducibility runs below: once per device is enough
                 if run(d, s, device) != value:
-                    raise Verdict(f"{name}: wrong on {where}: two calls with identically seeded "
+                    raise AssertionError(f"{name}: wrong on {where}: two calls with identically seeded "
                                   f"generators gave different answers\nLook at: draw every "
                                   f"random number from the generator passed in: "
                                   f"torch.randn(..., generator=generator)")
                 if run(d, s + 1, device) == value:
-                    raise Verdict(f"{name}: wrong on {where}: generators with different seeds "
+                    raise AssertionError(f"{name}: wrong on {where}: generators with different seeds "
                                   f"gave exactly the same answer\nLook at: measure: draw "
                                   f"n_samples pairs (q, k) from the generator and return the "
                                   f"variance of their dot products, not the formula")
