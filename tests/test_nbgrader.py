@@ -127,9 +127,20 @@ def course(tmp_path_factory):
 
 
 def _scores(api, assignment, student):
+    """Scores and their maximum, of the autograded cells only (written answers are graded by
+    hand: see :func:`_written`)."""
     with api.gradebook as gb:
         sub = gb.find_submission(assignment, student)
-        return {g.name: g.score for nb in sub.notebooks for g in nb.grades}, sub.max_score
+        grades = [g for nb in sub.notebooks for g in nb.grades if g.cell.cell_type == "code"]
+        return {g.name: g.score for g in grades}, sum(g.max_score for g in grades)
+
+
+def _written(api, assignment, student):
+    """Written (markdown) answers: name -> (automatic score, needs a manual grade)."""
+    with api.gradebook as gb:
+        sub = gb.find_submission(assignment, student)
+        return {g.name: (g.auto_score, g.needs_manual_grade) for nb in sub.notebooks
+                for g in nb.grades if g.cell.cell_type == "markdown"}
 
 
 def _autograded(course, student, assignment=SCALING, name="scaling.ipynb"):
@@ -172,6 +183,23 @@ def test_solutions_score_full_marks_and_exercises_zero(course, assignment):
     assert max_score > 0 and sum(scores.values()) == max_score, scores
     scores, _ = _scores(api, assignment, "untouched")
     assert sum(scores.values()) == 0, scores
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_written_answers_wait_for_a_grader_and_blank_ones_score_zero(course, assignment):
+    _, api = course
+    for auto, manual in _written(api, assignment, "solution").values():
+        assert auto is None and manual  # a model answer is read by a person
+    for auto, manual in _written(api, assignment, "untouched").values():
+        assert auto == 0 and not manual  # "YOUR ANSWER HERE" unchanged: zero, no grader needed
+
+
+def test_scaling_has_a_written_question():
+    nb = nbformat.read(str(ROOT / "exercises" / SCALING / "scaling.ipynb"), as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "markdown"
+             and c.metadata.get("nbgrader", {}).get("grade")]
+    assert [_grade_id(c) for c in cells] == ["written_no_scale"]
+    assert cells[0].source.strip() == "YOUR ANSWER HERE"  # the model answer stays in solutions/
 
 
 def test_edited_test_cell_is_restored_and_reassignments_do_not_help(course):

@@ -4,7 +4,7 @@ Run from the repository root: ``python tools/make_04_scaling.py``; then regenera
 student version with ``nbgrader generate_assignment 04-scaling --force``.
 """
 
-from nbsource import ROOT, answer, code, markdown, setup, tests, write
+from nbsource import ROOT, answer, code, markdown, setup, tests, write, written
 
 CELLS = [
     markdown(r"""
@@ -191,6 +191,61 @@ assert (out - F.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max
 check_scaled_dot_product_attention(scaled_dot_product_attention, seed=2024)
 ### END HIDDEN TESTS
 '''),
+    markdown(r"""
+## Step 6: measure the variance yourself
+
+The scale rests on one claim: if the $E$ (here written $d_k$) components of $q$ and of $k$ are
+independent with mean 0 and variance 1, then $\mathrm{Var}(q \cdot k) = d_k$. Write
+`dot_product_variance(d_k, n_samples, generator)`, which **measures** it: draw `n_samples`
+queries and `n_samples` keys of width `d_k` with standard normal components, compute the
+`n_samples` dot products (one per pair), and return their variance as a number.
+
+Draw every random number from `generator` and on its device
+(`torch.randn(..., generator=generator, device=generator.device)`), so that the same seed
+gives the same answer. The check runs d_k = 4, 64 and 256 with 20,000 samples and accepts an
+answer within 5 standard errors of d_k: the standard error of such an estimate is about
+$d_k\sqrt{(2 + 6/d_k)/n}$, about 1% of d_k here.
+"""),
+    answer("dot_product_variance", r'''
+def dot_product_variance(d_k, n_samples, generator):
+    """Measured variance of q . k over n_samples pairs with independent N(0, 1) components."""
+    ### BEGIN SOLUTION
+    q = torch.randn(n_samples, d_k, generator=generator, device=generator.device)
+    k = torch.randn(n_samples, d_k, generator=generator, device=generator.device)
+    return (q * k).sum(dim=-1).var().item()
+    ### END SOLUTION
+'''),
+    tests("test_dot_product_variance", 2, r'''
+from qkv.checks import check_dot_product_variance
+
+check_dot_product_variance(dot_product_variance)
+
+for d in (16, 128):
+    v = dot_product_variance(d, 20_000, torch.Generator().manual_seed(0))
+    print(f"d_k = {d:4d}: measured Var(q.k) = {v:8.2f}")
+    assert abs(v - d) < 0.1 * d, f"expected about {d}, got {v}"
+### BEGIN HIDDEN TESTS
+check_dot_product_variance(dot_product_variance, seed=2024)
+### END HIDDEN TESTS
+'''),
+    markdown(r"""
+## A question in words
+
+Suppose a colleague removes the division by $\sqrt{d_k}$ from a model whose heads have width
+$d_k = 512$, initialised so that queries and keys have unit-variance components. In three to
+five sentences: what happens to the attention weights at the start of training, and why does
+that make learning harder? Refer to the softmax's gradient. (This answer is graded by hand.)
+"""),
+    written("written_no_scale", 2, r"""
+Without the scale the scores have standard deviation about $\sqrt{512} \approx 23$, so the
+differences between a row's scores are large and the softmax saturates: nearly all of each
+row's weight goes to one key (close to one-hot, entropy near zero), chosen by chance at
+initialisation. The softmax's Jacobian $\mathrm{diag}(p) - pp^\top$ is then close to zero, so
+almost no gradient reaches the scores, and through them $W_Q$ and $W_K$, for most rows; only
+rows where two scores happen to be nearly tied pass back (large) gradients. Learning which keys
+to attend to is therefore slow and erratic. Dividing by $\sqrt{d_k}$ brings the scores back to
+unit variance, so the weights start spread out whatever the width.
+"""),
     markdown(r"""
 ## What you built
 

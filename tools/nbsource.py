@@ -90,6 +90,14 @@ def tests(grade_id: str, points: float, source: str):
     return cell
 
 
+def written(grade_id: str, points: float, source: str):
+    """A manually graded written answer (markdown): the model answer in ``source`` is replaced
+    by nbgrader's "YOUR ANSWER HERE" for students; a grader scores it by hand."""
+    cell = nbformat.v4.new_markdown_cell(source.strip("\n"))
+    cell.metadata.update(_nbgrader(grade_id, grade=True, solution=True, points=points))
+    return cell
+
+
 def write(path: Path, cells: list) -> None:
     """Write the notebook with stable cell ids (so regenerating it changes nothing)."""
     nb = nbformat.v4.new_notebook()

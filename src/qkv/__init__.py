@@ -17,6 +17,7 @@ from .functional import (
 from .lookup import hard_lookup, soft_lookup
 from .masks import causal_mask, from_torch_mask, padding_mask, to_additive_mask, to_torch_mask
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .selfattn import cross_attention, dot_product_variance, self_attention
 from .seq2seq import ReverseTask, Seq2Seq, bahdanau_attention
 
 __version__ = "0.1.0"
@@ -45,4 +46,7 @@ __all__ = [
     "split_heads",
     "to_additive_mask",
     "to_torch_mask",
+    "cross_attention",
+    "dot_product_variance",
+    "self_attention",
 ]

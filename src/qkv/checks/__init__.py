@@ -15,6 +15,7 @@ from .functional import check_attention_scores, check_scaled_dot_product_attenti
 from .lookup import check_additive_score, check_luong_score, check_soft_lookup
 from .masks import check_causal_mask, check_padding_mask
 from .multihead import check_merge_heads, check_MultiHeadAttention, check_split_heads
+from .selfattn import check_cross_attention, check_dot_product_variance, check_self_attention
 from .seq2seq import check_bahdanau_attention
 
 __all__ = [
@@ -32,4 +33,7 @@ __all__ = [
     "check_softmax",
     "check_split_heads",
     "warnings_to_stdout",
+    "check_cross_attention",
+    "check_dot_product_variance",
+    "check_self_attention",
 ]
