@@ -19,10 +19,8 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 .PHONY: book test venv clean js chromium
 
 # MPLBACKEND is unset for the build: with Agg the kernel draws no figure for plt.show().
-# TQDM_DISABLE: progress bars are for people running a notebook; in the built page a frozen
-# ipywidgets bar would only make the page ask a CDN for the widget manager.
 book: $(STAMP) $(NODE_STAMP)
-	env -u MPLBACKEND TQDM_DISABLE=1 $(BIN)/jupyter-book build . -W -n --keep-going
+	env -u MPLBACKEND $(BIN)/jupyter-book build . -W -n --keep-going
 
 test: $(STAMP) $(NODE_STAMP) chromium
 	$(BIN)/python -m pytest

@@ -205,10 +205,7 @@ def train(
     loss_fn = nn.CrossEntropyLoss()
     losses = []
     model.train()
-    # Pass `disable` only to switch the bar off, so that TQDM_DISABLE=1 (set by `make book`)
-    # still applies when progress=True.
-    quiet = {} if progress else {"disable": True}
-    for _ in tqdm(range(steps), desc=desc, mininterval=1.0, **quiet):
+    for _ in tqdm(range(steps), desc=desc, disable=not progress, mininterval=1.0):
         n = int(torch.randint(task.min_len, task.max_len + 1, (1,), generator=gen))
         src, tgt_in, tgt_out = task.sample(batch_size, n, gen)
         logits, _ = model(src, tgt_in)
