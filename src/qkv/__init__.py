@@ -7,7 +7,7 @@ convention (a bool mask is ``True`` where attention is allowed).
 """
 
 from .additive import AdditiveAttention, LuongAttention, additive_score, attend, luong_score
-from .efficient import chunked_attention
+from .efficient import chunked_attention, kv_cache_step, triton_attention
 from .functional import (
     attention_scores,
     scaled_dot_product_attention,
@@ -15,6 +15,7 @@ from .functional import (
     softmax,
 )
 from .masks import causal_mask, from_torch_mask, padding_mask, to_additive_mask, to_torch_mask
+from .masks import sliding_window_mask
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 
 __version__ = "0.1.0"
@@ -38,4 +39,7 @@ __all__ = [
     "split_heads",
     "to_additive_mask",
     "to_torch_mask",
+    "kv_cache_step",
+    "sliding_window_mask",
+    "triton_attention",
 ]
