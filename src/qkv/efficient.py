@@ -34,7 +34,7 @@ def chunked_attention(
     attn_mask: Optional[Tensor] = None,
     is_causal: bool = False,
     scale: Optional[float] = None,
-    chunk_size: int = 512,
+    chunk_size: int = 256,
     window: Optional[int] = None,
 ) -> Tensor:
     """Exact attention computed chunk by chunk with the online softmax.
