@@ -4,6 +4,8 @@ VENV    ?= .venv
 PYTHON  ?= python3
 BIN     := $(abspath $(VENV))/bin
 STAMP   := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+CHROMIUM := $(or $(QKV_CHROMIUM),/usr/bin/chromium)
 
 # nbgrader runs alembic as a subprocess: the virtualenv's bin must be on PATH.
 export PATH := $(BIN):$(PATH)
@@ -14,15 +16,36 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export MPLBACKEND := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test venv clean
+.PHONY: book test venv clean js chromium
 
-book: $(STAMP)
-	$(BIN)/jupyter-book build . -W -n --keep-going
+# MPLBACKEND is unset for the build: with Agg the kernel draws no figure for plt.show().
+book: $(STAMP) $(NODE_STAMP)
+	env -u MPLBACKEND $(BIN)/jupyter-book build . -W -n --keep-going
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP) chromium
 	$(BIN)/python -m pytest
 
 venv: $(STAMP)
+
+# JavaScript the book serves itself (MathJax): package.json + package-lock.json -> node_modules.
+js: $(NODE_STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; \
+	  else echo "npm is missing: install Node.js and npm (e.g. apt-get install nodejs npm)"; exit 1; fi; }
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+# The browser tests drive Debian's chromium. Installed here when missing and apt-get can run
+# (CI runs as root on Debian); otherwise a message, and the browser tests say how to install it.
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "chromium not found at $(CHROMIUM) and apt-get cannot install it here:" \
+	  "browser tests will skip (fail in CI); install with: sudo apt-get install -y chromium"; fi
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

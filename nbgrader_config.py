@@ -1,8 +1,30 @@
-"""nbgrader configuration for the course (run nbgrader from the repository root)."""
+"""nbgrader configuration for the course (run nbgrader from the repository root).
+
+See book/instructors.md for the commands. Everything nbgrader writes while grading
+(gradebook.db, submitted/, autograded/, feedback/, downloaded/) is git-ignored.
+"""
+
+import os
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
-c.CourseDirectory.root = "."
-# Solutions (with answers and hidden tests) are the source; exercises are the release.
+# The course directory is the one holding this file (an absolute path, as nbgrader wants).
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = "qkv"
+# Solutions (with answers and hidden tests) are the source; exercises are the release,
+# committed so that students (and Colab) open them straight from the repository.
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
+
+# Per-cell time limit while autograding. The exercises are small CPU computations (a
+# check takes well under a second); the limit is for endless loops, not for slow answers.
+c.Execute.timeout = 120
+# A cell that runs out of time is interrupted and recorded as an error; the other cells
+# still run and are graded.
+c.Execute.interrupt_on_timeout = True
+
+# A test cell a student deleted is put back (and scores zero if its answer is missing).
+c.OverwriteCells.add_missing_cells = True
+
+# A student who is not in the gradebook yet is added when their submission is graded.
+c.Autograde.create_student = True

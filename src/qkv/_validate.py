@@ -7,7 +7,7 @@ deep inside a matmul.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -50,10 +50,30 @@ def require_same(names: Sequence[str], tensors: Sequence[Tensor], what: str) -> 
         )
 
 
+def broadcast_shapes(*shapes: Sequence[int]) -> Tuple[int, ...]:
+    """``torch.broadcast_shapes`` in plain Python.
+
+    torch's version imports its symbolic-shape machinery (sympy) on first use,
+    which costs over a second in every fresh kernel, e.g. each autograded notebook.
+
+    Raises:
+        RuntimeError: when the shapes do not broadcast (as torch's does).
+    """
+    n = max((len(s) for s in shapes), default=0)
+    out = [1] * n
+    for s in shapes:
+        for i, d in enumerate(s, start=n - len(s)):
+            if d != 1 and out[i] not in (1, d):
+                raise RuntimeError(f"shapes {[tuple(x) for x in shapes]} do not broadcast")
+            if d != 1:
+                out[i] = int(d)
+    return tuple(out)
+
+
 def broadcast_batch(names: Sequence[str], tensors: Sequence[Tensor], legend: str) -> None:
     """Raise ``ValueError`` unless the leading (batch) dims of the tensors broadcast."""
     try:
-        torch.broadcast_shapes(*(t.shape[:-2] for t in tensors))
+        broadcast_shapes(*(t.shape[:-2] for t in tensors))
     except RuntimeError:
         got = ", ".join(f"{n} {shape_str(t)}" for n, t in zip(names, tensors))
         raise ValueError(
@@ -95,7 +115,7 @@ def check_mask(
         )
     if batch_shape is not None:
         try:
-            fits = torch.broadcast_shapes(tuple(batch_shape), shape[:-2]) == tuple(batch_shape)
+            fits = broadcast_shapes(tuple(batch_shape), shape[:-2]) == tuple(batch_shape)
         except RuntimeError:
             fits = False
         if not fits:

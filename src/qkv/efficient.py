@@ -69,7 +69,7 @@ def chunked_attention(
     _check_chunking(chunk_size, window, is_causal)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else scale
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     # Accumulate in float32 at least: half-precision running sums lose digits fast.
     acc_dtype = torch.promote_types(query.dtype, torch.float32)
     if attn_mask is not None:

@@ -86,7 +86,7 @@ def _check_inputs(
             "pass either attn_mask or is_causal=True, not both; to combine a causal mask with "
             "another bool mask, pass attn_mask=qkv.causal_mask(L, S) & your_mask"
         )
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     v.check_mask(attn_mask, query.shape[-2], key.shape[-2], query.dtype, query.device, batch)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")

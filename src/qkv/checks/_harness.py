@@ -1,0 +1,559 @@
+"""Shared machinery of the checks: cases, comparison, mistake recognition, the guard.
+
+A check runs the student's callable and the reference on the same seeded inputs
+(:class:`Case`), on every device present, and compares. When they differ it runs
+deliberately wrong versions of the reference (:class:`Mistake`) on the same
+inputs and names the one the student's result matches. While the student's code
+runs, the reference and torch's built-ins for the exercise are blocked
+(:class:`Guard`), so an answer cannot pass by delegating.
+
+Everything a check compares with is captured when this module is imported, so a
+notebook that later reassigns ``torch.allclose`` or ``torch.testing.assert_close``
+does not change a verdict. Checks print nothing and never let a warning through:
+nbgrader scores a test cell that writes to stderr as failed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+from torch.overrides import TorchFunctionMode
+
+# Taken from torch's C module, not from ``torch.``: a notebook that reassigns
+# torch.allclose (even before this module is first imported) cannot change a verdict.
+_C = torch._C._VariableFunctions
+_allclose = _C.allclose
+_equal = _C.equal
+_isnan = _C.isnan
+_argmax = _C.argmax
+_abs = _C.abs
+_where = _C.where
+_Tensor = torch.Tensor
+_float64 = torch.float64
+_isinstance = builtins.isinstance
+_callable = builtins.callable
+
+Args = Tuple[tuple, dict]
+
+_DEVICE_ERRORS = ("is not on the expected device", "Expected all tensors to be on the same device")
+_WRONG_DEVICE = ("pass device= taken from the inputs (e.g. device=query.device) to every "
+                 "torch.ones/zeros/full/arange/tensor you create, or use the *_like functions")
+
+
+class DelegationError(RuntimeError):
+    """Raised inside the student's code when it calls something the exercise forbids."""
+
+
+def warnings_to_stdout() -> None:
+    """Show warnings in a notebook as ordinary output instead of on stderr.
+
+    nbgrader scores a test cell that writes anything to stderr as failed, so a
+    harmless warning from a student's answer (a deprecation, say) would cost its
+    points. The set-up cell of every exercise calls this; the warnings still show.
+    """
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        sys.stdout.write(text)
+
+    warnings.showwarning = show
+
+
+# --------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One seeded input for a check.
+
+    Args:
+        label: words a student can act on, e.g. ``"batched input with L=5, S=7
+            and a bool mask"``; the dtype and device are added when reported.
+        build: ``build(gen, device, dtype) -> (args, kwargs)``; draw random
+            numbers from ``gen`` (a CPU generator) and move them to ``device``.
+        dtype: floating dtype of the inputs (``None`` when they have none, e.g. sizes).
+        rtol, atol: tolerances (default: by dtype).
+        every_device: also run on CUDA/MPS when present (CPU always runs).
+    """
+
+    label: str
+    build: Callable[[torch.Generator, torch.device, torch.dtype], Args]
+    dtype: Optional[torch.dtype] = torch.float32
+    rtol: Optional[float] = None
+    atol: Optional[float] = None
+    every_device: bool = True
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong answer: what it is called, what to look at, what it computes.
+
+    ``fn`` takes the same arguments as the reference and returns what a student
+    who made this mistake would return (or raises what they would raise).
+    """
+
+    name: str
+    hint: str
+    fn: Callable[..., Any]
+
+
+@dataclass
+class Exercise:
+    """What a check needs to know about one exercise.
+
+    Args:
+        name: the exercise's function or class name, as the student writes it.
+        reference: computes the right answer from a case's arguments.
+        cases: the inputs.
+        mistakes: the known wrong answers, most specific first.
+        run_student: ``run_student(student, *args, **kwargs)``; default calls it.
+        forbid_torch: torch callables the answer may not use, with readable names.
+        forbid_ref: ``qkv`` functions the answer may not call, with readable names.
+        compare: ``compare(got, expected, rtol, atol) -> bool``; default allclose.
+        legend: expected output shape in words, used in shape messages.
+        error_hints: ``(substring of an error message, hint)`` pairs.
+    """
+
+    name: str
+    reference: Callable[..., Any]
+    cases: Sequence[Case]
+    mistakes: Sequence[Mistake] = ()
+    run_student: Optional[Callable[..., Any]] = None
+    forbid_torch: Dict[Any, str] = field(default_factory=dict)
+    forbid_ref: Dict[Any, str] = field(default_factory=dict)
+    compare: Optional[Callable[[Tensor, Tensor, float, float], bool]] = None
+    legend: str = ""
+    error_hints: Sequence[Tuple[str, str]] = ()
+
+
+def devices() -> List[torch.device]:
+    """Every device this machine offers: CPU, then CUDA and MPS when present."""
+    found = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        found.append(torch.device("cuda"))
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append(torch.device("mps"))
+    return found
+
+
+def randn(gen: torch.Generator, *shape: int, device=None, dtype=torch.float32) -> Tensor:
+    """Seeded normal samples, drawn on the CPU so every device sees the same numbers."""
+    return torch.randn(*shape, generator=gen, dtype=_float64).to(device=device, dtype=dtype)
+
+
+def bool_mask(gen: torch.Generator, *shape: int, device=None) -> Tensor:
+    """Random bool mask whose last-dim rows each hold at least one True and one False.
+
+    Neither the mask nor its inverse leaves a query with nothing to attend to,
+    so an inverted mask gives a finite (and recognisable) result.
+    """
+    n = shape[-1]
+    if n < 2:
+        raise ValueError("bool_mask needs at least 2 keys per row")
+    m = torch.rand(*shape, generator=gen) < 0.5
+    idx = torch.randint(0, n, (*shape[:-1], 1), generator=gen)
+    m = m.scatter(-1, idx, True).scatter(-1, (idx + 1) % n, False)
+    return m.to(device)
+
+
+# --------------------------------------------------------------------------- guard
+
+
+def _blocked_code(message: str):
+    """Code object that records and raises a delegation; swapped into a reference function."""
+    src = (
+        "def blocked(*args, **kwargs):\n"
+        "    __import__('sys').modules['qkv.checks._harness']._trip(" + repr(message) + ")\n"
+    )
+    namespace: dict = {}
+    exec(src, {"__builtins__": builtins}, namespace)  # noqa: S102 (fixed source)
+    return namespace["blocked"].__code__
+
+
+_ACTIVE: List["Guard"] = []
+
+
+def _trip(message: str) -> None:
+    if _ACTIVE:
+        _ACTIVE[-1].tripped = _ACTIVE[-1].tripped or message
+    raise DelegationError(message)
+
+
+class Guard(TorchFunctionMode):
+    """While active, forbidden torch callables and ``qkv`` references raise.
+
+    Torch callables are caught by a :class:`~torch.overrides.TorchFunctionMode`,
+    which sees every torch function whatever name it was imported under. A
+    reference function has its ``__code__`` swapped for one that raises, so that
+    an alias taken before the check (``from qkv import softmax as s``) is caught
+    too; the code is restored on exit. A caught-and-ignored call is still
+    reported, through :attr:`tripped`.
+    """
+
+    def __init__(self, exercise: str, forbid_torch: Dict[Any, str], forbid_ref: Dict[Any, str],
+                 watchers: Sequence[Any] = ()):
+        super().__init__()
+        self.tripped: Optional[str] = None
+        self._watchers = list(watchers)
+        self._torch = {id(f): name for f, name in forbid_torch.items()}
+        self._keep = list(forbid_torch)  # keep ids valid
+        self._refs = [(f, name) for f, name in forbid_ref.items()]
+        self._saved: List[Tuple[Any, Any]] = []
+        self._exercise = exercise
+
+    def _message(self, name: str) -> str:
+        return (f"{self._exercise} calls {name}; this exercise asks you to write it yourself "
+                f"(it is blocked while the check runs)")
+
+    def __enter__(self):
+        for f, name in self._refs:
+            self._saved.append((f, f.__code__))
+            f.__code__ = _blocked_code(self._message(name))
+        _ACTIVE.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            _ACTIVE.remove(self)
+            for f, code in self._saved:
+                f.__code__ = code
+            self._saved.clear()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = self._torch.get(id(func))
+        if name is not None:
+            self.tripped = self.tripped or self._message(name)
+            raise DelegationError(self._message(name))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        for w in self._watchers:
+            w.observe(func, args, kwargs, out)
+        return out
+
+
+_FACTORIES = {
+    torch.zeros, torch.ones, torch.full, torch.empty, torch.arange, torch.tensor, torch.as_tensor,
+    torch.eye, torch.rand, torch.randn, torch.randint, torch.linspace, torch.tril_indices,
+    torch.triu_indices,
+}
+_MOVERS = {torch.Tensor.to, torch.Tensor.type_as, torch.Tensor.cuda, torch.Tensor.copy_}
+
+
+def _tensors(x: Any, found: list) -> list:
+    if _isinstance(x, _Tensor):
+        found.append(x)
+    elif _isinstance(x, (list, tuple)):
+        for v in x:
+            _tensors(v, found)
+    elif _isinstance(x, dict):
+        for v in x.values():
+            _tensors(v, found)
+    return found
+
+
+class DeviceWatch:
+    """Notices a tensor created without ``device=`` meeting one derived from the inputs.
+
+    On a CPU-only machine such code gives right answers, but it fails for a
+    student on a GPU. Tensors made by a factory (``torch.ones``, ``torch.full``,
+    ...) without ``device=`` are followed through the calls that use them, and
+    so are the inputs; a call that mixes the two is the mistake. ``.to(...)``
+    ends the trail. Zero-dim tensors are exempt: PyTorch moves those itself.
+    """
+
+    def __init__(self, args: tuple, kwargs: dict) -> None:
+        self.problem: Optional[Tuple[str, str]] = None
+        self._ids: set = set()  # followed: created without device=
+        self._inputs: set = set()  # derived from the inputs
+        self._keep: list = []  # holds followed tensors so that their ids are not reused
+        self._add(self._inputs, (args, kwargs))
+
+    def _add(self, ids: set, out: Any) -> None:
+        for t in _tensors(out, []):
+            if t.dim() > 0:
+                ids.add(id(t))
+                self._keep.append(t)
+
+    def follows(self, out: Any) -> bool:
+        """Whether ``out`` came only from tensors created without ``device=``."""
+        return _isinstance(out, _Tensor) and id(out) in self._ids
+
+    def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        if self.problem is not None:
+            return
+        if func in _FACTORIES:
+            # torch.as_tensor(t) of a tensor keeps t's device: only fresh data is followed.
+            if kwargs.get("device") is None and not _tensors(args, []):
+                self._add(self._ids, out)
+            return
+        if func in _MOVERS:  # .to(device) may return the very same object: stop following it
+            for t in _tensors(out, []):
+                self._ids.discard(id(t))
+            return
+        tensors = [t for t in _tensors((args, kwargs), []) if t.dim() > 0]
+        followed = any(id(t) in self._ids for t in tensors)
+        derived = any(id(t) in self._inputs and id(t) not in self._ids for t in tensors)
+        if followed and derived:
+            self.problem = ("a tensor created without device= is combined with the inputs",
+                            _WRONG_DEVICE)
+        elif followed:
+            self._add(self._ids, out)
+        elif derived:
+            self._add(self._inputs, out)
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def _tolerances(case: Case, dtype: torch.dtype) -> Tuple[float, float]:
+    if dtype == _float64:
+        rtol, atol = 1e-7, 1e-10
+    else:
+        rtol, atol = 1e-4, 1e-5
+    return (case.rtol if case.rtol is not None else rtol,
+            case.atol if case.atol is not None else atol)
+
+
+def _as64(t: Tensor) -> Tensor:
+    t = t.detach().to("cpu")
+    return t if t.dtype == torch.bool else t.to(_float64)
+
+
+def close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    """Same shape and equal within tolerance; NaN equals NaN; bools must be identical."""
+    if not (_isinstance(got, _Tensor) and _isinstance(expected, _Tensor)):
+        return False
+    if tuple(got.shape) != tuple(expected.shape):
+        return False
+    a, b = _as64(got), _as64(expected)
+    if a.dtype == torch.bool or b.dtype == torch.bool:
+        return a.dtype == b.dtype and _equal(a, b)
+    return bool(_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+
+
+def shape_str(shape: Iterable[int]) -> str:
+    """``(2, 3, 4)``."""
+    return "(" + ", ".join(str(int(d)) for d in shape) + ")"
+
+
+def _where_differs(got: Tensor, expected: Tensor) -> str:
+    a, b = _as64(got), _as64(expected)
+    if a.dtype == torch.bool or b.dtype == torch.bool:
+        diff = (a != b)
+        i = int(_argmax(diff.reshape(-1).to(torch.uint8)))
+        idx = tuple(int(x) for x in torch.unravel_index(torch.tensor(i), a.shape)) if a.dim() else ()
+        return f"first difference at index {idx}: got {a[idx].item()}, expected {b[idx].item()}"
+    bad = _isnan(a) & ~_isnan(b)
+    if bool(bad.any()):
+        n = int(bad.sum())
+        return (f"{n} value(s) are NaN where the reference is finite (NaN comes from exp "
+                f"overflowing, or from -inf - (-inf) in a row with nothing to attend to)")
+    diff = _abs(a - b)
+    diff = _where(_isnan(diff), torch.zeros_like(diff), diff)
+    i = int(_argmax(diff.reshape(-1)))
+    idx = tuple(int(x) for x in torch.unravel_index(torch.tensor(i), a.shape)) if a.dim() else ()
+    return (f"largest difference {float(diff.reshape(-1)[i]):.3g} at index {idx}: "
+            f"got {float(a[idx]):.6g}, expected {float(b[idx]):.6g}")
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _clone(x: Any) -> Any:
+    if _isinstance(x, _Tensor):
+        return x.detach().clone()
+    if _isinstance(x, (list, tuple)):
+        return type(x)(_clone(v) for v in x)
+    if _isinstance(x, dict):
+        return {k: _clone(v) for k, v in x.items()}
+    return x
+
+
+def _same(x: Any, y: Any) -> bool:
+    if _isinstance(x, _Tensor):
+        return (x.shape == y.shape and x.dtype == y.dtype
+                and (_equal(_as64(x), _as64(y))
+                     or bool(_allclose(_as64(x), _as64(y), equal_nan=True, rtol=0, atol=0))))
+    if _isinstance(x, (list, tuple)):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
+    if _isinstance(x, dict):
+        return all(_same(x[k], y[k]) for k in x)
+    return True
+
+
+def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, Optional[BaseException], list]:
+    """Run ``fn`` with warnings recorded (never printed); return (result, exception, warnings)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return fn(*args, **kwargs), None, list(caught)
+        except Exception as e:  # noqa: BLE001 (the student's code may raise anything)
+            return None, e, list(caught)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def _describe(case: Case, device: torch.device, dtype: torch.dtype) -> str:
+    kind = {torch.float32: "float32 ", torch.float64: "float64 ", None: ""}.get(dtype, f"{dtype} ")
+    where = "" if device.type == "cpu" else f" on {device.type}"
+    return f"{kind}{case.label}{where}"
+
+
+
+_NOT_WRITTEN = "is not written yet (it raises NotImplementedError): replace the `raise` line"
+
+
+class Verdict(AssertionError):
+    """The check failed; the message says on which input and what to look at."""
+
+
+def _fail(exercise: Exercise, where: str, what: str, hint: str = "") -> None:
+    __tracebackhide__ = True
+    msg = f"{exercise.name}: wrong on {where}: {what}"
+    if hint:
+        msg += f"\nLook at: {hint}"
+    raise Verdict(msg)
+
+
+def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
+                   error: Optional[BaseException], expected: Any, rtol: float, atol: float
+                   ) -> Optional[Mistake]:
+    compare = exercise.compare or close
+    for m in exercise.mistakes:
+        out, err, _ = _quiet(m.fn, *_clone(args), **_clone(kwargs))
+        if error is not None:
+            if err is not None and type(err) is type(error) and str(err) == str(error):
+                return m
+            continue
+        if err is not None or got is None:
+            continue
+        if close(out, expected, rtol, atol):
+            continue  # this mistake makes no difference on this input
+        if compare(got, out, rtol * 10, atol * 10):
+            return m
+    return None
+
+
+def _student_call(exercise: Exercise, student: Any) -> Callable[..., Any]:
+    if exercise.run_student is None:
+        return student
+    return lambda *a, **k: exercise.run_student(student, *a, **k)
+
+
+def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
+             seed: int, watch_factory=None) -> None:
+    __tracebackhide__ = True
+    dtype = case.dtype
+    gen = torch.Generator().manual_seed(seed)
+    args, kwargs = case.build(gen, device, dtype)
+    where = _describe(case, device, dtype)
+    rtol, atol = _tolerances(case, dtype)
+
+    expected, err, _ = _quiet(exercise.reference, *_clone(args), **_clone(kwargs))
+    if err is not None:  # a bug in the check itself, not in the student's code
+        raise RuntimeError(f"reference failed on {where}: {_first_line(err)}") from err
+    before = _clone((args, kwargs))
+    watchers = [DeviceWatch(args, kwargs)] + ([watch_factory(args, kwargs)] if watch_factory else [])
+    guard = Guard(exercise.name, exercise.forbid_torch, exercise.forbid_ref, watchers)
+    call = _student_call(exercise, student)
+    with guard:
+        got, error, caught = _quiet(call, *args, **kwargs)
+
+    if guard.tripped:
+        _fail(exercise, where, guard.tripped)
+    if isinstance(error, NotImplementedError):
+        raise Verdict(f"{exercise.name} {_NOT_WRITTEN}")
+    if not _same(args, before[0]) or not _same(kwargs, before[1]):
+        _fail(exercise, where, "inputs modified in place",
+              "do not change the arguments: write out-of-place operations "
+              "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
+    if error is not None:
+        m = _match_mistake(exercise, args, kwargs, None, error, expected, rtol, atol)
+        if m is not None:
+            _fail(exercise, where, f"it raised {_first_line(error)}, as '{m.name}' does", m.hint)
+        hint = ""
+        if any(s in str(error) for s in _DEVICE_ERRORS):
+            hint = _WRONG_DEVICE
+        for needle, h in exercise.error_hints:
+            if needle in str(error):
+                hint = h
+                break
+        _fail(exercise, where, f"it raised {_first_line(error)}", hint)
+    for w in watchers:
+        if w.problem:
+            _fail(exercise, where, w.problem[0], w.problem[1])
+    if watchers[0].follows(got) and any(
+            _isinstance(x, (_Tensor, torch.device)) for x in (*args, *kwargs.values())):
+        _fail(exercise, where, "the result is created without device= (it would stay on the CPU "
+              "when the input is on a GPU)", _WRONG_DEVICE)
+
+    if _isinstance(expected, _Tensor) and not _isinstance(got, _Tensor):
+        _fail(exercise, where, f"it returned {type(got).__name__}, expected a tensor",
+              "return the tensor itself (not a tuple, list, number or None)")
+    if _isinstance(got, _Tensor):
+        if got.device != expected.device:
+            _fail(exercise, where, f"the result is on {got.device}, expected {expected.device} "
+                  f"(the inputs' device)", _WRONG_DEVICE)
+        if got.dtype != expected.dtype:
+            _fail(exercise, where, f"the result has dtype {got.dtype}, expected {expected.dtype}",
+                  "take dtype= from the inputs for every tensor you create (a fixed dtype, "
+                  "torch.tensor(...) without dtype=, or .float()/.double() changes it)"
+                  if expected.dtype != torch.bool else
+                  "return a bool tensor (True where attention is allowed)")
+    compare = exercise.compare or close
+    if compare(got, expected, rtol, atol):
+        return
+    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol)
+    if m is not None:
+        _fail(exercise, where, f"the result matches a known mistake: {m.name}", m.hint)
+    if _isinstance(got, _Tensor) and tuple(got.shape) != tuple(expected.shape):
+        legend = f" = {exercise.legend}" if exercise.legend else ""
+        _fail(exercise, where, f"the result has shape {shape_str(got.shape)}, expected "
+              f"{shape_str(expected.shape)}{legend}")
+    _fail(exercise, where, _where_differs(got, expected) if _isinstance(got, _Tensor)
+          else "the result differs from the reference")
+
+
+def run_check(exercise: Exercise, student: Any, seed: int = 0, watch_factory=None) -> None:
+    """Run ``student`` on every case and device; raise :class:`Verdict` on the first failure.
+
+    Args:
+        exercise: what to run and compare.
+        student: the student's function or class.
+        seed: changes the random inputs (hidden tests use another seed).
+        watch_factory: ``watch_factory(args, kwargs)`` returns an object with
+            ``observe(func, args, kwargs, out)`` and ``problem`` (``None`` or
+            ``(what, hint)``), shown every torch call the student's code makes.
+
+    Raises:
+        Verdict: an ``AssertionError`` naming the input and what to look at.
+    """
+    __tracebackhide__ = True
+    if not _callable(student):
+        raise Verdict(f"check_{exercise.name} expects your {exercise.name} itself, "
+                      f"got {type(student).__name__}")
+    # The inputs are tiny: waking a pool of threads for each op costs more than the op
+    # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for d in devices():
+            for i, case in enumerate(exercise.cases):
+                if d.type != "cpu" and not case.every_device:
+                    continue
+                if d.type == "mps" and case.dtype == _float64:
+                    continue  # MPS has no float64
+                _run_one(exercise, student, case, d, seed * 1000 + i, watch_factory)
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,134 @@
+"""Checks for the masks: ``causal_mask`` and ``padding_mask`` (True = attention allowed)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, List
+
+import torch
+from torch import Tensor
+
+from .. import masks as _masks
+from ._harness import Case, Exercise, Mistake, run_check
+
+_CONVENTION = ("a bool mask is True where attention is allowed (SDPA's convention; "
+               "nn.MultiheadAttention uses the opposite)")
+
+
+def _causal_variant(L, S=None, device=None, *, diag=0, align="top", invert=False, square=False):
+    S = L if S is None or square else S
+    allowed = torch.ones(L, S, dtype=torch.bool, device=device).tril(
+        diag + (S - L if align == "bottom" else 0))
+    return ~allowed if invert else allowed
+
+
+_CAUSAL_MISTAKES = [
+    Mistake("inverted mask (True marks the future)", _CONVENTION + ": use torch.tril, not triu",
+            partial(_causal_variant, invert=True)),
+    Mistake("causal mask off by one (the diagonal is masked)",
+            "query i may attend to keys 0..i, itself included: tril with diagonal=0",
+            partial(_causal_variant, diag=-1)),
+    Mistake("causal mask off by one (one future key is allowed)",
+            "query i may attend to keys 0..i only: tril with diagonal=0",
+            partial(_causal_variant, diag=1)),
+    Mistake("causal mask aligned to the bottom right instead of the top left",
+            "with L != S the diagonal starts at the top-left corner, as SDPA's is_causal",
+            partial(_causal_variant, align="bottom")),
+    Mistake("S ignored (a square L x L mask)", "the mask has shape (L, S); S defaults to L",
+            partial(_causal_variant, square=True)),
+]
+
+
+def _causal_cases() -> List[Case]:
+    def make(*args, **kwargs):
+        def build(gen, device, dtype):
+            kw = dict(kwargs)
+            if kw.get("device") == "here":
+                kw["device"] = device
+            return args, kw
+        return build
+
+    return [
+        Case("L=4 (S omitted)", make(4), None),
+        Case("L=3, S=5", make(3, 5, device="here"), None),
+        Case("L=5, S=3", make(5, 3, device="here"), None),
+        Case("L=1, S=1", make(1, 1), None),
+        Case("L=6, S=6 and device given", make(6, 6, device="here"), None),
+    ]
+
+
+def _padding_variant(lengths, S=None, *, invert=False, inclusive=False, transpose=False,
+                     ignore_S=False):
+    lengths = torch.as_tensor(lengths)
+    longest = int(lengths.max())
+    S = longest if S is None or ignore_S else S
+    pos = torch.arange(S, device=lengths.device)
+    real = pos[None, :] <= lengths[:, None] if inclusive else pos[None, :] < lengths[:, None]
+    if invert:
+        real = ~real
+    return real.T if transpose else real
+
+
+_PADDING_MISTAKES = [
+    Mistake("inverted mask (True marks padding)",
+            _CONVENTION + ": True for real tokens, False for padding",
+            partial(_padding_variant, invert=True)),
+    Mistake("off by one (one padding position allowed)",
+            "positions 0..length-1 are real: arange(S) < length, not <=",
+            partial(_padding_variant, inclusive=True)),
+    Mistake("transposed (S, B) instead of (B, S)", "one row per sequence: shape (B, S)",
+            partial(_padding_variant, transpose=True)),
+    Mistake("S ignored (padded to the longest length)",
+            "when S is given the mask has S columns; only S=None means max(lengths)",
+            partial(_padding_variant, ignore_S=True)),
+]
+
+
+def _padding_cases() -> List[Case]:
+    def make(lengths, S=None, tensor=True):
+        def build(gen, device, dtype):
+            ls = torch.tensor(lengths, device=device) if tensor else list(lengths)
+            return ((ls,) if S is None else (ls, S)), {}
+        return build
+
+    return [
+        Case("lengths tensor [3, 1, 4] (S omitted)", make([3, 1, 4]), None),
+        Case("lengths tensor [2, 5] with S=7", make([2, 5], 7), None),
+        Case("lengths as a list [1, 3, 3, 2] with S=4", make([1, 3, 3, 2], 4, tensor=False), None),
+        Case("lengths tensor [6] with S=6 (no padding)", make([6], 6), None),
+    ]
+
+
+CAUSAL_MASK = Exercise(
+    name="causal_mask", reference=_masks.causal_mask, cases=_causal_cases(),
+    mistakes=_CAUSAL_MISTAKES, forbid_ref={_masks.causal_mask: "qkv.causal_mask"},
+    legend="(L, S)",
+)
+
+PADDING_MASK = Exercise(
+    name="padding_mask", reference=_masks.padding_mask, cases=_padding_cases(),
+    mistakes=_PADDING_MISTAKES, forbid_ref={_masks.padding_mask: "qkv.padding_mask"},
+    legend="(B, S)",
+    error_hints=[("has no attribute", "lengths may be a list of ints: convert it first with "
+                  "torch.as_tensor(lengths)")],
+)
+
+
+def check_causal_mask(causal_mask: Callable[..., Tensor], seed: int = 0) -> None:
+    """Check ``causal_mask(L, S=None, device=None)`` against :func:`qkv.causal_mask`.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CAUSAL_MASK, causal_mask, seed)
+
+
+def check_padding_mask(padding_mask: Callable[..., Tensor], seed: int = 0) -> None:
+    """Check ``padding_mask(lengths, S=None)`` against :func:`qkv.padding_mask`.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(PADDING_MASK, padding_mask, seed)

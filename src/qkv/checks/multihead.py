@@ -1,0 +1,296 @@
+"""Checks for multi-head attention: ``split_heads``, ``merge_heads``, ``MultiHeadAttention``."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Callable, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import multihead as _multihead
+from ..functional import scaled_dot_product_attention_with_weights as _attention
+from ._harness import Case, Exercise, Mistake, bool_mask, randn, run_check
+from .functional import TORCH_ATTENTION
+
+_TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "
+                   "puts features of different positions into one head")
+
+
+# --------------------------------------------------------------------------- split / merge
+
+
+def _split_variant(x, num_heads, *, how="ok"):
+    B, L, D = x.shape
+    if how == "reshape":
+        return x.reshape(B, num_heads, L, D // num_heads)
+    if how == "interleaved":
+        return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
+    if how == "no transpose":
+        return x.reshape(B, L, num_heads, D // num_heads)
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+def _merge_variant(x, *, how="ok"):
+    B, H, L, Dh = x.shape
+    if how == "reshape":
+        return x.reshape(B, L, H * Dh)
+    if how == "interleaved":
+        return x.permute(0, 2, 3, 1).reshape(B, L, Dh * H)
+    if how == "mean":
+        return x.mean(dim=1)
+    return x.transpose(1, 2).reshape(B, L, H * Dh)
+
+
+def _split_cases() -> List[Case]:
+    def make(B, L, D, H):
+        def build(gen, device, dtype):
+            return (randn(gen, B, L, D, device=device, dtype=dtype), H), {}
+        return build
+
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("input (B=2, L=3, D=8) with num_heads=2", make(2, 3, 8, 2), f32),
+        Case("input (B=1, L=5, D=12) with num_heads=3", make(1, 5, 12, 3), f64),
+        Case("input (B=3, L=4, D=6) with num_heads=6", make(3, 4, 6, 6), f32),
+        Case("input (B=2, L=4, D=8) with num_heads=4 (L equals num_heads)", make(2, 4, 8, 4), f64),
+    ]
+
+
+def _merge_cases() -> List[Case]:
+    def make(B, H, L, Dh, strided):
+        def build(gen, device, dtype):
+            if strided:  # as split_heads leaves it: a transposed, non-contiguous view
+                x = randn(gen, B, L, H, Dh, device=device, dtype=dtype).transpose(1, 2)
+            else:
+                x = randn(gen, B, H, L, Dh, device=device, dtype=dtype)
+            return (x,), {}
+        return build
+
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("input (B=2, H=2, L=3, Dh=4)", make(2, 2, 3, 4, False), f32),
+        Case("non-contiguous input (B=1, H=3, L=5, Dh=2), as split_heads returns it",
+             make(1, 3, 5, 2, True), f64),
+        Case("input (B=3, H=4, L=4, Dh=3) (L equals H)", make(3, 4, 4, 3, False), f32),
+    ]
+
+
+SPLIT_HEADS = Exercise(
+    name="split_heads", reference=_multihead.split_heads, cases=_split_cases(),
+    mistakes=[
+        Mistake("reshape without transpose", _TRANSPOSE_HINT, partial(_split_variant, how="reshape")),
+        Mistake("heads interleaved (the head index varies fastest)",
+                "each head takes a contiguous block of D // H features: reshape to "
+                "(B, L, H, D // H), not (B, L, D // H, H)", partial(_split_variant, how="interleaved")),
+        Mistake("transpose missing (heads after the positions)",
+                "the result is (B, H, L, D // H): transpose(1, 2) after the reshape",
+                partial(_split_variant, how="no transpose")),
+    ],
+    forbid_ref={_multihead.split_heads: "qkv.split_heads"}, legend="(B, H, L, D // H)",
+)
+
+MERGE_HEADS = Exercise(
+    name="merge_heads", reference=_multihead.merge_heads, cases=_merge_cases(),
+    mistakes=[
+        Mistake("reshape without transpose",
+                "transpose(1, 2) back to (B, L, H, Dh) first, then reshape to (B, L, H * Dh)",
+                partial(_merge_variant, how="reshape")),
+        Mistake("heads interleaved", "concatenate whole heads: head 0's Dh features, then head 1's",
+                partial(_merge_variant, how="interleaved")),
+        Mistake("heads averaged instead of concatenated",
+                "keep every head: the result is (B, L, H * Dh)", partial(_merge_variant, how="mean")),
+    ],
+    forbid_ref={_multihead.merge_heads: "qkv.merge_heads"}, legend="(B, L, H * Dh)",
+    error_hints=[("view size is not compatible",
+                  "the transposed tensor is not contiguous: use .reshape, or .contiguous().view")],
+)
+
+
+def check_split_heads(split_heads: Callable[..., Tensor], seed: int = 0) -> None:
+    """Check ``split_heads(x, num_heads)`` against :func:`qkv.split_heads`.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(SPLIT_HEADS, split_heads, seed)
+
+
+def check_merge_heads(merge_heads: Callable[..., Tensor], seed: int = 0) -> None:
+    """Check ``merge_heads(x)`` against :func:`qkv.merge_heads`.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(MERGE_HEADS, merge_heads, seed)
+
+
+# --------------------------------------------------------------------------- the module
+
+_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
+    """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
+    __tracebackhide__ = True
+    module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
+                 device=spec["device"], dtype=spec["dtype"])
+    for name in _PROJECTIONS:
+        layer = getattr(module, name, None)
+        if not isinstance(layer, nn.Linear):
+            raise AssertionError(
+                f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
+                f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
+        with torch.no_grad():
+            layer.weight.copy_(spec["weights"][name])
+            layer.bias.copy_(spec["biases"][name])
+    module.eval()
+    out = module(*inputs, **kwargs)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise AssertionError("forward must return a tuple (output, weights), as "
+                             "nn.MultiheadAttention does (weights None unless need_weights=True)")
+    if kwargs.get("need_weights"):
+        return torch.cat([out[0].reshape(-1), out[1].reshape(-1)])
+    return out[0]
+
+
+def _reference(spec, *inputs, **kwargs):
+    return _forward(_multihead.MultiHeadAttention, spec, *inputs, **kwargs)
+
+
+def _run_student(student, spec, *inputs, **kwargs):
+    __tracebackhide__ = True
+    return _forward(student, spec, *inputs, **kwargs)
+
+
+def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_weights=False,
+                 attn_mask=None, average_attn_weights=True, is_causal=False, *,
+                 out_proj=True, scale_by="head", split="ok", merge="ok", invert_padding=False):
+    key = query if key is None else key
+    value = key if value is None else value
+    batched = query.dim() == 3
+    if not batched:
+        query, key, value = query[None], key[None], value[None]
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask[None]
+    if invert_padding and key_padding_mask is not None:
+        key_padding_mask = ~key_padding_mask
+    B, L, D = query.shape
+    S, H = key.shape[1], spec["num_heads"]
+    W, b = spec["weights"], spec["biases"]
+    mask = _multihead._combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+    q, k, v = (_split_variant(F.linear(t, W[n], b[n]), H, how=split)
+               for t, n in ((query, "q_proj"), (key, "k_proj"), (value, "v_proj")))
+    scale = 1.0 / math.sqrt(D) if scale_by == "embed" else (1.0 if scale_by == "none" else None)
+    out, weights = _attention(q, k, v, mask, scale=scale)
+    out = _merge_variant(out, how=merge)
+    if out_proj:
+        out = F.linear(out, W["out_proj"], b["out_proj"])
+    if not batched:
+        out, weights = out[0], weights[0]
+    if need_weights:
+        w = weights.mean(dim=-3) if average_attn_weights else weights
+        return torch.cat([out.reshape(-1), w.reshape(-1)])
+    return out
+
+
+def _mha_cases() -> List[Case]:
+    def make(batch, L, S, D, H, kdim=None, vdim=None, self_attention=False, **options):
+        def build(gen, device, dtype):
+            kd, vd = kdim or D, vdim or D
+            widths = {"q_proj": D, "k_proj": kd, "v_proj": vd, "out_proj": D}
+            spec = {
+                "embed_dim": D, "num_heads": H, "kdim": kd, "vdim": vd,
+                "device": device, "dtype": dtype,
+                "weights": {n: randn(gen, D, w, device=device, dtype=dtype) / math.sqrt(w)
+                            for n, w in widths.items()},
+                "biases": {n: randn(gen, D, device=device, dtype=dtype) * 0.1 for n in widths},
+            }
+            query = randn(gen, *batch, L, D, device=device, dtype=dtype)
+            kwargs = {}
+            if options.get("padding"):
+                lengths = torch.randint(1, S, (batch[0],), generator=gen)
+                kwargs["key_padding_mask"] = (torch.arange(S)[None, :] < lengths[:, None]).to(device)
+            if options.get("mask"):
+                kwargs["attn_mask"] = bool_mask(gen, L, S, device=device)
+            for name in ("is_causal", "need_weights", "average_attn_weights"):
+                if name in options:
+                    kwargs[name] = options[name]
+            if self_attention:
+                return (spec, query), kwargs
+            key = randn(gen, *batch, S, kd, device=device, dtype=dtype)
+            value = randn(gen, *batch, S, vd, device=device, dtype=dtype)
+            return (spec, query, key, value), kwargs
+        return build
+
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("self-attention (key and value omitted), B=2, L=5, embed_dim=8, num_heads=2",
+             make((2,), 5, 5, 8, 2, self_attention=True), f32),
+        Case("cross-attention, B=2, L=4, S=6, embed_dim=12, num_heads=3, kdim=5, vdim=7",
+             make((2,), 4, 6, 12, 3, kdim=5, vdim=7), f64),
+        Case("batch B=3, L=S=5, embed_dim=8, num_heads=4 with key_padding_mask (B, S)",
+             make((3,), 5, 5, 8, 4, padding=True), f32),
+        Case("B=2, L=4, S=6, embed_dim=6, num_heads=2 with a bool attn_mask (L, S)",
+             make((2,), 4, 6, 6, 2, mask=True), f64),
+        Case("B=2, L=S=5, embed_dim=8, num_heads=2 with is_causal=True",
+             make((2,), 5, 5, 8, 2, is_causal=True), f32),
+        Case("unbatched input, L=3, S=4, embed_dim=6, num_heads=3", make((), 3, 4, 6, 3), f64),
+        Case("B=2, L=3, S=5, embed_dim=8, num_heads=2 with need_weights=True "
+             "(the averaged weights are compared too)",
+             make((2,), 3, 5, 8, 2, need_weights=True), f64),
+    ]
+
+
+MULTI_HEAD_ATTENTION = Exercise(
+    name="MultiHeadAttention", reference=_reference, cases=_mha_cases(),
+    mistakes=[
+        Mistake("no output projection", "apply out_proj to the merged heads",
+                partial(_mha_variant, out_proj=False)),
+        Mistake("scaled by embed_dim instead of head_dim",
+                "each head's scores are scaled by 1/sqrt(head_dim), head_dim = embed_dim // "
+                "num_heads", partial(_mha_variant, scale_by="embed")),
+        Mistake("no scaling", "scale each head's scores by 1/sqrt(head_dim)",
+                partial(_mha_variant, scale_by="none")),
+        Mistake("reshape without transpose when splitting heads", _TRANSPOSE_HINT,
+                partial(_mha_variant, split="reshape")),
+        Mistake("reshape without transpose when merging heads",
+                "transpose(1, 2) back to (B, L, H, Dh) before reshaping to (B, L, D)",
+                partial(_mha_variant, merge="reshape")),
+        Mistake("key_padding_mask inverted",
+                "key_padding_mask is True for real tokens (qkv's convention; "
+                "nn.MultiheadAttention uses the opposite)",
+                partial(_mha_variant, invert_padding=True)),
+    ],
+    run_student=_run_student,
+    forbid_torch=TORCH_ATTENTION,
+    forbid_ref={_multihead.MultiHeadAttention.forward: "qkv.MultiHeadAttention"},
+    legend="like the query: (B, L, embed_dim)",
+    error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
+                  "your module creates"),
+                 ("unexpected keyword argument", "keep the signature of qkv.MultiHeadAttention "
+                  "(the check passes kdim, vdim, device and dtype, and forward's keyword "
+                  "arguments)")],
+)
+
+
+def check_MultiHeadAttention(MultiHeadAttention: Any, seed: int = 0) -> None:  # noqa: N802
+    """Check a student's ``MultiHeadAttention`` class against :class:`qkv.MultiHeadAttention`.
+
+    The check builds the class with the same arguments as the reference
+    (``embed_dim, num_heads, kdim=, vdim=, device=, dtype=``), copies the same
+    weights into its ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj``
+    (``nn.Linear``), and compares ``forward``'s output.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    if not isinstance(MultiHeadAttention, type):
+        raise AssertionError("check_MultiHeadAttention expects your class MultiHeadAttention "
+                             f"itself, got {type(MultiHeadAttention).__name__}")
+    run_check(MULTI_HEAD_ATTENTION, MultiHeadAttention, seed)

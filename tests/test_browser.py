@@ -1,0 +1,242 @@
+"""The built book in a real browser: headless Chromium, served from localhost, offline.
+
+Every page in _toc.yml is opened with every request outside the local server blocked (and
+counted). Each must load with no console error and no failed local request, typeset its maths,
+load its images and, for notebooks, carry Colab and download buttons that point at the right
+files. The search page must find "softmax". A full-page screenshot of each page is written to
+_build/screenshots/ for a person to look at.
+
+Needs Debian's `chromium` (/usr/bin/chromium, or $QKV_CHROMIUM) and playwright-python;
+`make test` installs both. Without chromium these tests skip on a workstation and fail in CI.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import threading
+from pathlib import Path
+from urllib.parse import urljoin, urlparse
+
+import pytest
+
+from book_pages import ROOT, config, repository_url, toc_pages
+
+CHROMIUM = Path(os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+MAX_SCREENSHOT_HEIGHT = 16000  # px; longer pages are cut (Chromium's limit is near 16384)
+
+PAGES = toc_pages()
+pytestmark = pytest.mark.slow
+
+
+def _unavailable(reason: str) -> None:
+    """Fail in CI (the browser checks must run there), skip on a workstation."""
+    message = (
+        f"{reason}. Install it with `make test` (runs `apt-get install -y chromium` as root on "
+        "Debian/Ubuntu) or `sudo apt-get install -y chromium`; set QKV_CHROMIUM to use another "
+        "Chromium binary"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(built_book: Path):
+    """The built book served over HTTP on 127.0.0.1, on a free port."""
+    handler = functools.partial(_QuietHandler, directory=str(built_book))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.is_file():
+        _unavailable(f"Chromium is not installed at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright-python is not installed (it is in requirements.txt)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Visit:
+    """One page opened in a fresh browser context, with everything that went wrong recorded."""
+
+    def __init__(self, browser, site: str, path: str):
+        self.site = site
+        self.console_errors: list[str] = []
+        self.failed: list[str] = []
+        self.blocked: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.console_errors.append(f"uncaught: {e}"))
+        self.page.on("requestfailed", self._request_failed)
+        self.page.on("response", self._response)
+        self.response = self.page.goto(urljoin(site, path), wait_until="load")
+        self.page.wait_for_load_state("networkidle")
+
+    def _local(self, url: str) -> bool:
+        return url.startswith(self.site) or urlparse(url).scheme in ("data", "blob", "about")
+
+    def _route(self, route):
+        if self._local(route.request.url):
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def _request_failed(self, request):
+        if self._local(request.url):
+            self.failed.append(f"{request.url} ({request.failure})")
+
+    def _response(self, response):
+        if self._local(response.url) and response.status >= 400:
+            self.failed.append(f"{response.url} (HTTP {response.status})")
+
+    def assert_clean(self, name: str) -> None:
+        assert self.response is not None and self.response.ok, f"{name}: HTTP {self.response and self.response.status}"
+        assert not self.blocked, f"{name} asked for {len(self.blocked)} resource(s) outside the book: {self.blocked}"
+        assert not self.failed, f"{name}: local requests failed: {self.failed}"
+        assert not self.console_errors, f"{name}: console errors: {self.console_errors}"
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def visit(browser, site):
+    opened: list[Visit] = []
+
+    def open_(path: str) -> Visit:
+        opened.append(Visit(browser, site, path))
+        return opened[-1]
+
+    yield open_
+    for v in opened:
+        v.close()
+
+
+def _expected_colab(page_name: str) -> str:
+    cfg = config()
+    org_repo = repository_url().split("github.com/")[1]
+    branch = cfg["repository"].get("branch", "main")
+    return f"{cfg['launch_buttons']['colab_url'].rstrip('/')}/github/{org_repo}/blob/{branch}/{page_name}.ipynb"
+
+
+def _check_maths(v: Visit, name: str) -> None:
+    maths = v.page.locator(".math").count()
+    if maths == 0:
+        return
+    v.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
+    v.page.evaluate("() => MathJax.startup.promise")
+    result = v.page.evaluate(
+        """() => {
+            const all = [...document.querySelectorAll('.math')];
+            return {
+              raw: all.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80)),
+              errors: [...document.querySelectorAll('mjx-merror, [data-mjx-error]')]
+                        .map(e => e.getAttribute('data-mjx-error') || e.textContent),
+            };
+        }"""
+    )
+    assert not result["raw"], f"{name}: maths not typeset by MathJax: {result['raw'][:5]}"
+    assert not result["errors"], f"{name}: MathJax could not typeset: {result['errors'][:5]}"
+
+
+def _check_images(v: Visit, name: str) -> None:
+    broken = v.page.evaluate(
+        """async () => {
+            const imgs = [...document.images];
+            for (const img of imgs) {
+              img.loading = 'eager';
+              try { await img.decode(); } catch (e) {}
+            }
+            return imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.currentSrc || i.src);
+        }"""
+    )
+    assert not broken, f"{name}: images that did not load: {broken}"
+
+
+def _check_bertviz(v: Visit, name: str) -> None:
+    """bertviz views (chapter 5) must be drawn: their container holds an SVG with content."""
+    views = v.page.evaluate(
+        """() => [...document.querySelectorAll('[id^="bertviz"]')]
+                 .map(e => ({id: e.id, shapes: e.querySelectorAll('svg *').length}))"""
+    )
+    empty = [view["id"] for view in views if view["shapes"] == 0]
+    assert not empty, f"{name}: bertviz views not drawn: {empty}"
+
+
+def _check_buttons(v: Visit, page, site: str) -> None:
+    colab = _expected_colab(page.name)
+    links = v.page.locator(f'a[href="{colab}"]')
+    assert links.count() >= 1, f"{page.name}: no Colab button pointing at {colab}"
+    assert (ROOT / page.colab_target).is_file(), f"{page.name}: Colab target {page.colab_target} is not in the repository"
+    hrefs = v.page.eval_on_selector_all(
+        "a.dropdown-item[href$='.ipynb']", "els => els.map(e => e.href)"
+    )
+    downloads = [h for h in hrefs if h.startswith(site) and "/_sources/" in h]
+    assert downloads == [urljoin(site, f"_sources/{page.name}.ipynb")], (
+        f"{page.name}: the download button should offer _sources/{page.name}.ipynb, found {downloads}"
+    )
+    response = v.page.request.get(downloads[0])
+    assert response.ok, f"{page.name}: the .ipynb download answers HTTP {response.status}"
+    nb = json.loads(response.body())
+    assert nb.get("nbformat") == 4 and nb.get("cells"), f"{page.name}: the download is not a notebook"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_page_in_the_browser(visit, site, page):
+    v = visit(page.html)
+    _check_maths(v, page.name)
+    _check_images(v, page.name)
+    _check_bertviz(v, page.name)
+    if page.is_notebook:
+        _check_buttons(v, page, site)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    height = v.page.evaluate("() => document.documentElement.scrollHeight")
+    v.page.screenshot(
+        path=str(SCREENSHOTS / (page.name.replace("/", "__") + ".png")),
+        full_page=True,
+        clip={"x": 0, "y": 0, "width": 1280, "height": min(height, MAX_SCREENSHOT_HEIGHT)},
+    )
+    v.assert_clean(page.name)
+
+
+def test_search_finds_softmax(visit, site):
+    v = visit("search.html?q=softmax")
+    v.page.wait_for_selector("#search-results .search-summary", timeout=20000)
+    v.page.wait_for_function(
+        "() => document.querySelector('#search-results .search-summary').textContent.includes('found')"
+    )
+    hits = v.page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
+    pages = {urljoin(site, p.html) for p in PAGES}
+    found = {h.split("?")[0].split("#")[0] for h in hits}
+    assert found & pages, f"searching 'softmax' found no page of the book (hits: {hits})"
+    v.assert_clean("search.html?q=softmax")

@@ -1,0 +1,48 @@
+"""The mask, multi-head and chunked checks on catalogues of wrong and right answers."""
+
+import pytest
+
+import answers_more as A
+from qkv import checks
+
+GROUPS = {
+    "causal_mask": (checks.check_causal_mask, A.CAUSAL_WRONG, A.CAUSAL_RIGHT),
+    "padding_mask": (checks.check_padding_mask, A.PADDING_WRONG, A.PADDING_RIGHT),
+    "split_heads": (checks.check_split_heads, A.SPLIT_WRONG, A.SPLIT_RIGHT),
+    "merge_heads": (checks.check_merge_heads, A.MERGE_WRONG, A.MERGE_RIGHT),
+    "MultiHeadAttention": (checks.check_MultiHeadAttention, A.MHA_WRONG, A.MHA_RIGHT),
+    "chunked_attention": (checks.check_chunked_attention, A.CHUNKED_WRONG, A.CHUNKED_RIGHT),
+}
+WRONG = [(g, n) for g, (_, wrong, _) in GROUPS.items() for n in wrong]
+RIGHT = [(g, n) for g, (_, _, right) in GROUPS.items() for n in right]
+
+
+@pytest.mark.parametrize("group,name", WRONG)
+def test_wrong_answer_is_named(group, name):
+    check, wrong, _ = GROUPS[group]
+    answer, words = wrong[name]
+    with pytest.raises(AssertionError, match=f"{group}: wrong on") as info:
+        check(answer)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("group,name", RIGHT)
+def test_right_answer_passes(group, name):
+    check, _, right = GROUPS[group]
+    check(right[name])
+    check(right[name], seed=3)
+
+
+def test_every_check_is_exported():
+    names = {n for n in dir(checks) if n.startswith("check_")}
+    assert {f"check_{g}" for g in GROUPS} <= names
+    assert {n for n in checks.__all__ if n.startswith("check_")} == names
+
+
+def test_qkv_does_not_import_its_checks():
+    import subprocess
+    import sys
+
+    code = "import sys, qkv; print('qkv.checks' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

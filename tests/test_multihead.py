@@ -1,0 +1,117 @@
+"""qkv.MultiHeadAttention against nn.MultiheadAttention, split/merge heads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import qkv
+
+
+def make_torch_mha(D=16, H=4, bias=True, kdim=None, vdim=None, seed=0):
+    torch.manual_seed(seed)
+    return nn.MultiheadAttention(D, H, bias=bias, kdim=kdim, vdim=vdim, batch_first=True).eval()
+
+
+def rand(*shape, seed=1):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+KPM = torch.tensor([[False] * 6, [False] * 4 + [True] * 2, [False] * 5 + [True]])  # torch: True = pad
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(
+    "masks",
+    ["none", "key_padding_mask", "attn_mask", "both", "float attn_mask", "is_causal + padding"],
+)
+def test_from_torch_same_output_and_weights(bias, masks):
+    m = make_torch_mha(bias=bias)
+    ours = qkv.MultiHeadAttention.from_torch(m)
+    x = rand(3, 6, 16)
+    causal_torch = torch.ones(6, 6, dtype=torch.bool).triu(1)  # torch: True = forbidden
+    kw = {}
+    if masks in ("key_padding_mask", "both", "is_causal + padding"):
+        kw["key_padding_mask"] = KPM
+    if masks in ("attn_mask", "both"):
+        kw["attn_mask"] = causal_torch
+    if masks == "float attn_mask":
+        kw["attn_mask"] = rand(6, 6, seed=5)
+    if masks == "is_causal + padding":
+        kw["attn_mask"] = causal_torch
+    want, want_w = m(x, x, x, **kw)
+    conv = {k: qkv.from_torch_mask(val) for k, val in kw.items()}
+    if masks == "is_causal + padding":
+        del conv["attn_mask"]
+        conv["is_causal"] = True
+    got, got_w = ours(x, need_weights=True, **conv)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_w, want_w)
+
+
+def test_from_torch_cross_attention_with_kdim_vdim_and_per_head_weights():
+    m = make_torch_mha(D=12, H=3, kdim=5, vdim=7)
+    ours = qkv.MultiHeadAttention.from_torch(m)
+    q, k, v = rand(2, 4, 12), rand(2, 6, 5, seed=2), rand(2, 6, 7, seed=3)
+    want, want_w = m(q, k, v, average_attn_weights=False)
+    got, got_w = ours(q, k, v, need_weights=True, average_attn_weights=False)
+    assert got_w.shape == (2, 3, 4, 6)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_w, want_w)
+
+
+def test_unbatched_input():
+    m = make_torch_mha()
+    ours = qkv.MultiHeadAttention.from_torch(m)
+    x = rand(5, 16)
+    torch.testing.assert_close(ours(x)[0], m(x, x, x)[0])
+
+
+def test_float64_module(device):
+    m = make_torch_mha().double().to(device)
+    ours = qkv.MultiHeadAttention.from_torch(m)
+    assert ours.q_proj.weight.dtype == torch.float64 and ours.q_proj.weight.device.type == device
+    x = rand(2, 3, 16).double().to(device)
+    torch.testing.assert_close(ours(x)[0], m(x, x, x)[0])
+
+
+def test_split_merge_round_trip_and_layout():
+    x = torch.arange(2 * 3 * 8.0).reshape(2, 3, 8)
+    h = qkv.split_heads(x, 4)
+    assert h.shape == (2, 4, 3, 2)
+    # head 1 of token 2 holds features 2..3 of token 2
+    assert h[0, 1, 2].tolist() == x[0, 2, 2:4].tolist()
+    assert torch.equal(qkv.merge_heads(h), x)
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: qkv.MultiHeadAttention(10, 3), ["embed_dim (10)", "num_heads (3)", "divisible"]),
+        (lambda: qkv.MultiHeadAttention(0, 1), ["embed_dim", "positive"]),
+        (lambda: qkv.split_heads(torch.zeros(2, 3, 10), 4), ["10", "num_heads=4"]),
+        (lambda: qkv.split_heads(torch.zeros(3, 10), 2), ["(B, L, D)", "(3, 10)"]),
+        (lambda: qkv.merge_heads(torch.zeros(3, 10)), ["(B, H, L, Dh)"]),
+        (lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 6)), ["query", "(B, S, 8)", "(2, 3, 6)"]),
+        (
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), key_padding_mask=torch.ones(2, 4, dtype=torch.bool)),
+            ["key_padding_mask", "(2, 3)", "(2, 4)"],
+        ),
+        (
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), key_padding_mask=torch.ones(2, 3)),
+            ["key_padding_mask", "bool", "float32"],
+        ),
+        (
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), attn_mask=torch.ones(3, 3, dtype=torch.bool), is_causal=True),
+            ["attn_mask", "is_causal"],
+        ),
+        (lambda: qkv.MultiHeadAttention.from_torch(nn.Linear(2, 2)), ["nn.MultiheadAttention", "Linear"]),
+        (lambda: qkv.MultiHeadAttention.from_bert(nn.Linear(2, 2)), ["BertLayer", "Linear"]),
+    ],
+)
+def test_errors_name_what_was_wrong(call, words):
+    with pytest.raises((ValueError, TypeError)) as e:
+        call()
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))

@@ -1,0 +1,239 @@
+"""nbgrader round trips in a temporary course directory, through ``NbGraderAPI``.
+
+One module-scoped course: the exercises are regenerated from the solutions, and every
+kind of submission below is autograded in a single run; the tests read the gradebook
+and the autograded notebooks.
+"""
+
+import copy
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+SCALING = "04-scaling"
+
+
+def _grade_id(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if _grade_id(c) == grade_id)
+
+
+def _api(course, timeout=None):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    if timeout is not None:
+        cfg.Execute.timeout = timeout
+    return NbGraderAPI(CourseDirectory(config=cfg), config=cfg)
+
+
+def _submit(course, student, assignment, notebooks):
+    folder = course / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    for name, nb in notebooks.items():
+        nbformat.write(nb, str(folder / name))
+
+
+def _scaling_variants(sol):
+    """Submissions of the scaling assignment that each exercise one round trip."""
+    out = {}
+
+    # A wrong answer, its test cell emptied, and the checks and comparisons reassigned.
+    nb = copy.deepcopy(sol)
+    cell = _cell(nb, "attention_scores")
+    cell.source = (cell.source.replace("scores = scores * scale", "scores = scores * 1.0")
+                   + "\n\nimport torch\ncheck_attention_scores = lambda f, seed=0: None\n"
+                   "torch.allclose = lambda *a, **k: True\n"
+                   "torch.testing.assert_close = lambda *a, **k: None\n")
+    _cell(nb, "test_attention_scores").source = "pass"
+    out["edited"] = nb
+
+    # The unanswered exercise with a test cell deleted.
+    out["deleted"] = None  # built from the exercise below
+
+    # Delegation to PyTorch in one answer; a warning from another.
+    nb = copy.deepcopy(sol)
+    _cell(nb, "scaled_dot_product_attention").source = '''
+import torch.nn.functional as F
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    return F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+                                          scale=scale)
+'''
+    cell = _cell(nb, "softmax")
+    cell.source = "import warnings\n\n" + cell.source.replace(
+        "    ### BEGIN SOLUTION", '    warnings.warn("a student warning", UserWarning)\n'
+        "    ### BEGIN SOLUTION", 1)
+    out["delegates"] = nb
+    return out
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """Regenerate the exercises, submit every kind of answer, autograde all of it once."""
+    bin_dir = str(Path(sys.executable).parent)  # nbgrader runs alembic from the venv's bin
+    old_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = bin_dir + os.pathsep + old_path
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    api = _api(course)
+    results = {}
+    for a in ASSIGNMENTS:
+        r = api.generate_assignment(a, force=True, create=True)
+        assert r["success"], r.get("error") or r.get("log")
+        names = [p.name for p in (course / "solutions" / a).glob("*.ipynb")]
+        read = lambda d, n: nbformat.read(str(course / d / a / n), as_version=4)  # noqa: E731
+        _submit(course, "solution", a, {n: read("solutions", n) for n in names})
+        _submit(course, "untouched", a, {n: read("exercises", n) for n in names})
+
+    sol = nbformat.read(str(course / "solutions" / SCALING / "scaling.ipynb"), as_version=4)
+    ex = nbformat.read(str(course / "exercises" / SCALING / "scaling.ipynb"), as_version=4)
+    variants = _scaling_variants(sol)
+    deleted = copy.deepcopy(ex)
+    deleted.cells = [c for c in deleted.cells if _grade_id(c) != "test_softmax"]
+    variants["deleted"] = deleted
+    for student, nb in variants.items():
+        _submit(course, student, SCALING, {"scaling.ipynb": nb})
+    # An endless loop, graded with a short cell time limit.
+    loop = copy.deepcopy(sol)
+    _cell(loop, "softmax").source += "\n\nwhile True:\n    pass\n"
+    _submit(course, "loops", SCALING, {"scaling.ipynb": loop})
+
+    for a in ASSIGNMENTS:
+        for student in ("solution", "untouched") + (tuple(variants) if a == SCALING else ()):
+            results[a, student] = api.autograde(a, student, force=True, create=True)
+    results[SCALING, "loops"] = _api(course, timeout=15).autograde(SCALING, "loops", force=True,
+                                                                  create=True)
+    for key, r in results.items():
+        assert r["success"], (key, r.get("error"), r.get("log"))
+    yield course, api
+    os.environ["PATH"] = old_path
+
+
+def _scores(api, assignment, student):
+    with api.gradebook as gb:
+        sub = gb.find_submission(assignment, student)
+        return {g.name: g.score for nb in sub.notebooks for g in nb.grades}, sub.max_score
+
+
+def _autograded(course, student, assignment=SCALING, name="scaling.ipynb"):
+    return nbformat.read(str(course / "autograded" / student / assignment / name), as_version=4)
+
+
+def _output_text(cell):
+    parts = []
+    for o in cell.get("outputs", []):
+        parts.append(o.get("text", "") + "\n".join(o.get("traceback", [])) + o.get("evalue", ""))
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(parts))
+
+
+def _comparable(nb):
+    """What must not change between generations: cell types, sources, nbgrader metadata."""
+    cells = []
+    for c in nb.cells:
+        meta = {k: v for k, v in c.metadata.items() if k in ("nbgrader", "deletable", "editable")}
+        cells.append((c.cell_type, c.source, meta))
+    return nb.metadata.get("kernelspec"), cells
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_committed_exercises_equal_regenerated(course, assignment):
+    course_dir, _ = course
+    fresh = sorted(p.name for p in (course_dir / "exercises" / assignment).iterdir())
+    committed = sorted(p.name for p in (ROOT / "exercises" / assignment).iterdir())
+    assert fresh == committed, "regenerate with: nbgrader generate_assignment " + assignment
+    for name in (n for n in fresh if n.endswith(".ipynb")):
+        a = nbformat.read(str(course_dir / "exercises" / assignment / name), as_version=4)
+        b = nbformat.read(str(ROOT / "exercises" / assignment / name), as_version=4)
+        assert _comparable(a) == _comparable(b), f"exercises/{assignment}/{name} is stale"
+        assert all(not c.get("outputs") for c in b.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_score_full_marks_and_exercises_zero(course, assignment):
+    _, api = course
+    scores, max_score = _scores(api, assignment, "solution")
+    assert max_score > 0 and sum(scores.values()) == max_score, scores
+    scores, _ = _scores(api, assignment, "untouched")
+    assert sum(scores.values()) == 0, scores
+
+
+def test_solution_notebooks_carry_no_outputs():
+    for nb_path in (ROOT / "solutions").glob("*/*.ipynb"):
+        nb = nbformat.read(str(nb_path), as_version=4)
+        assert all(not c.get("outputs") and c.get("execution_count") is None
+                   for c in nb.cells if c.cell_type == "code"), nb_path
+
+
+def test_setup_cell_installs_from_the_configured_repository():
+    config = (ROOT / "_config.yml").read_text()
+    url = re.search(r"^repository:\s*\n\s+url:\s*(\S+)", config, re.MULTILINE).group(1)
+    for folder in ("solutions", "exercises"):
+        for nb_path in (ROOT / folder).glob("*/*.ipynb"):
+            setup = nbformat.read(str(nb_path), as_version=4).cells[1]
+            assert _grade_id(setup) == "setup" and setup.metadata["nbgrader"]["locked"]
+            assert f'"qkv @ git+{url}"' in setup.source, nb_path
+            assert 'os.environ.get("NBGRADER_EXECUTION")' in setup.source
+
+
+def test_edited_test_cell_is_restored_and_reassignments_do_not_help(course):
+    course_dir, api = course
+    scores, _ = _scores(api, SCALING, "edited")
+    assert scores["test_attention_scores"] == 0
+    assert scores["test_softmax"] == 2
+    cell = _cell(_autograded(course_dir, "edited"), "test_attention_scores")
+    assert "check_attention_scores(attention_scores)" in cell.source
+    assert "no scaling" in _output_text(cell)
+
+
+def test_deleted_test_cell_is_readded_and_scores_zero(course):
+    course_dir, api = course
+    scores, _ = _scores(api, SCALING, "deleted")
+    assert scores["test_softmax"] == 0 and sum(scores.values()) == 0
+    cell = _cell(_autograded(course_dir, "deleted"), "test_softmax")
+    assert "was missing from the submission" in cell.source
+    assert "not written yet" in _output_text(cell)
+
+
+def test_endless_loop_times_out_and_the_rest_is_graded(course):
+    course_dir, api = course
+    scores, max_score = _scores(api, SCALING, "loops")
+    assert sum(scores.values()) == max_score, scores  # softmax was defined before the loop
+    text = _output_text(_cell(_autograded(course_dir, "loops"), "softmax"))
+    assert "Timeout" in text or "KeyboardInterrupt" in text or "Interrupt" in text, text[-500:]
+
+
+def test_delegating_answer_scores_zero_with_its_message_and_warnings_cost_nothing(course):
+    course_dir, api = course
+    scores, _ = _scores(api, SCALING, "delegates")
+    assert scores["test_scaled_dot_product_attention"] == 0
+    assert scores["test_softmax"] == 2 and scores["test_attention_scores"] == 3
+    nb = _autograded(course_dir, "delegates")
+    text = _output_text(_cell(nb, "test_scaled_dot_product_attention"))
+    assert "calls torch.nn.functional.scaled_dot_product_attention" in text
+    assert "a student warning" in _output_text(_cell(nb, "test_softmax"))
+
+
+def test_gradebook_holds_every_submission(course):
+    course_dir, api = course
+    with api.gradebook as gb:
+        for a in ASSIGNMENTS:
+            submitted = {p.name for p in (course_dir / "submitted").iterdir()
+                         if (p / a).is_dir()}
+            assert {s.student.id for s in gb.assignment_submissions(a)} == submitted

@@ -1,0 +1,210 @@
+"""Publishing without a browser: Colab targets, paired chapter notebooks, exercises, no solutions.
+
+The browser tests (test_browser.py) check the same buttons on the rendered pages; these checks
+need only the repository (and, where marked slow, the built book).
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from book_pages import ROOT, SYNC_COMMAND, config, first_code_cell, repository_url, student_notebooks, toc_pages
+
+_spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / "scripts" / "sync_notebooks.py")
+sync_notebooks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sync_notebooks)
+
+NOTEBOOK_PAGES = [p for p in toc_pages() if p.is_notebook]
+
+
+def colab_link(page_name: str) -> str:
+    """The Colab address the theme should render for a page (built from _config.yml)."""
+    cfg = config()
+    org_repo = repository_url().split("github.com/")[1]
+    colab = cfg["launch_buttons"]["colab_url"].rstrip("/")
+    branch = cfg["repository"].get("branch", "main")
+    return f"{colab}/github/{org_repo}/blob/{branch}/{page_name}.ipynb"
+
+
+def test_chapter_notebooks_are_in_sync_with_their_markdown():
+    problems = sync_notebooks.out_of_sync(ROOT)
+    assert not problems, (
+        "the Colab notebooks book/*.ipynb are not what the chapters book/*.md generate:\n  "
+        + "\n  ".join(problems)
+        + f"\nrun `{SYNC_COMMAND}` and commit the .ipynb files"
+    )
+
+
+def test_chapter_notebooks_have_no_outputs():
+    for ipynb in sorted((ROOT / "book").glob("*.ipynb")):
+        nb = nbformat.read(ipynb, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, f"{ipynb.name} has outputs"
+
+
+def test_the_sync_script_catches_an_edit(tmp_path: Path):
+    """The sync check is not vacuous: a chapter edited after syncing is reported."""
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    md = tmp_path / "book" / "01-demo.md"
+    md.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n"
+        "# Demo\n\n```{code-cell} ipython3\nimport qkv\n```\n"
+    )
+    assert sync_notebooks.out_of_sync(tmp_path) == ["book/01-demo.ipynb is missing"]
+    md.with_suffix(".ipynb").write_text(sync_notebooks.render(md, repository_url()))
+    assert sync_notebooks.out_of_sync(tmp_path) == []
+    nb = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
+    assert nb.cells[1].metadata["tags"] == [sync_notebooks.SETUP_TAG]  # right after the title
+    md.write_text(md.read_text() + "\n```{code-cell} ipython3\nprint(1)\n```\n")
+    assert sync_notebooks.out_of_sync(tmp_path) == ["book/01-demo.ipynb differs from book/01-demo.md"]
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES, ids=lambda p: p.name)
+def test_colab_target_is_a_notebook_in_the_repository(page):
+    target = ROOT / page.colab_target
+    assert target.is_file(), (
+        f"the Colab button of {page.name} opens {page.colab_target}, which is not in the repository"
+        + (f": run `{SYNC_COMMAND}`" if page.source.suffix == ".md" else "")
+    )
+    nbformat.validate(nbformat.read(target, as_version=4))
+
+
+@pytest.mark.parametrize("path", [p for p in student_notebooks()] + sorted((ROOT / "book").glob("*.ipynb")),
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_setup_cell_installs_from_the_repository_in_config(path: Path):
+    url = repository_url()
+    setup = first_code_cell(path)
+    assert re.search(r"pip\b.*\binstall\b", setup), f"{path.name}: the first code cell installs nothing:\n{setup}"
+    assert re.search(rf"git\+{re.escape(url)}(\.git)?(@[\w.\-/]+)?[\"'\s#]", setup), (
+        f"{path.name}: the set-up cell does not install from {url} (repository.url in _config.yml):\n{setup}"
+    )
+    others = set(re.findall(r"https?://github\.com/[\w.\-]+/[\w.\-]+", setup)) - {url, url + ".git"}
+    assert not others, f"{path.name}: the set-up cell names another repository: {others}"
+
+
+@pytest.mark.parametrize("nb", student_notebooks(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_exercise_is_in_the_book_next_to_its_chapter(nb: Path):
+    """exercises/NN-topic/*.ipynb is shown in the book under chapter book/NN-*."""
+    pages = {p.name: p for p in toc_pages()}
+    name = nb.relative_to(ROOT).with_suffix("").as_posix()
+    assignment = nb.parent.name
+    number = assignment.split("-")[0]
+    chapter = next((c for c in pages if re.fullmatch(rf"book/{re.escape(number)}-[\w-]+", c)), None)
+    if chapter is None and name not in pages:
+        pytest.skip(f"chapter {number} is not in _toc.yml yet; when it is, put "
+                    f"`sections: [{{glob: exercises/{assignment}/*}}]` under it")
+    hint = f"in _toc.yml, under `- file: {chapter}`, add:\n    sections:\n      - glob: exercises/{assignment}/*"
+    assert name in pages, f"{name} is not in the book; {hint}"
+    if chapter is not None:
+        assert pages[name].parent == chapter, f"{name} is not shown with its chapter; {hint}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES, ids=lambda p: p.name)
+def test_built_page_links_colab_and_download_to_the_right_files(built_book: Path, page):
+    class Links(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hrefs: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "a" and dict(attrs).get("href"):
+                self.hrefs.append(dict(attrs)["href"])
+
+    parser = Links()
+    parser.feed((built_book / page.html).read_text())
+    assert colab_link(page.name) in parser.hrefs, f"{page.name}: no Colab link to {page.colab_target}"
+    downloads = [h for h in parser.hrefs if "_sources/" in h and h.endswith(".ipynb")]
+    assert downloads, f"{page.name}: no download-as-.ipynb link"
+    for href in downloads:
+        target = (built_book / page.html).parent / href
+        assert target.resolve().is_file(), f"{page.name}: the .ipynb download {href} is not in the build"
+        nbformat.validate(nbformat.read(target, as_version=4))
+
+
+def _solution_only_lines() -> dict[str, Path]:
+    """Lines written only in solutions (answers, hidden tests), not in anything published."""
+    published = set()
+    for path in [*ROOT.glob("src/qkv/**/*.py"), *ROOT.glob("book/*.md"), *student_notebooks()]:
+        published.update(line.strip() for line in path.read_text().splitlines())
+    secret: dict[str, Path] = {}
+    for path in ROOT.glob("solutions/**/*.ipynb"):
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            inside = False
+            for line in src.splitlines():
+                text = line.strip()
+                if re.match(r"#+\s*BEGIN (SOLUTION|HIDDEN TESTS)", text):
+                    inside = True
+                elif re.match(r"#+\s*END (SOLUTION|HIDDEN TESTS)", text):
+                    inside = False
+                elif inside and len(text) >= 16 and text not in published and json.dumps(text)[1:-1] not in published:
+                    secret[text] = path
+    return secret
+
+
+@pytest.mark.slow
+def test_no_solution_reaches_the_built_book(built_book: Path):
+    files = [p for p in built_book.rglob("*") if p.is_file()]
+    leaked_paths = [p for p in files if "solutions" in p.relative_to(built_book).parts]
+    assert not leaked_paths, f"solution files in the build: {leaked_paths[:5]}"
+    secret = _solution_only_lines()
+    for path in files:
+        if path.suffix not in {".html", ".js", ".ipynb", ".md", ".txt", ".json"} or "vendor" in path.parts:
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".html":
+            # Highlighted code is split into <span>s: compare the text a reader sees.
+            text = html.unescape(re.sub(r"<[^>]+>", "", text))
+        for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS"):
+            assert marker not in text, f"{path.relative_to(built_book)} contains nbgrader's {marker!r}"
+        for line, source in secret.items():
+            for form in (line, json.dumps(line)[1:-1]):
+                assert form not in text, (
+                    f"{path.relative_to(built_book)} shows a line of {source.relative_to(ROOT)}: {line!r}"
+                )
+
+
+def test_workflows_run_the_readme_commands():
+    """CI builds and deploys with `make book` and tests with `make test`, as the README says."""
+    import yaml
+
+    readme = (ROOT / "README.md").read_text()
+    for name, command in (("book.yml", "make book"), ("tests.yml", "make test")):
+        assert command in readme
+        flow = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+        steps = [s for job in flow["jobs"].values() for s in job.get("steps", [])]
+        assert any(s.get("run", "").strip() == command for s in steps), f"{name} does not run `{command}`"
+        triggers = flow[True] if True in flow else flow["on"]  # YAML 1.1 reads `on:` as True
+        if name == "tests.yml":
+            assert {"push", "pull_request"} <= set(triggers)
+        else:
+            uses = [s.get("uses", "") for s in steps]
+            assert any(u.startswith("actions/deploy-pages@") for u in uses)
+            assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
+
+
+@pytest.mark.slow
+def test_landing_page_lists_exactly_the_chapters_in_the_toc(built_book: Path):
+    """The chapter table on the landing page comes from _toc.yml: no missing, no extra chapter."""
+    chapters = [p.name for p in toc_pages() if re.fullmatch(r"book/\d\d-[\w-]+", p.name)]
+    text = (built_book / "book" / "intro.html").read_text()
+    table = re.search(r'<table class="[^"]*chapter-plan.*?</table>', text, re.S)
+    if not chapters:
+        assert table is None
+        return
+    assert table, "the landing page has no chapter table"
+    linked = re.findall(r'href="([\w-]+)\.html', table.group(0))
+    assert [f"book/{name}" for name in linked if re.fullmatch(r"\d\d-[\w-]+", name)] == chapters
