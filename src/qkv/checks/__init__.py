@@ -10,7 +10,7 @@ This package depends on :mod:`qkv`; :mod:`qkv` never imports it.
 """
 
 from ._harness import warnings_to_stdout
-from .efficient import check_chunked_attention
+from .efficient import check_chunked_attention, check_kv_cache_step
 from .functional import check_attention_scores, check_scaled_dot_product_attention, check_softmax
 from .masks import check_causal_mask, check_padding_mask
 from .multihead import check_merge_heads, check_MultiHeadAttention, check_split_heads
@@ -20,6 +20,7 @@ __all__ = [
     "check_attention_scores",
     "check_causal_mask",
     "check_chunked_attention",
+    "check_kv_cache_step",
     "check_merge_heads",
     "check_padding_mask",
     "check_scaled_dot_product_attention",
