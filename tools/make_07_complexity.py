@@ -69,7 +69,7 @@ def chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=
     if is_causal:
         attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
     q = query * scale
-    m = l = acc = None
+    run_max = run_sum = run_out = None
     for j0 in range(0, S, chunk_size):
         j1 = min(j0 + chunk_size, S)
         s = q @ key[..., j0:j1, :].transpose(-2, -1)
@@ -79,18 +79,19 @@ def chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=
                 s = s.masked_fill(~block, float("-inf"))
             else:
                 s = s + block
-        if m is None:  # the first chunk: the running values start at -inf, 0 and 0
-            m = torch.full_like(s[..., :1], float("-inf"))
-            l = torch.zeros_like(m)
-            acc = torch.zeros_like(s[..., :1] * value[..., :1, :])
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
-        p = (s - m_safe).exp()
-        correction = (m - m_safe).exp()
-        l = l * correction + p.sum(dim=-1, keepdim=True)
-        acc = acc * correction + p @ value[..., j0:j1, :]
-        m = m_new
-    return acc / l.masked_fill(l == 0, 1.0)
+        if run_max is None:  # before the first chunk: -inf, 0 and 0
+            run_max = torch.full_like(s[..., :1], float("-inf"))
+            run_sum = torch.zeros_like(run_max)
+            run_out = torch.zeros_like(s[..., :1] * value[..., :1, :])
+        new_max = torch.maximum(run_max, s.amax(dim=-1, keepdim=True))
+        shift = torch.where(new_max == float("-inf"), torch.zeros_like(new_max), new_max)
+        e = torch.exp(s - shift)
+        fix = torch.exp(run_max - shift)  # rescales what was summed relative to run_max
+        run_sum = fix * run_sum + e.sum(dim=-1, keepdim=True)
+        run_out = fix * run_out + e @ value[..., j0:j1, :]
+        run_max = new_max
+    empty = run_sum == 0  # a row that may attend to nothing: zeros, as PyTorch gives
+    return run_out / torch.where(empty, torch.ones_like(run_sum), run_sum)
     ### END SOLUTION
 '''),
     tests("test_chunked_attention", 4, r'''

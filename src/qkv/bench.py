@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 
 
-def attention_flops(B: int, H: int, L: int, S: int, E: int, Ev: int = None, is_causal: bool = False) -> float:
+def attention_flops(
+    B: int, H: int, L: int, S: int, E: int, Ev: Optional[int] = None, is_causal: bool = False
+) -> float:
     """Floating-point operations of one attention forward pass.
 
     ``Q @ K^T`` costs ``2 * L * S * E`` (a multiply and an add per term) and
