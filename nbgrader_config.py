@@ -28,3 +28,9 @@ c.OverwriteCells.add_missing_cells = True
 
 # A student who is not in the gradebook yet is added when their submission is graded.
 c.Autograde.create_student = True
+
+# zip_collect: how to read the student id and the notebook name from the files of an LMS
+# download (downloaded/<assignment>/archive/*.zip). The pattern is matched against the whole
+# path of each extracted file; this one reads ".../<student_id>_<notebook>.ipynb". Adapt it
+# to your LMS's naming (see book/instructors.md).
+c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/_]+)_(?P<file_id>[^/]+\.ipynb)$"

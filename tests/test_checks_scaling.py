@@ -1,6 +1,5 @@
 """The scaling checks on catalogues of wrong and right answers, and their guard."""
 
-import math
 import warnings
 
 import pytest
@@ -176,3 +175,13 @@ def test_comparisons_reassigned_before_the_checks_are_imported():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "caught:" in out.stdout and "no scaling" in out.stdout
+
+
+def test_the_message_quoted_for_instructors_is_the_real_one():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "book" / "instructors.md").read_text()
+    quoted = page.split("```text\n", 1)[1].split("```", 1)[0].strip()
+    with pytest.raises(AssertionError) as info:
+        check_scaled_dot_product_attention(SDPA_WRONG["inverted bool mask"][0])
+    assert quoted == f"AssertionError: {info.value}"

@@ -14,9 +14,11 @@ from .functional import (
     scaled_dot_product_attention_with_weights,
     softmax,
 )
+from .lookup import hard_lookup, soft_lookup
 from .masks import causal_mask, from_torch_mask, padding_mask, to_additive_mask, to_torch_mask
 from .masks import sliding_window_mask
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .seq2seq import ReverseTask, Seq2Seq, bahdanau_attention
 
 __version__ = "0.1.0"
 
@@ -24,17 +26,22 @@ __all__ = [
     "AdditiveAttention",
     "LuongAttention",
     "MultiHeadAttention",
+    "ReverseTask",
+    "Seq2Seq",
     "additive_score",
     "attend",
     "attention_scores",
+    "bahdanau_attention",
     "causal_mask",
     "chunked_attention",
     "from_torch_mask",
+    "hard_lookup",
     "luong_score",
     "merge_heads",
     "padding_mask",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_with_weights",
+    "soft_lookup",
     "softmax",
     "split_heads",
     "to_additive_mask",

@@ -12,18 +12,24 @@ This package depends on :mod:`qkv`; :mod:`qkv` never imports it.
 from ._harness import warnings_to_stdout
 from .efficient import check_chunked_attention, check_kv_cache_step
 from .functional import check_attention_scores, check_scaled_dot_product_attention, check_softmax
+from .lookup import check_additive_score, check_luong_score, check_soft_lookup
 from .masks import check_causal_mask, check_padding_mask
 from .multihead import check_merge_heads, check_MultiHeadAttention, check_split_heads
+from .seq2seq import check_bahdanau_attention
 
 __all__ = [
     "check_MultiHeadAttention",
+    "check_additive_score",
     "check_attention_scores",
+    "check_bahdanau_attention",
     "check_causal_mask",
     "check_chunked_attention",
     "check_kv_cache_step",
+    "check_luong_score",
     "check_merge_heads",
     "check_padding_mask",
     "check_scaled_dot_product_attention",
+    "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
     "warnings_to_stdout",

@@ -16,6 +16,7 @@ nbgrader scores a test cell that writes to stderr as failed.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -410,12 +411,7 @@ def _describe(case: Case, device: torch.device, dtype: torch.dtype) -> str:
     return f"{kind}{case.label}{where}"
 
 
-
 _NOT_WRITTEN = "is not written yet (it raises NotImplementedError): replace the `raise` line"
-
-
-class Verdict(AssertionError):
-    """The check failed; the message says on which input and what to look at."""
 
 
 def _fail(exercise: Exercise, where: str, what: str, hint: str = "") -> None:
@@ -423,7 +419,7 @@ def _fail(exercise: Exercise, where: str, what: str, hint: str = "") -> None:
     msg = f"{exercise.name}: wrong on {where}: {what}"
     if hint:
         msg += f"\nLook at: {hint}"
-    raise Verdict(msg)
+    raise AssertionError(msg)
 
 
 def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
@@ -473,7 +469,7 @@ def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
     if guard.tripped:
         _fail(exercise, where, guard.tripped)
     if isinstance(error, NotImplementedError):
-        raise Verdict(f"{exercise.name} {_NOT_WRITTEN}")
+        raise AssertionError(f"{exercise.name} {_NOT_WRITTEN}")
     if not _same(args, before[0]) or not _same(kwargs, before[1]):
         _fail(exercise, where, "inputs modified in place",
               "do not change the arguments: write out-of-place operations "
@@ -526,7 +522,7 @@ def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
 
 
 def run_check(exercise: Exercise, student: Any, seed: int = 0, watch_factory=None) -> None:
-    """Run ``student`` on every case and device; raise :class:`Verdict` on the first failure.
+    """Run ``student`` on every case and device; raise ``AssertionError`` on the first failure.
 
     Args:
         exercise: what to run and compare.
@@ -537,23 +533,28 @@ def run_check(exercise: Exercise, student: Any, seed: int = 0, watch_factory=Non
             ``(what, hint)``), shown every torch call the student's code makes.
 
     Raises:
-        Verdict: an ``AssertionError`` naming the input and what to look at.
+        AssertionError: naming the input and what to look at.
     """
     __tracebackhide__ = True
     if not _callable(student):
-        raise Verdict(f"check_{exercise.name} expects your {exercise.name} itself, "
+        raise AssertionError(f"check_{exercise.name} expects your {exercise.name} itself, "
                       f"got {type(student).__name__}")
     # The inputs are tiny: waking a pool of threads for each op costs more than the op
     # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    # The student's global random state is left as it was (building modules draws from it),
+    # and anything their code writes to stderr goes to stdout: nbgrader fails a test cell
+    # with stderr output.
+    gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     try:
-        for d in devices():
-            for i, case in enumerate(exercise.cases):
-                if d.type != "cpu" and not case.every_device:
-                    continue
-                if d.type == "mps" and case.dtype == _float64:
-                    continue  # MPS has no float64
-                _run_one(exercise, student, case, d, seed * 1000 + i, watch_factory)
+        with torch.random.fork_rng(devices=gpus), contextlib.redirect_stderr(sys.stdout):
+            for d in devices():
+                for i, case in enumerate(exercise.cases):
+                    if d.type != "cpu" and not case.every_device:
+                        continue
+                    if d.type == "mps" and case.dtype == _float64:
+                        continue  # MPS has no float64
+                    _run_one(exercise, student, case, d, seed * 1000 + i, watch_factory)
     finally:
         torch.set_num_threads(threads)

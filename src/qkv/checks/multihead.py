@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List
 
 import torch
 import torch.nn.functional as F

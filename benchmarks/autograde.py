@@ -1,0 +1,91 @@
+"""Autograding time per notebook: the scaling solution against a floor notebook.
+
+Autogrades N copies of ``solutions/04-scaling/scaling.ipynb`` and N copies of a notebook
+that only imports torch and qkv (the floor: kernel start and imports, which every
+notebook pays), in a temporary course directory, one submission at a time, and prints
+the median seconds per notebook of each and their ratio. Goal: ratio at most 1.5.
+
+Run from the repository root (nbgrader needs the environment's bin on PATH):
+``python benchmarks/autograde.py --copies 5``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def _api(course: Path):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    cfg.Application.log_level = "ERROR"
+    return NbGraderAPI(CourseDirectory(config=cfg), config=cfg)
+
+
+def _floor_notebook(path: Path) -> None:
+    from nbsource import tests, write
+
+    write(path, [tests("imports", 1, "import torch\n\nimport qkv")])
+
+
+def _time_autograde(api, course: Path, assignment: str, notebook: Path, student: str) -> float:
+    folder = course / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    shutil.copy(notebook, folder / notebook.name)
+    start = time.perf_counter()
+    result = api.autograde(assignment, student, force=True, create=True)
+    elapsed = time.perf_counter() - start
+    if not result["success"]:
+        raise RuntimeError(result.get("error") or result.get("log"))
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--copies", type=int, default=5, help="notebooks of each kind")
+    args = parser.parse_args()
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        course = Path(tmp)
+        shutil.copy(ROOT / "nbgrader_config.py", course)
+        shutil.copytree(ROOT / "solutions" / "04-scaling", course / "solutions" / "04-scaling")
+        _floor_notebook(course / "solutions" / "floor" / "floor.ipynb")
+        api = _api(course)
+        for assignment in ("04-scaling", "floor"):
+            if not api.generate_assignment(assignment, force=True, create=True)["success"]:
+                raise RuntimeError(f"could not generate {assignment}")
+        floor, solution = [], []
+        for i in range(args.copies):  # alternate, so that both kinds see the same machine load
+            floor.append(_time_autograde(api, course, "floor",
+                                         course / "solutions" / "floor" / "floor.ipynb", f"s{i}"))
+            solution.append(_time_autograde(
+                api, course, "04-scaling", course / "solutions" / "04-scaling" / "scaling.ipynb",
+                f"s{i}"))
+        with api.gradebook as gb:
+            for i in range(args.copies):
+                sub = gb.find_submission("04-scaling", f"s{i}")
+                assert sub.score == sub.max_score, f"copy {i} scored {sub.score}/{sub.max_score}"
+
+    f, s = statistics.median(floor), statistics.median(solution)
+    print(f"notebooks of each kind: {args.copies}")
+    print(f"floor (imports torch and qkv): median {f:.2f} s per notebook")
+    print(f"04-scaling solution:          median {s:.2f} s per notebook")
+    print(f"ratio: {s / f:.2f} (goal: at most 1.5)")
+
+
+if __name__ == "__main__":
+    main()

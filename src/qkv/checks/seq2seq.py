@@ -1,0 +1,112 @@
+"""Check for the bottleneck assignment: one step of Bahdanau attention, ``bahdanau_attention``.
+
+The function returns ``(context, weights)``; the check compares the weights
+first (where most mistakes show), then the context.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable, List
+
+import torch
+
+from .. import additive as _additive
+from .. import seq2seq as _seq2seq
+from ._harness import Case, Exercise, Mistake, randn
+from .lookup import pick, picked, run_pair
+
+
+def bahdanau_variant(query, keys, W_q, W_k, v_a, *, dim=-1, norm="softmax", context="weighted",
+                     act="tanh", swap_w=False, swap_out=False):
+    """``bahdanau_attention`` with switches that reproduce common mistakes (defaults: right)."""
+    if swap_w:
+        W_q, W_k = W_k, W_q
+    f = torch.tanh if act == "tanh" else (lambda x: x)
+    e = f((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v_a  # (B, S)
+    if norm == "softmax":
+        w = torch.softmax(e, dim=dim)
+    elif norm == "unstable":
+        w = e.exp() / e.exp().sum(dim=-1, keepdim=True)
+    elif norm == "exp":
+        w = e.exp()
+    else:
+        w = e
+    if context == "weighted":
+        c = (w.unsqueeze(-1) * keys).sum(1)
+    elif context == "mean":
+        c = keys.mean(1)
+    else:
+        c = keys[:, -1]
+    return (w, c) if swap_out else (c, w)
+
+
+def _mistakes(i: int) -> List[Mistake]:
+    v = partial(picked, i=i)
+    ctx_hint = "the context is the weighted sum of the encoder states: (weights[..., None] * keys).sum(1)"
+    return [
+        Mistake("returning (weights, context) instead of (context, weights)",
+                "return the pair in the order (context, weights)", v(partial(bahdanau_variant, swap_out=True))),
+        Mistake("softmax over the batch instead of over the encoder positions",
+                "each sequence's weights over its S encoder states sum to one: softmax over dim=-1",
+                v(partial(bahdanau_variant, dim=0))),
+        Mistake("the raw scores used as weights (no softmax)",
+                "turn the scores into weights with a softmax over the encoder positions",
+                v(partial(bahdanau_variant, norm="raw"))),
+        Mistake("exp without normalising", "divide by the sum of the exponentials over the positions",
+                v(partial(bahdanau_variant, norm="exp"))),
+        Mistake("a softmax that overflows on large scores",
+                "subtract each row's maximum before exp", v(partial(bahdanau_variant, norm="unstable"))),
+        Mistake("W_q and W_k swapped", "W_q projects the decoder state (the query), W_k the encoder states",
+                v(partial(bahdanau_variant, swap_w=True))),
+        Mistake("no tanh", "the score is v_a^T tanh(W_q s + W_k h_j)", v(partial(bahdanau_variant, act="none"))),
+        Mistake("the context is the mean of the encoder states (weights unused)", ctx_hint,
+                v(partial(bahdanau_variant, context="mean"))),
+        Mistake("the context is the last encoder state: the bottleneck again", ctx_hint,
+                v(partial(bahdanau_variant, context="last"))),
+    ]
+
+
+def _cases() -> List[Case]:
+    def make(B, S, Hd, He, A, big=1.0):
+        def build(gen, device, dtype):
+            ts = (randn(gen, B, Hd), randn(gen, B, S, He), randn(gen, A, Hd) / Hd**0.5,
+                  randn(gen, A, He) / He**0.5, randn(gen, A) * big)
+            return tuple(t.to(device=device, dtype=dtype) for t in ts), {}
+        return build
+
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("B=3, S=5, Hd=4, He=6, A=7", make(3, 5, 4, 6, 7), f32),
+        Case("B=2, S=4, Hd=He=A=5", make(2, 4, 5, 5, 5), f64),
+        Case("B=4, S=7, Hd=3, He=5, A=6", make(4, 7, 3, 5, 6), f64),
+        Case("B=2, S=6, Hd=He=A=4 and large scores (v_a times 1000)", make(2, 6, 4, 4, 4, 1000.0), f32,
+             rtol=1e-3, atol=1e-4),
+    ]
+
+
+_FORBID_REF = {_seq2seq.bahdanau_attention: "qkv.bahdanau_attention",
+               _additive.additive_score: "qkv.additive_score",
+               _additive.attend: "qkv.attend",
+               _additive.AdditiveAttention.forward: "qkv.AdditiveAttention"}
+
+BAHDANAU_WEIGHTS = Exercise(
+    name="bahdanau_attention", reference=picked(_seq2seq.bahdanau_attention, 1), cases=_cases(),
+    mistakes=_mistakes(1), run_student=pick(1, "context, weights"), forbid_ref=_FORBID_REF,
+    legend="(B, S) for the weights",
+)
+BAHDANAU_CONTEXT = Exercise(
+    name="bahdanau_attention", reference=picked(_seq2seq.bahdanau_attention, 0), cases=_cases(),
+    mistakes=_mistakes(0), run_student=pick(0, "context, weights"), forbid_ref=_FORBID_REF,
+    legend="(B, He) for the context",
+)
+
+
+def check_bahdanau_attention(bahdanau_attention: Callable[..., Any], seed: int = 0) -> None:
+    """Check ``bahdanau_attention(query, keys, W_q, W_k, v_a) -> (context, weights)``.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_pair((BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT), bahdanau_attention, seed)

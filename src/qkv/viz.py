@@ -1,0 +1,148 @@
+"""Plotting helpers for the book (matplotlib only).
+
+Each function draws on the ``ax`` it is given (or a new one) and returns it, so a
+chapter can arrange several plots in one figure.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+
+def attention_heatmap(
+    weights: torch.Tensor,
+    x_labels: Optional[Sequence[str]] = None,
+    y_labels: Optional[Sequence[str]] = None,
+    ax: Optional[Axes] = None,
+    title: Optional[str] = None,
+    xlabel: str = "key (attended to)",
+    ylabel: str = "query (attending)",
+    colorbar: bool = True,
+) -> Axes:
+    """Draw one attention matrix, queries as rows and keys as columns.
+
+    Args:
+        weights: the weights; any leading dimensions must be of size one.
+        x_labels: one label per key (column).
+        y_labels: one label per query (row).
+        ax: where to draw; a new figure when ``None``.
+        title: the plot's title.
+        xlabel, ylabel: axis labels.
+        colorbar: add a colour bar.
+
+    Returns:
+        The axes drawn on.
+
+    Shape:
+        - weights: ``(L, S)`` (or ``(1, ..., 1, L, S)``)
+    """
+    w = weights.detach().to("cpu", torch.float32)
+    while w.dim() > 2 and w.shape[0] == 1:
+        w = w[0]
+    if w.dim() != 2:
+        raise ValueError(f"weights must be (L, S) after dropping size-one dims, got {tuple(weights.shape)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.3 * w.shape[1] + 2, 0.3 * w.shape[0] + 1.5))
+    im = ax.imshow(w.numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+    for labels, set_ticks, set_labels, n in (
+        (x_labels, ax.set_xticks, ax.set_xticklabels, w.shape[1]),
+        (y_labels, ax.set_yticks, ax.set_yticklabels, w.shape[0]),
+    ):
+        if labels is not None:
+            if len(labels) != n:
+                raise ValueError(f"expected {n} labels, got {len(labels)}")
+            set_ticks(range(n))
+            set_labels(list(labels))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_curves(
+    curves: Mapping[str, Mapping[float, float]],
+    xlabel: str,
+    ylabel: str,
+    ax: Optional[Axes] = None,
+    title: Optional[str] = None,
+    marker: str = "o",
+) -> Axes:
+    """Draw one line per named curve, each given as ``{x: y}``.
+
+    Args:
+        curves: ``{label: {x: y}}``.
+        xlabel, ylabel: axis labels.
+        ax: where to draw; a new figure when ``None``.
+        title: the plot's title.
+        marker: matplotlib marker for the points.
+
+    Returns:
+        The axes drawn on.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    for label, points in curves.items():
+        xs = sorted(points)
+        ax.plot(xs, [points[x] for x in xs], marker=marker, markersize=3, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def plot_head_grid(
+    weights: torch.Tensor,
+    labels: Optional[Sequence[Sequence[str]]] = None,
+    tokens: Optional[Sequence[str]] = None,
+    cell: float = 1.3,
+) -> Figure:
+    """A grid of heat maps: one row per layer, one column per head.
+
+    Args:
+        weights: every layer and head on one sentence.
+        labels: ``labels[layer][head]`` written under each map (e.g. from
+            :func:`qkv.heads.label_heads`).
+        tokens: when given, the tokens label the axes of the bottom-left map
+            only (the maps are too small for more).
+        cell: size of one map in inches.
+
+    Returns:
+        The figure.
+
+    Shape:
+        - weights: ``(layers, H, T, T)``
+    """
+    if not isinstance(weights, torch.Tensor) or weights.dim() != 4:
+        raise ValueError(f"weights must be a tensor of shape (layers, H, T, T), got {getattr(weights, 'shape', type(weights))}")
+    layers, H, L, S = weights.shape
+    fig, axes = plt.subplots(layers, H, figsize=(cell * H, cell * layers * 1.15), squeeze=False)
+    w = weights.detach().float().cpu()
+    for i in range(layers):
+        for h in range(H):
+            ax = axes[i][h]
+            ax.imshow(w[i, h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title(f"head {h}", fontsize=8)
+            if h == 0:
+                ax.set_ylabel(f"layer {i}", fontsize=8)
+            if labels is not None:
+                ax.set_xlabel(labels[i][h], fontsize=6)
+    if tokens is not None and len(tokens) == S == L:
+        ax = axes[layers - 1][0]
+        ax.set_xticks(range(S), tokens, rotation=90, fontsize=5)
+        ax.set_yticks(range(L), tokens, fontsize=5)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,187 @@
+"""Catalogues of student answers for the soft-lookup and bottleneck checks: wrong ones (each
+with the words its hint must contain) and right ones written differently (each must pass)."""
+
+import math
+
+import torch
+
+import qkv
+
+
+# ----------------------------------------------------------------------------- soft_lookup
+def soft(query, keys, values, temperature=1.0, *, t="div", sqrt=False, dim=-1, stable=True,
+         keys_T=False, swap=False, argmax=False, device_bug=False, delegate=False):
+    """Build-a-soft_lookup; the defaults give a right answer."""
+    if delegate:
+        return qkv.soft_lookup(query, keys, values, temperature)
+    kt = keys.T if keys_T else keys.transpose(-2, -1)
+    scores = query @ kt
+    scores = {"div": scores / temperature, "mul": scores * temperature, "none": scores}[t]
+    if sqrt:
+        scores = scores / math.sqrt(query.shape[-1])
+    if argmax:
+        idx = scores.argmax(-1, keepdim=True)
+        w = torch.zeros(scores.shape, dtype=scores.dtype, device=None if device_bug else scores.device)
+        w = w.scatter(-1, idx, 1.0)
+    elif stable:
+        e = (scores - scores.amax(dim, keepdim=True)).exp()
+        w = e / e.sum(dim, keepdim=True)
+    else:
+        w = scores.exp() / scores.exp().sum(dim, keepdim=True)
+    out = w @ values
+    return (w, out) if swap else (out, w)
+
+
+def _w(**kw):
+    return lambda q, k, v, temperature=1.0: soft(q, k, v, temperature, **kw)
+
+
+def soft_einsum(query, keys, values, temperature=1.0):
+    w = torch.softmax(torch.einsum("...le,...se->...ls", query, keys) / temperature, dim=-1)
+    return torch.einsum("...ls,...sv->...lv", w, values), w
+
+
+def soft_list(query, keys, values, temperature=1.0):
+    return list(soft(query, keys, values, temperature))
+
+
+SOFT_WRONG = {
+    "pair swapped": (_w(swap=True), "order (output, weights)"),
+    "temperature multiplied": (_w(t="mul"), "multiplying by the temperature"),
+    "temperature ignored": (_w(t="none"), "the temperature ignored"),
+    "sqrt(E) as well": (_w(sqrt=True), "as well as the temperature"),
+    "sqrt(E) instead": (lambda q, k, v, temperature=1.0: soft(q, k, v, 1.0, sqrt=True),
+                        "instead of the temperature"),
+    "argmax": (_w(argmax=True), "hard lookup"),
+    "softmax over queries": (_w(dim=-2), "softmax over the wrong axis"),
+    "unstable softmax": (_w(stable=False), "overflows"),
+    "keys.T": (_w(keys_T=True), "keys.transpose(-2, -1)"),
+    "only the output": (lambda q, k, v, temperature=1.0: soft(q, k, v, temperature)[0],
+                        "expected a pair (output, weights)"),
+    "delegates": (_w(delegate=True), "calls qkv.soft_lookup"),
+}
+SOFT_RIGHT = {"max subtracted": _w(), "einsum and torch.softmax": soft_einsum, "a list": soft_list}
+
+
+# ----------------------------------------------------------------------------- additive_score
+def additive(query, key, W_q, W_k, v_a, *, proj_T=True, f=torch.tanh, swap=False, separate=False,
+             flip=False, delegate=False):
+    """Build-an-additive_score; the defaults give a right answer."""
+    if delegate:
+        return qkv.additive_score(query, key, W_q, W_k, v_a)
+    if swap:
+        W_q, W_k = W_k, W_q
+    pq = query @ W_q.T if proj_T else query @ W_q
+    pk = key @ W_k.T if proj_T else key @ W_k
+    feats = f(pq)[..., :, None, :] + f(pk)[..., None, :, :] if separate else f(pq[..., :, None, :] + pk[..., None, :, :])
+    s = (feats * v_a).sum(-1)
+    return s.transpose(-2, -1) if flip else s
+
+
+def additive_loops(query, key, W_q, W_k, v_a):
+    L, S = query.shape[-2], key.shape[-2]
+    out = torch.empty(*query.shape[:-2], L, S, dtype=query.dtype, device=query.device)
+    for i in range(L):
+        for j in range(S):
+            out[..., i, j] = torch.tanh(query[..., i, :] @ W_q.T + key[..., j, :] @ W_k.T) @ v_a
+    return out
+
+
+def additive_einsum(query, key, W_q, W_k, v_a):
+    pq, pk = torch.einsum("...le,ae->...la", query, W_q), torch.einsum("...se,ae->...sa", key, W_k)
+    return torch.einsum("...lsa,a->...ls", torch.tanh(pq.unsqueeze(-2) + pk.unsqueeze(-3)), v_a)
+
+
+def _a(**kw):
+    return lambda q, k, W_q, W_k, v_a: additive(q, k, W_q, W_k, v_a, **kw)
+
+
+ADDITIVE_WRONG = {
+    "not transposed": (_a(proj_T=False), "query @ W_q.T"),
+    "swapped": (_a(swap=True), "W_q projects the queries"),
+    "no tanh": (_a(f=lambda x: x), "no tanh"),
+    "sigmoid": (_a(f=torch.sigmoid), "sigmoid instead of tanh"),
+    "separate tanh": (_a(separate=True), "one tanh of the sum"),
+    "flipped": (_a(flip=True), "(S, L) instead of (L, S)"),
+    "softmax": (lambda *a: torch.softmax(additive(*a), -1), "unnormalised scores"),
+    "delegates": (_a(delegate=True), "calls qkv.additive_score"),
+}
+ADDITIVE_RIGHT = {"broadcast": _a(), "loops": additive_loops, "einsum": additive_einsum}
+
+
+# ----------------------------------------------------------------------------- luong_score
+def luong(query, key, W=None, *, ignore_W=False, W_T=False, scale=False, key_T=False):
+    """Build-a-luong_score; the defaults give a right answer."""
+    kt = key.T if key_T else key.transpose(-2, -1)
+    if W is not None and not ignore_W:
+        query = query @ (W.T if W_T else W)
+    s = query @ kt
+    return s / math.sqrt(query.shape[-1]) if scale else s
+
+
+def luong_einsum(query, key, W=None):
+    if W is None:
+        return torch.einsum("...le,...se->...ls", query, key)
+    return torch.einsum("...le,ef,...sf->...ls", query, W, key)
+
+
+def _l(**kw):
+    return lambda q, k, W=None: luong(q, k, W, **kw)
+
+
+LUONG_WRONG = {
+    "W ignored": (_l(ignore_W=True), "W ignored"),
+    "W transposed": (_l(W_T=True), "W transposed"),
+    "scaled": (_l(scale=True), "not scaled"),
+    "key.T": (_l(key_T=True), "keys.transpose(-2, -1)"),
+    "delegates": (lambda q, k, W=None: qkv.luong_score(q, k, W), "calls qkv.luong_score"),
+}
+LUONG_RIGHT = {"matmul": _l(), "einsum": luong_einsum,
+               "key projected": lambda q, k, W=None: q @ (k if W is None else k @ W.T).transpose(-2, -1)}
+
+
+# ----------------------------------------------------------------------------- bahdanau_attention
+def bahdanau(query, keys, W_q, W_k, v_a, *, dim=-1, norm="stable", context="weighted",
+             swap_out=False, swap_w=False, delegate=False):
+    """Build-a-bahdanau_attention; the defaults give a right answer."""
+    if delegate:
+        return qkv.bahdanau_attention(query, keys, W_q, W_k, v_a)
+    if swap_w:
+        W_q, W_k = W_k, W_q
+    e = torch.tanh(query[:, None, :] @ W_q.T + keys @ W_k.T) @ v_a  # (B, S)
+    if norm == "stable":
+        x = (e - e.amax(dim, keepdim=True)).exp()
+        w = x / x.sum(dim, keepdim=True)
+    elif norm == "unstable":
+        w = e.exp() / e.exp().sum(-1, keepdim=True)
+    else:
+        w = e
+    c = {"weighted": lambda: torch.bmm(w[:, None, :], keys)[:, 0], "mean": lambda: keys.mean(1),
+         "last": lambda: keys[:, -1]}[context]()
+    return (w, c) if swap_out else (c, w)
+
+
+def _b(**kw):
+    return lambda q, k, W_q, W_k, v_a: bahdanau(q, k, W_q, W_k, v_a, **kw)
+
+
+def bahdanau_loop(query, keys, W_q, W_k, v_a):
+    B, S = keys.shape[:2]
+    scores = torch.stack([torch.tanh(query @ W_q.T + keys[:, j] @ W_k.T) @ v_a for j in range(S)], 1)
+    w = torch.softmax(scores, dim=1)
+    return (w.unsqueeze(-1) * keys).sum(1), w
+
+
+BAHDANAU_WRONG = {
+    "pair swapped": (_b(swap_out=True), "order (context, weights)"),
+    "softmax over batch": (_b(dim=0), "softmax over the batch"),
+    "raw scores": (_b(norm="raw"), "no softmax"),
+    "unstable": (_b(norm="unstable"), "overflows"),
+    "W swapped": (_b(swap_w=True), "W_q projects the decoder state"),
+    "mean context": (_b(context="mean"), "weights unused"),
+    "last state": (_b(context="last"), "the bottleneck again"),
+    "delegates": (_b(delegate=True), "calls qkv.bahdanau_attention"),
+    "via additive_score": (lambda q, k, W_q, W_k, v_a: qkv.attend(
+        qkv.additive_score(q[:, None], k, W_q, W_k, v_a), k), "calls qkv.additive_score"),
+}
+BAHDANAU_RIGHT = {"stable softmax and bmm": _b(), "loop over positions": bahdanau_loop}
