@@ -12,6 +12,7 @@ GROUPS = {
     "merge_heads": (checks.check_merge_heads, A.MERGE_WRONG, A.MERGE_RIGHT),
     "MultiHeadAttention": (checks.check_MultiHeadAttention, A.MHA_WRONG, A.MHA_RIGHT),
     "chunked_attention": (checks.check_chunked_attention, A.CHUNKED_WRONG, A.CHUNKED_RIGHT),
+    "kv_cache_step": (checks.check_kv_cache_step, A.KV_WRONG, A.KV_RIGHT),
 }
 WRONG = [(g, n) for g, (_, wrong, _) in GROUPS.items() for n in wrong]
 RIGHT = [(g, n) for g, (_, _, right) in GROUPS.items() for n in right]

@@ -7,7 +7,7 @@ convention (a bool mask is ``True`` where attention is allowed).
 """
 
 from .additive import AdditiveAttention, LuongAttention, additive_score, attend, luong_score
-from .efficient import chunked_attention
+from .efficient import chunked_attention, kv_cache_step, triton_attention
 from .functional import (
     attention_scores,
     scaled_dot_product_attention,
@@ -15,7 +15,14 @@ from .functional import (
     softmax,
 )
 from .lookup import hard_lookup, soft_lookup
-from .masks import causal_mask, from_torch_mask, padding_mask, to_additive_mask, to_torch_mask
+from .masks import (
+    causal_mask,
+    from_torch_mask,
+    padding_mask,
+    sliding_window_mask,
+    to_additive_mask,
+    to_torch_mask,
+)
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .selfattn import cross_attention, dot_product_variance, self_attention
 from .seq2seq import ReverseTask, Seq2Seq, bahdanau_attention
@@ -34,19 +41,22 @@ __all__ = [
     "bahdanau_attention",
     "causal_mask",
     "chunked_attention",
+    "cross_attention",
+    "dot_product_variance",
     "from_torch_mask",
     "hard_lookup",
+    "kv_cache_step",
     "luong_score",
     "merge_heads",
     "padding_mask",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_with_weights",
+    "self_attention",
+    "sliding_window_mask",
     "soft_lookup",
     "softmax",
     "split_heads",
     "to_additive_mask",
     "to_torch_mask",
-    "cross_attention",
-    "dot_product_variance",
-    "self_attention",
+    "triton_attention",
 ]

@@ -9,18 +9,22 @@ rescale is what makes the result exact rather than approximate.
 
 Queries are processed in blocks of the same size, so the largest temporary is
 ``(..., chunk_size, chunk_size)`` and the extra memory does not grow with ``L * S``.
+
+Also here: :func:`kv_cache_step` (one decoding step with a key/value cache) and
+:func:`triton_attention`, a fused GPU kernel used only when CUDA and Triton are
+present (its code lives in :mod:`qkv.triton_kernel`, imported on first use).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from . import _validate as v
-from .functional import _check_inputs
+from .functional import _check_inputs, scaled_dot_product_attention
 
 
 def chunked_attention(
@@ -31,6 +35,7 @@ def chunked_attention(
     is_causal: bool = False,
     scale: Optional[float] = None,
     chunk_size: int = 256,
+    window: Optional[int] = None,
 ) -> Tensor:
     """Exact attention computed chunk by chunk with the online softmax.
 
@@ -48,6 +53,10 @@ def chunked_attention(
         scale: factor for the scores; ``None`` means ``1 / sqrt(E)``.
         chunk_size: keys (and queries) per block; any positive int, it need not
             divide the sequence length.
+        window: with ``is_causal=True``, a sliding window: query ``i`` sees only
+            keys ``i - window < j <= i`` (as ``qkv.sliding_window_mask``), and key
+            chunks wholly outside the band are skipped, so the work grows as
+            ``L * window`` instead of ``L * S``.
 
     Returns:
         The attention output.
@@ -57,8 +66,7 @@ def chunked_attention(
         - output: ``(..., L, Ev)``
     """
     _check_inputs(query, key, value, attn_mask, is_causal, 0.0, scale)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    _check_chunking(chunk_size, window, is_causal)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else scale
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
@@ -74,15 +82,20 @@ def chunked_attention(
         m = torch.full((*batch, i1 - i0, 1), float("-inf"), dtype=acc_dtype, device=query.device)
         l = torch.zeros_like(m)
         acc = torch.zeros(*batch, i1 - i0, value.shape[-1], dtype=acc_dtype, device=query.device)
-        # Under a causal mask query i sees keys 0..i, so later key chunks are skipped.
+        # Under a causal mask query i sees keys 0..i, so later key chunks are skipped;
+        # with a window it sees nothing before i - window + 1 either.
+        start = 0 if window is None else max(0, i0 - window + 1)
         stop = min(S, i1) if is_causal else S
-        for j0 in range(0, stop, chunk_size):
+        for j0 in range(start, stop, chunk_size):
             j1 = min(j0 + chunk_size, stop)
             s = q @ key[..., j0:j1, :].to(acc_dtype).transpose(-2, -1)
-            if is_causal and j1 > i0:
+            if is_causal and (j1 > i0 + 1 or (window is not None and j0 < i1 - window)):
                 rows = torch.arange(i0, i1, device=query.device)[:, None]
                 cols = torch.arange(j0, j1, device=query.device)[None, :]
-                s = s.masked_fill(cols > rows, float("-inf"))
+                hidden = cols > rows
+                if window is not None:
+                    hidden |= cols <= rows - window
+                s.masked_fill_(hidden, float("-inf"))
             if attn_mask is not None:
                 block = attn_mask[..., i0:i1, j0:j1]
                 if block.dtype == torch.bool:
@@ -93,7 +106,8 @@ def chunked_attention(
             # Rows that have seen only masked keys keep m = -inf; use 0 there so that
             # exp() gives 0 instead of NaN (exp(-inf - -inf)).
             m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
-            p = (s - m_safe).exp()
+            # exp_ in place saves one block-sized temporary (autograd still works).
+            p = (s - m_safe).exp_()
             correction = (m - m_safe).exp()
             l = l * correction + p.sum(dim=-1, keepdim=True)
             acc = acc * correction + p @ value[..., j0:j1, :].to(acc_dtype)
@@ -101,3 +115,128 @@ def chunked_attention(
         # A fully masked row has l = 0 and acc = 0: dividing by 1 leaves it zero, as SDPA does.
         out[..., i0:i1, :] = (acc / l.masked_fill(l == 0, 1.0)).to(query.dtype)
     return out
+
+
+def _check_chunking(chunk_size: object, window: object, is_causal: bool) -> None:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be None or a positive int (keys per query), got {window!r}")
+    if not is_causal:
+        raise ValueError("window is a causal sliding window: pass is_causal=True with it")
+
+
+def kv_cache_step(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    k_cache: Optional[Tensor] = None,
+    v_cache: Optional[Tensor] = None,
+    scale: Optional[float] = None,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """One step of causal decoding with a key/value cache: append, then attend.
+
+    The keys and values of earlier tokens never change, so they are kept instead
+    of being recomputed: the new tokens' keys and values are appended to the
+    cache and the new queries attend to everything in it. For one new token
+    this costs ``O(S * E)`` instead of the ``O(S^2 * E)`` of rerunning the prefix.
+
+    The causal mask here is aligned to the **bottom right**: new token ``i`` sits
+    at position ``P + i`` (``P`` cached tokens) and sees keys ``0..P+i``. SDPA's
+    ``is_causal`` (and :func:`qkv.causal_mask`) align to the upper left, which
+    for ``L < S`` would hide almost the whole prefix from the new queries.
+
+    ``torch.cat`` copies the cache at every step; inference servers preallocate
+    it instead. This version keeps the idea visible.
+
+    Args:
+        query: queries of the ``L`` new tokens (``L = 1`` when decoding one at a time).
+        key: keys of the new tokens.
+        value: values of the new tokens.
+        k_cache: keys of the ``P`` earlier tokens, or ``None`` when there are none.
+        v_cache: values of the earlier tokens, or ``None`` (with ``k_cache``).
+        scale: factor for the scores; ``None`` means ``1 / sqrt(E)``.
+
+    Returns:
+        ``(output, k_cache, v_cache)``: the new tokens' attention output and the
+        caches with the new keys and values appended (``S = P + L`` rows).
+
+    Shape:
+        - query: ``(B, H, L, E)``, key: ``(B, H, L, E)``, value: ``(B, H, L, Ev)``
+        - k_cache: ``(B, H, P, E)``, v_cache: ``(B, H, P, Ev)``
+        - output: ``(B, H, L, Ev)``, returned caches ``(B, H, P + L, E)`` and ``(B, H, P + L, Ev)``
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        v.require_tensor(name, t)
+    if (k_cache is None) != (v_cache is None):
+        raise ValueError("k_cache and v_cache must both be tensors or both be None")
+    if query.dim() < 2 or key.dim() < 2 or query.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"query and key must hold the same new tokens, shapes (..., L, E); got query "
+            f"{v.shape_str(query)} and key {v.shape_str(key)}"
+        )
+    if k_cache is not None:
+        for name, cache, new in (("k_cache", k_cache, key), ("v_cache", v_cache, value)):
+            v.require_tensor(name, cache)
+            if cache.dim() != new.dim() or cache.shape[:-2] + cache.shape[-1:] != new.shape[:-2] + new.shape[-1:]:
+                raise ValueError(
+                    f"{name} must have the shape of the new tokens' keys/values except for the "
+                    f"sequence dim (-2); got {name} {v.shape_str(cache)} and new {v.shape_str(new)}"
+                )
+        key = torch.cat([k_cache, key], dim=-2)
+        value = torch.cat([v_cache, value], dim=-2)
+    L, S = query.shape[-2], key.shape[-2]
+    # Bottom-right alignment: new token i may see keys 0 .. S - L + i. One new token sees all.
+    mask = None if L == 1 else torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
+    out = scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
+    return out, key, value
+
+
+def triton_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    is_causal: bool = False,
+    scale: Optional[float] = None,
+) -> Tensor:
+    """Fused attention forward pass on the GPU (a Triton kernel, FlashAttention-2 style).
+
+    The same online softmax as :func:`chunked_attention`, but each block of
+    queries is one GPU program that keeps ``m``, ``l`` and ``acc`` in registers
+    and never writes a score to memory. Needs CUDA and the ``triton`` package,
+    which are imported only when this function is called.
+
+    Args:
+        query: queries, float16 or bfloat16, on a CUDA device.
+        key: keys (same dtype and device).
+        value: values (same dtype and device).
+        is_causal: upper-left causal mask (as SDPA's); future key blocks are skipped.
+        scale: factor for the scores; ``None`` means ``1 / sqrt(E)``.
+
+    Returns:
+        The attention output, in the inputs' dtype.
+
+    Raises:
+        RuntimeError: CUDA or Triton is not available.
+
+    Shape:
+        - query: ``(B, H, L, E)``, key: ``(B, H, S, E)``, value: ``(B, H, S, E)``
+          with ``E`` in 16, 32, 64, 128
+        - output: ``(B, H, L, E)``
+    """
+    _check_inputs(query, key, value, None, is_causal, 0.0, scale)
+    if not torch.cuda.is_available() or query.device.type != "cuda":
+        raise RuntimeError(
+            f"triton_attention needs CUDA tensors on a machine with a GPU; got tensors on "
+            f"{query.device} (torch.cuda.is_available() = {torch.cuda.is_available()}). "
+            f"Use qkv.chunked_attention on the CPU."
+        )
+    try:
+        from . import triton_kernel
+    except ImportError as err:  # triton missing, or too old for the kernel
+        raise RuntimeError(
+            f"triton_attention needs the triton package (pip install triton): {err}"
+        ) from err
+    return triton_kernel.attention_forward(query, key, value, is_causal, scale)

@@ -139,3 +139,38 @@ def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor
         raise TypeError(f"mask must be bool (True = may attend), got {mask.dtype}")
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))
+
+
+def sliding_window_mask(
+    L: int, S: Optional[int], window: int, device: Optional[torch.device] = None
+) -> Tensor:
+    """Causal sliding-window (local) mask: each query sees itself and the ``window - 1`` keys before it.
+
+    Query ``i`` may attend to keys ``j`` with ``i - window < j <= i``. Aligned to
+    the upper left like :func:`causal_mask` (and SDPA's ``is_causal``); with
+    ``window >= S`` it equals ``causal_mask(L, S)``. ``nn.MultiheadAttention``
+    wants the opposite convention: pass ``~mask`` (see :func:`to_torch_mask`).
+
+    Applied as a dense ``attn_mask`` it saves no work: every score is still
+    computed and then discarded. Only an implementation that skips the blocks
+    outside the band, such as ``chunked_attention(..., window=...)``, does less.
+
+    Args:
+        L: number of queries.
+        S: number of keys (``None`` means ``L``).
+        window: keys each query may see, itself included (a positive int).
+        device: where to create the mask.
+
+    Returns:
+        Bool mask, ``True`` where attention is allowed.
+
+    Shape:
+        - output: ``(L, S)``
+    """
+    L = _require_size("L", L)
+    S = L if S is None else _require_size("S", S)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive int (keys per query), got {window!r}")
+    rows = torch.arange(L, device=device)[:, None]
+    cols = torch.arange(S, device=device)[None, :]
+    return (cols <= rows) & (cols > rows - window)

@@ -10,7 +10,7 @@ This package depends on :mod:`qkv`; :mod:`qkv` never imports it.
 """
 
 from ._harness import warnings_to_stdout
-from .efficient import check_chunked_attention
+from .efficient import check_chunked_attention, check_kv_cache_step
 from .functional import check_attention_scores, check_scaled_dot_product_attention, check_softmax
 from .lookup import check_additive_score, check_luong_score, check_soft_lookup
 from .masks import check_causal_mask, check_padding_mask
@@ -25,6 +25,7 @@ __all__ = [
     "check_bahdanau_attention",
     "check_causal_mask",
     "check_chunked_attention",
+    "check_kv_cache_step",
     "check_luong_score",
     "check_merge_heads",
     "check_padding_mask",

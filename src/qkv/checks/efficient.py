@@ -46,6 +46,49 @@ def _online(query, key, value, attn_mask=None, is_causal=False, scale=None, chun
     return acc / l.masked_fill(l == 0, 1.0)
 
 
+def _zero_initial_max(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                      chunk_size=256):
+    """The running maximum started at 0 instead of -inf (and l never guarded)."""
+    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+    c = 1.0 / math.sqrt(E) if scale is None else scale
+    if is_causal:
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    m = torch.zeros((*batch, L, 1), dtype=query.dtype, device=query.device)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(*batch, L, value.shape[-1], dtype=query.dtype, device=query.device)
+    for j0 in range(0, S, chunk_size):
+        s = (query * c) @ key[..., j0:j0 + chunk_size, :].transpose(-2, -1)
+        if attn_mask is not None:
+            block = attn_mask[..., j0:j0 + chunk_size]
+            s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        p = (s - m_new).exp()
+        corr = (m - m_new).exp()
+        l = l * corr + p.sum(dim=-1, keepdim=True)
+        acc = acc * corr + p @ value[..., j0:j0 + chunk_size, :]
+        m = m_new
+    return acc / l
+
+
+def _short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256):
+    """Off-by-one chunk bounds: each chunk stops one key short (j0:j0 + chunk_size - 1)."""
+    S = key.shape[-2]
+    keep = torch.tensor([(j % chunk_size) != chunk_size - 1 for j in range(S)], device=key.device)
+    L = query.shape[-2]
+    allowed = keep.expand(L, S)
+    if is_causal:
+        allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            allowed = allowed & attn_mask
+        else:
+            allowed = allowed & torch.isfinite(attn_mask)
+            return _online(query, key, value, attn_mask.masked_fill(~allowed, float("-inf")),
+                           False, scale, chunk_size)
+    return _online(query, key, value, allowed, False, scale, chunk_size)
+
+
 def _sdpa_order(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Adapt an SDPA-ordered mistake to chunked_attention's arguments (no dropout_p)."""
     def adapted(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256):
@@ -74,6 +117,14 @@ class MaterialiseWatch:
             self.problem = ("it builds the full (L, S) score matrix",
                             "visit the keys chunk_size at a time; keep only a running maximum, "
                             "sum and output per query (no tensor of shape (..., L, S))")
+
+
+def _negative_scores(gen, device, dtype):
+    q, k, v = _qkv(gen, device, dtype, (2,), 4, 7, 4, 3)
+    # A shared component with opposite signs: every score is about -45**2 / sqrt(4).
+    q, k = q.clone(), k.clone()
+    q[..., 0], k[..., 0] = 45.0, -45.0
+    return (q, k, v), {"chunk_size": 3}
 
 
 def _cases() -> List[Case]:
@@ -105,6 +156,8 @@ def _cases() -> List[Case]:
              make((2,), 4, 7, 4, 3, 3, big=40.0), f64),
         Case("input with L=3, S=5 and chunk_size=16 (one chunk holds every key)",
              make((2,), 3, 5, 4, 3, 16), f32),
+        Case("input whose scores are all very negative (near -1000), L=4, S=7, chunk_size=3",
+             _negative_scores, f64),
     ]
 
 
@@ -115,6 +168,13 @@ _MISTAKES = [
             _RESCALE_HINT, partial(_online, rescale_l=False)),
     Mistake("an online softmax that does not rescale its running sums (acc is not rescaled)",
             _RESCALE_HINT, partial(_online, rescale_acc=False)),
+    Mistake("an online softmax whose running maximum starts at 0 instead of -inf",
+            "start m at float('-inf'): with m = 0, scores far below 0 give exp(s - 0) = 0 for "
+            "every key and the row sum l stays 0", _zero_initial_max),
+    Mistake("chunk bounds off by one (each chunk leaves out its last key)",
+            "chunk j covers keys j0 .. j0 + chunk_size - 1, i.e. the slice [j0:j0 + chunk_size] "
+            "(Python slices exclude their end); check that every key is visited exactly once",
+            _short_chunks),
 ] + [Mistake(m.name, m.hint, _sdpa_order(m.fn)) for m in attention_mistakes()]
 
 CHUNKED_ATTENTION = Exercise(
@@ -137,3 +197,104 @@ def check_chunked_attention(chunked_attention: Callable[..., Tensor], seed: int 
     """
     __tracebackhide__ = True
     run_check(CHUNKED_ATTENTION, chunked_attention, seed, watch_factory=MaterialiseWatch)
+
+
+# ----------------------------------------------------------------------------- kv_cache_step
+def _kv_step(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask="bottom_right",
+             attend_new=True, new_first=False, return_old=False):
+    """kv_cache_step with switches for its mistakes (the defaults: the right answer)."""
+    old_k, old_v = k_cache, v_cache
+    if k_cache is not None:
+        parts_k = [key, k_cache] if new_first else [k_cache, key]
+        parts_v = [value, v_cache] if new_first else [v_cache, value]
+        k_all, v_all = torch.cat(parts_k, dim=-2), torch.cat(parts_v, dim=-2)
+    else:
+        k_all, v_all = key, value
+    k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
+    L, S = query.shape[-2], k_att.shape[-2]
+    allowed = None
+    if mask == "bottom_right" and L > 1:
+        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
+    elif mask == "upper_left":  # SDPA's is_causal: with L=1 the query sees only key 0
+        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    out = _functional.scaled_dot_product_attention(query, k_att, v_att, attn_mask=allowed, scale=scale)
+    if return_old:
+        return out, old_k, old_v
+    return out, k_all, v_all
+
+
+def _kv_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    from ._harness import close
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        return False
+    for g, e in zip(got, expected):
+        if e is None or g is None:
+            if not (e is None and g is None):
+                return False
+        elif not close(g, e, rtol, atol):
+            return False
+    return True
+
+
+def _kv_cases() -> List[Case]:
+    def make(batch, P, L, E, Ev, **kw):
+        def build(gen, device, dtype):
+            q, k, v = _qkv(gen, device, dtype, batch, L, L, E, Ev)
+            kwargs = dict(kw)
+            if P:
+                _, kc, vc = _qkv(gen, device, dtype, batch, 1, P, E, Ev)
+                kwargs.update(k_cache=kc, v_cache=vc)
+            return (q, k, v), kwargs
+        return build
+
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("one new token (L=1) after P=5 cached ones, B=2, H=2, E=4, Ev=3",
+             make((2, 2), 5, 1, 4, 3), f32),
+        Case("the first token: empty cache (k_cache=v_cache=None), L=1",
+             make((2, 2), 0, 1, 4, 3), f32),
+        Case("L=3 new tokens at once after P=4 cached ones (B=2, H=1)",
+             make((2, 1), 4, 3, 4, 3), f64),
+        Case("a prompt of L=5 tokens into an empty cache (B=1, H=2)",
+             make((1, 2), 0, 5, 6, 2), f64),
+        Case("one new token after P=7 cached ones with scale=0.3",
+             make((2, 1), 7, 1, 4, 4, scale=0.3), f64),
+    ]
+
+
+KV_CACHE_STEP = Exercise(
+    name="kv_cache_step", reference=_efficient.kv_cache_step, cases=_kv_cases(),
+    mistakes=[
+        Mistake("the causal mask aligned to the upper left (is_causal=True)",
+                "the L new tokens are the LAST L of the S keys: new token i sits at position "
+                "S - L + i and may see keys 0 .. S - L + i, i.e. "
+                "torch.ones(L, S, dtype=torch.bool).tril(S - L) (is_causal aligns to the top-left)",
+                partial(_kv_step, mask="upper_left")),
+        Mistake("no causal mask among several new tokens",
+                "with L > 1 new tokens, each may not see the new tokens after it: use the mask "
+                "torch.ones(L, S, dtype=torch.bool).tril(S - L)", partial(_kv_step, mask=None)),
+        Mistake("the new queries attend only to the old cache, not to the new keys",
+                "append the new key and value to the cache first, then attend to all of it",
+                partial(_kv_step, attend_new=False)),
+        Mistake("the new keys and values put before the cache instead of after it",
+                "torch.cat([k_cache, key], dim=-2): the newest token goes last",
+                partial(_kv_step, new_first=True)),
+        Mistake("the old caches returned instead of the appended ones",
+                "return (output, new_k_cache, new_v_cache), the caches with the new rows added",
+                partial(_kv_step, return_old=True)),
+    ],
+    forbid_ref={_efficient.kv_cache_step: "qkv.kv_cache_step"},
+    compare=_kv_close,
+    legend="(output (B, H, L, Ev), k_cache (B, H, P + L, E), v_cache (B, H, P + L, Ev))",
+)
+
+
+def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: int = 0) -> None:
+    """Check ``kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None)``
+    against :func:`qkv.kv_cache_step`: it must return ``(output, k_cache, v_cache)``.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(KV_CACHE_STEP, kv_cache_step, seed)

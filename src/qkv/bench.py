@@ -1,0 +1,104 @@
+"""Small, honest measuring tools shared by chapter 7 and ``benchmarks/``.
+
+Times are medians of several runs after a warm-up, and competing functions are
+run in interleaved rounds, so that a burst of load on a shared machine hits all
+of them alike. CPU peak memory is read from PyTorch's own allocation events (the
+profiler's ``profile_memory``), because :mod:`tracemalloc` does not see tensors
+and the process's resident size does not shrink when memory is freed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+
+def attention_flops(
+    B: int, H: int, L: int, S: int, E: int, Ev: Optional[int] = None, is_causal: bool = False
+) -> float:
+    """Floating-point operations of one attention forward pass.
+
+    ``Q @ K^T`` costs ``2 * L * S * E`` (a multiply and an add per term) and
+    ``P @ V`` costs ``2 * L * S * Ev``, per batch element and head: ``4 * B * H *
+    L * S * E`` when ``Ev = E``. The softmax's ``O(L * S)`` is left out, as is
+    customary. A causal mask needs only about half the scores.
+
+    Args:
+        B: batch size.
+        H: heads.
+        L: queries.
+        S: keys.
+        E: query/key width.
+        Ev: value width (default ``E``).
+        is_causal: count only the scores below the diagonal (half, for ``L = S``).
+
+    Returns:
+        The count, as a float.
+    """
+    Ev = E if Ev is None else Ev
+    flops = 2.0 * B * H * L * S * (E + Ev)
+    return flops / 2 if is_causal else flops
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_interleaved(
+    fns: Dict[str, Callable[[], object]], repeat: int = 5, warmup: int = 1, device: str = "cpu"
+) -> Dict[str, float]:
+    """Median wall time (seconds) of each function, measured in interleaved rounds.
+
+    Args:
+        fns: name -> function of no arguments.
+        repeat: timed rounds; each round calls every function once.
+        warmup: untimed calls of each function first (allocator, caches, kernels).
+        device: ``"cuda..."`` synchronises before reading the clock.
+
+    Returns:
+        name -> median seconds.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: Dict[str, List[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def peak_cpu_memory(fn: Callable[[], object]) -> int:
+    """Peak bytes that PyTorch allocated on the CPU while ``fn`` ran, above what was live before.
+
+    Replays the profiler's allocation and free events in time order and keeps
+    the running maximum, so temporaries freed inside an operator still count.
+    Memory a library allocates behind PyTorch's back (BLAS workspaces) is not
+    seen; tensors that ``fn`` returns are.
+
+    Args:
+        fn: function of no arguments.
+
+    Returns:
+        Peak extra bytes.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events = [e for e in events if e.device_type() == torch.autograd.DeviceType.CPU]
+    events.sort(key=lambda e: e.start_ns())
+    live = peak = 0
+    for e in events:
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak

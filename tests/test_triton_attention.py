@@ -1,0 +1,62 @@
+"""The Triton kernel against torch's SDPA (needs a CUDA GPU and triton; skipped otherwise)."""
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import qkv
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
+]
+
+
+def _inputs(B, H, L, S, E, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return tuple(
+        torch.randn(B, H, n, E, generator=g, device="cuda", dtype=dtype) for n in (L, S, S)
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("E", [64, 128])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("L,S", [(256, 256), (1000, 1000), (77, 77), (64, 300), (300, 64), (1, 129)])
+def test_matches_sdpa(dtype, E, is_causal, L, S):
+    q, k, v = _inputs(2, 3, L, S, E, dtype)
+    got = qkv.triton_attention(q, k, v, is_causal=is_causal)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=is_causal)
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = 2e-2 if dtype == torch.bfloat16 else 2e-3
+    torch.testing.assert_close(got.float(), want, atol=tol, rtol=tol)
+
+
+def test_scale_and_non_contiguous_inputs():
+    # (B, L, H, E) transposed to (B, H, L, E): strides are not the contiguous ones.
+    q, k, v = (t.transpose(1, 2) for t in _inputs(2, 128, 4, 4, 64, torch.float16))
+    assert not q.is_contiguous()
+    got = qkv.triton_attention(q, k, v, scale=0.3)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.3)
+    torch.testing.assert_close(got.float(), want, atol=2e-3, rtol=2e-3)
+
+
+def test_agrees_with_chunked_attention():
+    q, k, v = _inputs(1, 2, 513, 513, 64, torch.float16)
+    torch.testing.assert_close(
+        qkv.triton_attention(q, k, v, is_causal=True).float(),
+        qkv.chunked_attention(q, k, v, is_causal=True).float(),
+        atol=2e-3, rtol=2e-3,
+    )
+
+
+def test_rejects_unsupported_inputs():
+    q, k, v = _inputs(1, 1, 16, 16, 64, torch.float16)
+    with pytest.raises(TypeError, match="float16"):
+        qkv.triton_attention(q.float(), k.float(), v.float())
+    q48, k48, v48 = _inputs(1, 1, 16, 16, 48, torch.float16)
+    with pytest.raises(ValueError, match="E="):
+        qkv.triton_attention(q48, k48, v48)
