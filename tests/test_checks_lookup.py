@@ -3,6 +3,7 @@
 import pytest
 
 import answers_lookup as A
+from catalogue import catalogue_tests
 from qkv import checks
 
 GROUPS = {
@@ -11,24 +12,7 @@ GROUPS = {
     "luong_score": (checks.check_luong_score, A.LUONG_WRONG, A.LUONG_RIGHT),
     "bahdanau_attention": (checks.check_bahdanau_attention, A.BAHDANAU_WRONG, A.BAHDANAU_RIGHT),
 }
-WRONG = [(g, n) for g, (_, wrong, _) in GROUPS.items() for n in wrong]
-RIGHT = [(g, n) for g, (_, _, right) in GROUPS.items() for n in right]
-
-
-@pytest.mark.parametrize("group,name", WRONG)
-def test_wrong_answer_is_named(group, name):
-    check, wrong, _ = GROUPS[group]
-    answer, words = wrong[name]
-    with pytest.raises(AssertionError, match=f"{group}: wrong on") as info:
-        check(answer)
-    assert words in str(info.value), str(info.value)
-
-
-@pytest.mark.parametrize("group,name", RIGHT)
-def test_right_answer_passes(group, name):
-    check, _, right = GROUPS[group]
-    check(right[name])
-    check(right[name], seed=3)
+test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))

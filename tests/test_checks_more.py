@@ -3,6 +3,7 @@
 import pytest
 
 import answers_more as A
+from catalogue import catalogue_tests
 from qkv import checks
 
 GROUPS = {
@@ -14,24 +15,7 @@ GROUPS = {
     "chunked_attention": (checks.check_chunked_attention, A.CHUNKED_WRONG, A.CHUNKED_RIGHT),
     "kv_cache_step": (checks.check_kv_cache_step, A.KV_WRONG, A.KV_RIGHT),
 }
-WRONG = [(g, n) for g, (_, wrong, _) in GROUPS.items() for n in wrong]
-RIGHT = [(g, n) for g, (_, _, right) in GROUPS.items() for n in right]
-
-
-@pytest.mark.parametrize("group,name", WRONG)
-def test_wrong_answer_is_named(group, name):
-    check, wrong, _ = GROUPS[group]
-    answer, words = wrong[name]
-    with pytest.raises(AssertionError, match=f"{group}: wrong on") as info:
-        check(answer)
-    assert words in str(info.value)
-
-
-@pytest.mark.parametrize("group,name", RIGHT)
-def test_right_answer_passes(group, name):
-    check, _, right = GROUPS[group]
-    check(right[name])
-    check(right[name], seed=3)
+test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
 
 
 def test_every_check_is_exported():

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import answers_selfattn as A
+from catalogue import catalogue_tests
 import qkv
 from qkv.checks import check_cross_attention, check_dot_product_variance, check_self_attention
 from qkv.checks.selfattn import VARIANCE_SAMPLES, variance_tolerance
@@ -16,24 +17,7 @@ GROUPS = {
     "cross_attention": (check_cross_attention, A.CROSS_WRONG, A.CROSS_RIGHT),
     "dot_product_variance": (check_dot_product_variance, A.VARIANCE_WRONG, A.VARIANCE_RIGHT),
 }
-WRONG = [(g, n) for g, (_, wrong, _) in GROUPS.items() for n in wrong]
-RIGHT = [(g, n) for g, (_, _, right) in GROUPS.items() for n in right]
-
-
-@pytest.mark.parametrize("group,name", WRONG)
-def test_wrong_answer_is_named(group, name):
-    check, wrong, _ = GROUPS[group]
-    answer, words = wrong[name]
-    with pytest.raises(AssertionError, match=f"{group}: wrong on") as info:
-        check(answer)
-    assert words in str(info.value)
-
-
-@pytest.mark.parametrize("group,name", RIGHT)
-def test_right_answer_passes(group, name):
-    check, _, right = GROUPS[group]
-    check(right[name])
-    check(right[name], seed=3)
+test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
 
 
 @pytest.mark.parametrize("check,delegate", [
