@@ -183,7 +183,7 @@ def _check_images(v: Visit, name: str) -> None:
     assert not broken, f"{name}: images that did not load: {broken}"
 
 
-def _check_bertviz(v: Visit, name: str) -> None:
+def _check_bertviz(v: Visit, name: str) -> list[dict]:
     """bertviz views (chapter 5) must be drawn: their container holds an SVG with content."""
     views = v.page.evaluate(
         """() => [...document.querySelectorAll('[id^="bertviz"]')]
@@ -191,6 +191,7 @@ def _check_bertviz(v: Visit, name: str) -> None:
     )
     empty = [view["id"] for view in views if view["shapes"] == 0]
     assert not empty, f"{name}: bertviz views not drawn: {empty}"
+    return views
 
 
 def _check_buttons(v: Visit, page, site: str) -> None:
@@ -240,3 +241,12 @@ def test_search_finds_softmax(visit, site):
     found = {h.split("?")[0].split("#")[0] for h in hits}
     assert found & pages, f"searching 'softmax' found no page of the book (hits: {hits})"
     v.assert_clean("search.html?q=softmax")
+
+
+def test_chapter_5_draws_both_bertviz_views(visit):
+    """head_view and model_view of the real model, drawn with every non-local request blocked."""
+    name = "book/05-multi-head"
+    v = visit(f"{name}.html")
+    views = _check_bertviz(v, name)
+    assert len(views) >= 2, f"{name}: expected the head_view and model_view, found {views}"
+    v.assert_clean(name)
