@@ -120,3 +120,17 @@ def test_causal_alignment_is_upper_left(L, S):
     explicit = qkv.scaled_dot_product_attention(q, k, v, attn_mask=qkv.causal_mask(L, S))
     torch.testing.assert_close(ours, explicit)
     torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+def test_gradients_are_exact_with_masks():
+    """The reference trains: its weights' in-place shortcut is only taken when no gradient is needed."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.rand(5, 5, generator=g) > 0.3
+    for kw in ({"is_causal": True}, {"attn_mask": mask}, {}):
+        assert torch.autograd.gradcheck(lambda a, b, c: qkv.scaled_dot_product_attention(a, b, c, **kw), (q, k, v))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            qkv.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        )
