@@ -68,13 +68,19 @@ def main() -> None:
         for assignment in ("04-scaling", "floor"):
             if not api.generate_assignment(assignment, force=True, create=True)["success"]:
                 raise RuntimeError(f"could not generate {assignment}")
-        floor, solution = [], []
-        for i in range(args.copies):  # alternate, so that both kinds see the same machine load
-            floor.append(_time_autograde(api, course, "floor",
-                                         course / "solutions" / "floor" / "floor.ipynb", f"s{i}"))
-            solution.append(_time_autograde(
-                api, course, "04-scaling", course / "solutions" / "04-scaling" / "scaling.ipynb",
-                f"s{i}"))
+        kinds = {
+            "floor": ("floor", course / "solutions" / "floor" / "floor.ipynb"),
+            "solution": ("04-scaling", course / "solutions" / "04-scaling" / "scaling.ipynb"),
+        }
+        times = {kind: [] for kind in kinds}
+        for i in range(args.copies):
+            # Interleaved, and each kind goes first every other time: both see the same
+            # machine load and the same share of warm caches.
+            order = ["floor", "solution"] if i % 2 == 0 else ["solution", "floor"]
+            for kind in order:
+                assignment, notebook = kinds[kind]
+                times[kind].append(_time_autograde(api, course, assignment, notebook, f"s{i}"))
+        floor, solution = times["floor"], times["solution"]
         with api.gradebook as gb:
             for i in range(args.copies):
                 sub = gb.find_submission("04-scaling", f"s{i}")
