@@ -84,7 +84,10 @@ def main() -> None:
         with api.gradebook as gb:
             for i in range(args.copies):
                 sub = gb.find_submission("04-scaling", f"s{i}")
-                assert sub.score == sub.max_score, f"copy {i} scored {sub.score}/{sub.max_score}"
+                # Written answers wait for a person; every autograded point must be earned.
+                assert sub.code_score == sub.max_code_score, (
+                    f"copy {i} scored {sub.code_score}/{sub.max_code_score} autograded points"
+                )
 
     f, s = statistics.median(floor), statistics.median(solution)
     print(f"notebooks of each kind: {args.copies}")
