@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
+from .masks import causal_mask
 
 _LEGEND = "query (..., L, E), key (..., S, E), value (..., S, Ev)"
 
@@ -124,7 +125,7 @@ def attention_scores(
     work = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
     scores = (query.to(work) * scale) @ key.to(work).transpose(-2, -1)
     if is_causal:
-        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        allowed = causal_mask(L, S, device=query.device)
         scores = scores.masked_fill(~allowed, float("-inf"))
     elif attn_mask is not None:
         if attn_mask.dtype == torch.bool:

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from . import _validate as v
 from .functional import scaled_dot_product_attention_with_weights
+from .masks import causal_mask
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -260,7 +261,7 @@ def _combine_masks(
     if is_causal:
         if attn_mask is not None:
             raise ValueError("pass either attn_mask or is_causal=True, not both")
-        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        attn_mask = causal_mask(L, S, device=query.device)
     if attn_mask is not None:
         v.check_mask(attn_mask, L, S, query.dtype, query.device)
     if key_padding_mask is None:
