@@ -21,14 +21,19 @@ _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multi
 
 
 def _online(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
-            rescale_l=True, rescale_acc=True):
-    """Online softmax with switches for the rescaling mistakes (both on: the right answer)."""
+            rescale_l=True, rescale_acc=True, zero_start=False):
+    """Online softmax with switches for its mistakes (defaults: the right answer).
+
+    ``zero_start`` starts the running maximum at 0 instead of -inf and leaves out
+    the -inf guards, as an answer that never thought of fully negative rows does.
+    """
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     c = 1.0 / math.sqrt(E) if scale is None else scale
     if is_causal:
         attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
     batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    m = torch.full((*batch, L, 1), float("-inf"), dtype=query.dtype, device=query.device)
+    start = 0.0 if zero_start else float("-inf")
+    m = torch.full((*batch, L, 1), start, dtype=query.dtype, device=query.device)
     l = torch.zeros_like(m)
     acc = torch.zeros(*batch, L, value.shape[-1], dtype=query.dtype, device=query.device)
     for j0 in range(0, S, chunk_size):
@@ -37,38 +42,13 @@ def _online(query, key, value, attn_mask=None, is_causal=False, scale=None, chun
             block = attn_mask[..., j0:j0 + chunk_size]
             s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
+        safe = m_new if zero_start else m_new.masked_fill(m_new == float("-inf"), 0.0)
         p = (s - safe).exp()
         corr = (m - safe).exp()
         l = (l * corr if rescale_l else l) + p.sum(dim=-1, keepdim=True)
         acc = (acc * corr if rescale_acc else acc) + p @ value[..., j0:j0 + chunk_size, :]
         m = m_new
-    return acc / l.masked_fill(l == 0, 1.0)
-
-
-def _zero_initial_max(query, key, value, attn_mask=None, is_causal=False, scale=None,
-                      chunk_size=256):
-    """The running maximum started at 0 instead of -inf (and l never guarded)."""
-    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    c = 1.0 / math.sqrt(E) if scale is None else scale
-    if is_causal:
-        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    m = torch.zeros((*batch, L, 1), dtype=query.dtype, device=query.device)
-    l = torch.zeros_like(m)
-    acc = torch.zeros(*batch, L, value.shape[-1], dtype=query.dtype, device=query.device)
-    for j0 in range(0, S, chunk_size):
-        s = (query * c) @ key[..., j0:j0 + chunk_size, :].transpose(-2, -1)
-        if attn_mask is not None:
-            block = attn_mask[..., j0:j0 + chunk_size]
-            s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        p = (s - m_new).exp()
-        corr = (m - m_new).exp()
-        l = l * corr + p.sum(dim=-1, keepdim=True)
-        acc = acc * corr + p @ value[..., j0:j0 + chunk_size, :]
-        m = m_new
-    return acc / l
+    return acc / l if zero_start else acc / l.masked_fill(l == 0, 1.0)
 
 
 def _short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256):
@@ -170,7 +150,7 @@ _MISTAKES = [
             _RESCALE_HINT, partial(_online, rescale_acc=False)),
     Mistake("an online softmax whose running maximum starts at 0 instead of -inf",
             "start m at float('-inf'): with m = 0, scores far below 0 give exp(s - 0) = 0 for "
-            "every key and the row sum l stays 0", _zero_initial_max),
+            "every key and the row sum l stays 0", partial(_online, zero_start=True)),
     Mistake("chunk bounds off by one (each chunk leaves out its last key)",
             "chunk j covers keys j0 .. j0 + chunk_size - 1, i.e. the slice [j0:j0 + chunk_size] "
             "(Python slices exclude their end); check that every key is visited exactly once",
