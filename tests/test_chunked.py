@@ -55,3 +55,24 @@ def test_matches_sdpa_on_cuda(dtype, causal):
     got = qkv.chunked_attention(q, k, v, is_causal=causal, chunk_size=128)
     want = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"is_causal": True},
+    {"is_causal": True, "window": 3},
+    {"attn_mask": "bool"},
+    {"attn_mask": "float"},
+])
+def test_gradcheck(kwargs):
+    # The running maximum is detached and the chunk's scores are overwritten in place; the
+    # maximum cancels out of the output, so the gradients must still be exact.
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 7, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    if kwargs.get("attn_mask") == "bool":
+        kwargs = {"attn_mask": torch.rand(7, 7, generator=g) > 0.3}
+    elif kwargs.get("attn_mask") == "float":
+        kwargs = {"attn_mask": torch.randn(7, 7, generator=g, dtype=torch.float64)}
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: qkv.chunked_attention(q, k, v, chunk_size=3, **kwargs), (q, k, v)
+    )

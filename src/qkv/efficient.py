@@ -26,6 +26,8 @@ from torch import Tensor
 from . import _validate as v
 from .functional import _check_inputs, scaled_dot_product_attention
 
+_LOG2_E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * _LOG2_E)
+
 
 def chunked_attention(
     query: Tensor,
@@ -68,7 +70,10 @@ def chunked_attention(
     _check_inputs(query, key, value, attn_mask, is_causal, 0.0, scale)
     _check_chunking(chunk_size, window, is_causal)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    # Scores are kept in base 2: exp(x) = exp2(x * log2(e)), and exp2 is the cheaper
+    # function (about twice as fast as exp on a CPU; FlashAttention does the same on GPUs).
+    # Folding log2(e) into the scale makes s, m and every correction base-2 quantities.
+    q_scale = (1.0 / math.sqrt(E) if scale is None else scale) * _LOG2_E
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     # Accumulate in float32 at least: half-precision running sums lose digits fast.
     acc_dtype = torch.promote_types(query.dtype, torch.float32)
@@ -78,7 +83,7 @@ def chunked_attention(
 
     for i0 in range(0, L, chunk_size):
         i1 = min(i0 + chunk_size, L)
-        q = query[..., i0:i1, :].to(acc_dtype) * scale
+        q = query[..., i0:i1, :].to(acc_dtype) * q_scale
         m = torch.full((*batch, i1 - i0, 1), float("-inf"), dtype=acc_dtype, device=query.device)
         l = torch.zeros_like(m)
         acc = torch.zeros(*batch, i1 - i0, value.shape[-1], dtype=acc_dtype, device=query.device)
@@ -98,19 +103,23 @@ def chunked_attention(
                 s.masked_fill_(hidden, float("-inf"))
             if attn_mask is not None:
                 block = attn_mask[..., i0:i1, j0:j1]
+                # Not in place: the mask may widen s to batch dims that only value has.
                 if block.dtype == torch.bool:
                     s = s.masked_fill(~block, float("-inf"))
                 else:
-                    s = s + block.to(acc_dtype)
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+                    s = s + block.to(acc_dtype) * _LOG2_E
+            # The shift m cancels between acc and l: the output does not depend on it, so it
+            # is a constant for autograd (detach), and s may then be overwritten in place.
+            m_new = torch.maximum(m, s.detach().amax(dim=-1, keepdim=True))
             # Rows that have seen only masked keys keep m = -inf; use 0 there so that
-            # exp() gives 0 instead of NaN (exp(-inf - -inf)).
+            # exp2() gives 0 instead of NaN (-inf - -inf).
             m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
-            # exp_ in place saves one block-sized temporary (autograd still works).
-            p = (s - m_safe).exp_()
-            correction = (m - m_safe).exp()
-            l = l * correction + p.sum(dim=-1, keepdim=True)
-            acc = acc * correction + p @ value[..., j0:j1, :].to(acc_dtype)
+            p = s.sub_(m_safe).exp2_()  # in place: no second block-sized tensor
+            correction = (m - m_safe).exp2()
+            # Rescale what was summed relative to m, then add this chunk (in place: l and
+            # acc are ours, and autograd needs only the constant correction to go through).
+            l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
+            acc.mul_(correction).add_(p @ value[..., j0:j1, :].to(acc_dtype))
             m = m_new
         # A fully masked row has l = 0 and acc = 0: dividing by 1 leaves it zero, as SDPA does.
         out[..., i0:i1, :] = (acc / l.masked_fill(l == 0, 1.0)).to(query.dtype)
