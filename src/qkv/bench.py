@@ -48,6 +48,38 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def time_rounds(
+    fns: Dict[str, Callable[[], object]], repeat: int = 5, warmup: int = 1, device: str = "cpu"
+) -> Dict[str, List[float]]:
+    """Wall time (seconds) of every call of each function, in interleaved rounds.
+
+    Round ``r`` calls every function once, back to back, so the ``r``-th times of
+    two functions were taken under the same load: their ratio is fairer than the
+    ratio of two medians when the machine is shared.
+
+    Args:
+        fns: name -> function of no arguments.
+        repeat: timed rounds; each round calls every function once.
+        warmup: untimed calls of each function first (allocator, caches, kernels).
+        device: ``"cuda..."`` synchronises before reading the clock.
+
+    Returns:
+        name -> list of ``repeat`` times in seconds, in round order.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: Dict[str, List[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def time_interleaved(
     fns: Dict[str, Callable[[], object]], repeat: int = 5, warmup: int = 1, device: str = "cpu"
 ) -> Dict[str, float]:
@@ -62,18 +94,22 @@ def time_interleaved(
     Returns:
         name -> median seconds.
     """
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times: Dict[str, List[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            _sync(device)
-            start = time.perf_counter()
-            fn()
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    rounds = time_rounds(fns, repeat, warmup, device)
+    return {name: statistics.median(ts) for name, ts in rounds.items()}
+
+
+def median_ratios(rounds: Dict[str, List[float]], baseline: str) -> Dict[str, float]:
+    """Median over rounds of each function's time divided by the baseline's in the same round.
+
+    Args:
+        rounds: the result of :func:`time_rounds`.
+        baseline: the name to divide by.
+
+    Returns:
+        name -> median ratio (the baseline's is 1).
+    """
+    base = rounds[baseline]
+    return {name: statistics.median(t / b for t, b in zip(ts, base)) for name, ts in rounds.items()}
 
 
 def peak_cpu_memory(fn: Callable[[], object]) -> int:
