@@ -61,7 +61,7 @@ def test_checks_run_on_cuda_and_catch_host_tensors_there():
     import torch
 
     from answers_scaling import SDPA_RIGHT
-    from qkv.checks._harness import devices
+    from qkv.checks._inputs import devices
 
     assert torch.device("cuda") in devices()
     checks.check_scaled_dot_product_attention(SDPA_RIGHT["einsum"])

@@ -1,4 +1,4 @@
-"""Shared machinery of the checks: cases, comparison, mistake recognition, the guard.
+"""Shared machinery of the checks: cases, exercises, running them, mistake recognition.
 
 A check runs the student's callable and the reference on the same seeded inputs
 (:class:`Case`), on every device present, and compares. When they differ it runs
@@ -7,10 +7,11 @@ inputs and names the one the student's result matches. While the student's code
 runs, the reference and torch's built-ins for the exercise are blocked
 (:class:`Guard`), so an answer cannot pass by delegating.
 
-Everything a check compares with is captured when this module is imported, so a
-notebook that later reassigns ``torch.allclose`` or ``torch.testing.assert_close``
-does not change a verdict. Checks print nothing and never let a warning through:
-nbgrader scores a test cell that writes to stderr as failed.
+The comparison helpers live in :mod:`._compare` (everything a check compares with
+is captured when it is imported, so a notebook that later reassigns
+``torch.allclose`` or ``torch.testing.assert_close`` does not change a verdict),
+the input makers in :mod:`._inputs`. Checks print nothing and never let a warning
+through: nbgrader scores a test cell that writes to stderr as failed.
 """
 
 from __future__ import annotations
@@ -20,25 +21,16 @@ import contextlib
 import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
+from ._compare import (_clone, _float64, _isinstance, _same, _Tensor, _where_differs, close,
+                       shape_str)
 from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
+from ._inputs import devices
 
-# Taken from torch's C module, not from ``torch.``: a notebook that reassigns
-# torch.allclose (even before this module is first imported) cannot change a verdict.
-_C = torch._C._VariableFunctions
-_allclose = _C.allclose
-_equal = _C.equal
-_isnan = _C.isnan
-_argmax = _C.argmax
-_abs = _C.abs
-_where = _C.where
-_Tensor = torch.Tensor
-_float64 = torch.float64
-_isinstance = builtins.isinstance
 _callable = builtins.callable
 
 Args = Tuple[tuple, dict]
@@ -127,38 +119,7 @@ class Exercise:
     error_hints: Sequence[Tuple[str, str]] = ()
 
 
-def devices() -> List[torch.device]:
-    """Every device this machine offers: CPU, then CUDA and MPS when present."""
-    found = [torch.device("cpu")]
-    if torch.cuda.is_available():
-        found.append(torch.device("cuda"))
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        found.append(torch.device("mps"))
-    return found
-
-
-def randn(gen: torch.Generator, *shape: int, device=None, dtype=torch.float32) -> Tensor:
-    """Seeded normal samples, drawn on the CPU so every device sees the same numbers."""
-    return torch.randn(*shape, generator=gen, dtype=_float64).to(device=device, dtype=dtype)
-
-
-def bool_mask(gen: torch.Generator, *shape: int, device=None) -> Tensor:
-    """Random bool mask whose last-dim rows each hold at least one True and one False.
-
-    Neither the mask nor its inverse leaves a query with nothing to attend to,
-    so an inverted mask gives a finite (and recognisable) result.
-    """
-    n = shape[-1]
-    if n < 2:
-        raise ValueError("bool_mask needs at least 2 keys per row")
-    m = torch.rand(*shape, generator=gen) < 0.5
-    idx = torch.randint(0, n, (*shape[:-1], 1), generator=gen)
-    m = m.scatter(-1, idx, True).scatter(-1, (idx + 1) % n, False)
-    return m.to(device)
-
-
-# --------------------------------------------------------------------------- comparison
+# --------------------------------------------------------------------------- running
 
 
 def _tolerances(case: Case, dtype: torch.dtype) -> Tuple[float, float]:
@@ -168,73 +129,6 @@ def _tolerances(case: Case, dtype: torch.dtype) -> Tuple[float, float]:
         rtol, atol = 1e-4, 1e-5
     return (case.rtol if case.rtol is not None else rtol,
             case.atol if case.atol is not None else atol)
-
-
-def _as64(t: Tensor) -> Tensor:
-    t = t.detach().to("cpu")
-    return t if t.dtype == torch.bool else t.to(_float64)
-
-
-def close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
-    """Same shape and equal within tolerance; NaN equals NaN; bools must be identical."""
-    if not (_isinstance(got, _Tensor) and _isinstance(expected, _Tensor)):
-        return False
-    if tuple(got.shape) != tuple(expected.shape):
-        return False
-    a, b = _as64(got), _as64(expected)
-    if a.dtype == torch.bool or b.dtype == torch.bool:
-        return a.dtype == b.dtype and _equal(a, b)
-    return bool(_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
-
-
-def shape_str(shape: Iterable[int]) -> str:
-    """``(2, 3, 4)``."""
-    return "(" + ", ".join(str(int(d)) for d in shape) + ")"
-
-
-def _where_differs(got: Tensor, expected: Tensor) -> str:
-    a, b = _as64(got), _as64(expected)
-    if a.dtype == torch.bool or b.dtype == torch.bool:
-        diff = (a != b)
-        i = int(_argmax(diff.reshape(-1).to(torch.uint8)))
-        idx = tuple(int(x) for x in torch.unravel_index(torch.tensor(i), a.shape)) if a.dim() else ()
-        return f"first difference at index {idx}: got {a[idx].item()}, expected {b[idx].item()}"
-    bad = _isnan(a) & ~_isnan(b)
-    if bool(bad.any()):
-        n = int(bad.sum())
-        return (f"{n} value(s) are NaN where the reference is finite (NaN comes from exp "
-                f"overflowing, or from -inf - (-inf) in a row with nothing to attend to)")
-    diff = _abs(a - b)
-    diff = _where(_isnan(diff), torch.zeros_like(diff), diff)
-    i = int(_argmax(diff.reshape(-1)))
-    idx = tuple(int(x) for x in torch.unravel_index(torch.tensor(i), a.shape)) if a.dim() else ()
-    return (f"largest difference {float(diff.reshape(-1)[i]):.3g} at index {idx}: "
-            f"got {float(a[idx]):.6g}, expected {float(b[idx]):.6g}")
-
-
-# --------------------------------------------------------------------------- running
-
-
-def _clone(x: Any) -> Any:
-    if _isinstance(x, _Tensor):
-        return x.detach().clone()
-    if _isinstance(x, (list, tuple)):
-        return type(x)(_clone(v) for v in x)
-    if _isinstance(x, dict):
-        return {k: _clone(v) for k, v in x.items()}
-    return x
-
-
-def _same(x: Any, y: Any) -> bool:
-    if _isinstance(x, _Tensor):
-        return (x.shape == y.shape and x.dtype == y.dtype
-                and (_equal(_as64(x), _as64(y))
-                     or bool(_allclose(_as64(x), _as64(y), equal_nan=True, rtol=0, atol=0))))
-    if _isinstance(x, (list, tuple)):
-        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
-    if _isinstance(x, dict):
-        return all(_same(x[k], y[k]) for k in x)
-    return True
 
 
 def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, Optional[BaseException], list]:

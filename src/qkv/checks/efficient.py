@@ -12,7 +12,8 @@ from torch import Tensor
 from .. import efficient as _efficient
 from .. import functional as _functional
 from .._validate import broadcast_shapes
-from ._harness import Case, Exercise, Mistake, bool_mask, run_check
+from ._harness import Case, Exercise, Mistake, run_check
+from ._inputs import bool_mask
 from .functional import QKV_ATTENTION, TORCH_ATTENTION, _qkv, attention_mistakes
 
 _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multiply both the "
@@ -204,7 +205,7 @@ def _kv_step(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask=
 
 
 def _kv_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
-    from ._harness import close
+    from ._compare import close
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return False
     for g, e in zip(got, expected):

@@ -16,7 +16,8 @@ from torch import Tensor
 
 from .. import additive as _additive
 from .. import lookup as _lookup
-from ._harness import Case, Exercise, Mistake, randn, run_check
+from ._harness import Case, Exercise, Mistake, run_check
+from ._inputs import randn
 from .functional import QKV_ATTENTION, TORCH_ATTENTION
 
 

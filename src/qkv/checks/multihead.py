@@ -12,7 +12,8 @@ from torch import Tensor, nn
 
 from .. import multihead as _multihead
 from ..functional import scaled_dot_product_attention_with_weights as _attention
-from ._harness import Case, Exercise, Mistake, bool_mask, randn, run_check
+from ._harness import Case, Exercise, Mistake, run_check
+from ._inputs import bool_mask, randn
 from .functional import TORCH_ATTENTION
 
 _TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "

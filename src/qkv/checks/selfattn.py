@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 from .. import selfattn as _selfattn
-from ._harness import (Case, Exercise, Guard, Mistake, _first_line, _quiet, devices,
-                       randn, run_check)
+from ._harness import Case, Exercise, Guard, Mistake, _first_line, _quiet, run_check
+from ._inputs import devices, randn
 from .functional import QKV_ATTENTION, TORCH_ATTENTION, attend
 
 _LAYOUT = ("the weights are (in_features, out_features): Q = x @ W_q, K = context @ W_k, "

@@ -13,7 +13,8 @@ import torch
 
 from .. import additive as _additive
 from .. import seq2seq as _seq2seq
-from ._harness import Case, Exercise, Mistake, randn
+from ._harness import Case, Exercise, Mistake
+from ._inputs import randn
 from .lookup import pick, picked, run_pair
 
 

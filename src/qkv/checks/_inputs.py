@@ -1,0 +1,45 @@
+"""Input makers of the checks: the devices to run on and seeded random tensors.
+
+Random numbers are drawn from a CPU generator and then moved, so every device
+sees the same inputs for the same seed.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import torch
+from torch import Tensor
+
+from ._compare import _float64
+
+
+def devices() -> List[torch.device]:
+    """Every device this machine offers: CPU, then CUDA and MPS when present."""
+    found = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        found.append(torch.device("cuda"))
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append(torch.device("mps"))
+    return found
+
+
+def randn(gen: torch.Generator, *shape: int, device=None, dtype=torch.float32) -> Tensor:
+    """Seeded normal samples, drawn on the CPU so every device sees the same numbers."""
+    return torch.randn(*shape, generator=gen, dtype=_float64).to(device=device, dtype=dtype)
+
+
+def bool_mask(gen: torch.Generator, *shape: int, device=None) -> Tensor:
+    """Random bool mask whose last-dim rows each hold at least one True and one False.
+
+    Neither the mask nor its inverse leaves a query with nothing to attend to,
+    so an inverted mask gives a finite (and recognisable) result.
+    """
+    n = shape[-1]
+    if n < 2:
+        raise ValueError("bool_mask needs at least 2 keys per row")
+    m = torch.rand(*shape, generator=gen) < 0.5
+    idx = torch.randint(0, n, (*shape[:-1], 1), generator=gen)
+    m = m.scatter(-1, idx, True).scatter(-1, (idx + 1) % n, False)
+    return m.to(device)
