@@ -130,7 +130,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--chunk-size", type=int, default=1024, help="chunked_attention's chunk_size")
-    parser.add_argument("--out", type=pathlib.Path, default=None, help="results file (default: results/)")
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS,
+                        help="results file, or a folder to write the default name into (default: results/)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("attention_gpu.py needs a CUDA GPU; on the CPU run benchmarks/attention_cpu.py")
@@ -180,7 +181,9 @@ def main() -> None:
     for line in results["goals"]["lines"]:
         print(line)
     slug = re.sub(r"[^a-z0-9]+", "-", info["device"].lower()).strip("-")
-    out = args.out or RESULTS / f"attention_gpu_{slug}_{info['date'][:10]}.json"
+    out = args.out
+    if out.is_dir() or out.suffix != ".json":
+        out = out / f"attention_gpu_{slug}_{info['date'][:10]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out}")
@@ -199,10 +202,13 @@ def goals(runs: list, memory: dict) -> dict:
     causal_ratio = tri_c["ms"] / tri["ms"] if tri and tri_c else None
     ref, chk = memory.get("reference", {}), memory.get("chunked", {})
     mem_ratio = chk["peak_mib"] / ref["peak_mib"] if ref.get("peak_mib") and chk.get("peak_mib") else None
+    def show(x):
+        return "not measured" if x is None else f"{x:.3f}"
+
     lines = [
-        f"triton / sdpa_flash TFLOP/s at n=4096, E=64, non-causal: {share} (goal >= 0.6)",
-        f"triton causal / non-causal time at n=4096, E=64: {causal_ratio} (goal <= 0.6)",
-        f"chunked / reference peak memory at n=16384 (B=1, H=8): {mem_ratio} (goal <= 0.05)",
+        f"triton / sdpa_flash TFLOP/s at n=4096, E=64, non-causal: {show(share)} (goal >= 0.6)",
+        f"triton causal / non-causal time at n=4096, E=64: {show(causal_ratio)} (goal <= 0.6)",
+        f"chunked / reference peak memory at n=16384 (B=1, H=8): {show(mem_ratio)} (goal <= 0.05)",
     ]
     return {"triton_over_flash_4096": share, "causal_over_noncausal_4096": causal_ratio,
             "chunked_over_reference_memory_16384": mem_ratio, "lines": lines}

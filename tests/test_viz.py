@@ -22,3 +22,30 @@ def test_plot_head_grid_has_one_map_per_head():
     plt.close(fig)
     with pytest.raises(ValueError):
         viz.plot_head_grid(torch.rand(3, 5, 5))
+
+
+def _results(runs):
+    return {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0",
+            "date": "2026-11-23T00:00:00+00:00", "dtype": "float16", "B": 4, "H": 32, "runs": runs}
+
+
+def test_plot_gpu_results_draws_each_method_with_provenance():
+    runs = [
+        {"method": m, "n": n, "E": E, "causal": c, "tflops": t, "ms": 1.0}
+        for m, t in (("triton", 300.0), ("sdpa_flash", 400.0))
+        for n in (1024, 4096) for E in (64, 128) for c in (False, True)
+    ]
+    runs.append({"method": "reference", "n": 4096, "E": 64, "causal": False, "tflops": None, "ms": None})
+    fig = viz.plot_gpu_results(_results(runs), source="x.json")
+    left, right = fig.get_axes()
+    assert sorted(line.get_label() for line in left.get_lines()) == ["sdpa_flash", "triton"]
+    assert list(left.get_lines()[1].get_xdata()) == [1024, 4096]
+    assert "causal=True" in right.get_title()
+    title = fig._suptitle.get_text()
+    assert "H100" in title and "2026-11-23" in title and "triton 3.6.0" in title and "x.json" in title
+    plt.close(fig)
+
+
+def test_plot_gpu_results_rejects_other_files():
+    with pytest.raises(ValueError, match="lacks"):
+        viz.plot_gpu_results({"runs": []})

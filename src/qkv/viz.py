@@ -146,3 +146,46 @@ def plot_head_grid(
         ax.set_yticks(range(L), tokens, fontsize=5)
     fig.tight_layout()
     return fig
+
+
+_RESULTS_KEYS = ("device", "torch", "triton", "cuda", "date", "dtype", "B", "H", "runs")
+
+
+def plot_gpu_results(results: Mapping, E: int = 64, source: str = "") -> Figure:
+    """Forward TFLOP/s against sequence length, from a results file of ``benchmarks/attention_gpu.py``.
+
+    Two panels, non-causal and causal, one line per method; the title carries the
+    provenance (device, versions, date, and ``source``), so a figure is never shown
+    without where its numbers came from.
+
+    Args:
+        results: the parsed JSON the benchmark wrote.
+        E: the head dimension to plot.
+        source: the results file's name, shown in the title.
+
+    Returns:
+        The figure.
+    """
+    missing = [k for k in _RESULTS_KEYS if k not in results]
+    if missing:
+        raise ValueError(f"not a results file of benchmarks/attention_gpu.py: it lacks {missing}")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    methods = sorted({r["method"] for r in results["runs"]})
+    for ax, causal in zip(axes, (False, True)):
+        for method in methods:
+            points = sorted((r["n"], r["tflops"]) for r in results["runs"]
+                            if r["method"] == method and r["causal"] == causal and r["E"] == E
+                            and r.get("tflops"))
+            if points:
+                ax.plot(*zip(*points), "o-", label=method)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length n = L = S")
+        ax.set_title(f"E={E}, B={results['B']}, H={results['H']}, {results['dtype']}, causal={causal}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("forward TFLOP/s")
+    fig.suptitle(f"{results['device']}: torch {results['torch']}, triton {results['triton']}, "
+                 f"CUDA {results['cuda']}, measured {results['date']}"
+                 + (f" ({source})" if source else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
