@@ -86,10 +86,7 @@ def time_interleaved(
     """Median wall time (seconds) of each function, measured in interleaved rounds.
 
     Args:
-        fns: name -> function of no arguments.
-        repeat: timed rounds; each round calls every function once.
-        warmup: untimed calls of each function first (allocator, caches, kernels).
-        device: ``"cuda..."`` synchronises before reading the clock.
+        fns, repeat, warmup, device: as for :func:`time_rounds`.
 
     Returns:
         name -> median seconds.
