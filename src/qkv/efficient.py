@@ -70,9 +70,9 @@ def chunked_attention(
     _check_inputs(query, key, value, attn_mask, is_causal, 0.0, scale)
     _check_chunking(chunk_size, window, is_causal)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    # Scores are kept in base 2: exp(x) = exp2(x * log2(e)), and exp2 is the cheaper
-    # function (about twice as fast as exp on a CPU; FlashAttention does the same on GPUs).
-    # Folding log2(e) into the scale makes s, m and every correction base-2 quantities.
+    # Scores are kept in base 2: exp(x) = exp2(x * log2(e)), and exp2 is usually the cheaper
+    # function (FlashAttention does the same on GPUs). Folding log2(e) into the scale makes
+    # s, m and every correction base-2 quantities.
     q_scale = (1.0 / math.sqrt(E) if scale is None else scale) * _LOG2_E
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     # Accumulate in float32 at least: half-precision running sums lose digits fast.
