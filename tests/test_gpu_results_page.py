@@ -21,6 +21,8 @@ from book_pages import ROOT
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from qkv.viz import plot_gpu_results  # noqa: E402
+
 
 def _gpu_cell() -> str:
     nb = jupytext.read(ROOT / "book" / "07-complexity.md")
@@ -54,7 +56,8 @@ def _results(date: str, device: str) -> dict:
 
 def _run_cell(tmp_path: pathlib.Path, capsys) -> str:
     (tmp_path / "book").mkdir()
-    namespace = {"json": json, "pathlib": pathlib, "plot_gpu_results": __import__("qkv.viz").viz.plot_gpu_results}
+    # What the chapter's first cell imported, for this cell.
+    namespace = {"json": json, "pathlib": pathlib, "plot_gpu_results": plot_gpu_results}
     cwd = os.getcwd()
     os.chdir(tmp_path / "book")  # the chapter runs in book/ and reads ../benchmarks/results
     try:
