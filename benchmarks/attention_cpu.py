@@ -27,6 +27,15 @@ import qkv
 from qkv.bench import median_ratios, peak_cpu_memory, time_rounds
 
 
+def methods(q, k, v, chunk: dict) -> dict:
+    """Name -> function of no arguments, for the three methods on these inputs."""
+    return {
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+        "reference": lambda: qkv.scaled_dot_product_attention(q, k, v),
+        "chunked": lambda: qkv.chunked_attention(q, k, v, **chunk),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=None,
@@ -44,26 +53,17 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     inputs = {n: tuple(torch.randn(B, H, n, E, generator=gen) for _ in range(3)) for n in args.sizes}
     for n, (q, k, v) in inputs.items():
-        torch.testing.assert_close(qkv.chunked_attention(q, k, v, **chunk),
-                                   F.scaled_dot_product_attention(q, k, v))
+        fns = methods(q, k, v, chunk)
+        torch.testing.assert_close(fns["chunked"](), fns["sdpa"]())
     for t in threads:
         torch.set_num_threads(t)
         for n, (q, k, v) in inputs.items():
-            rounds = time_rounds({
-                "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
-                "reference": lambda: qkv.scaled_dot_product_attention(q, k, v),
-                "chunked": lambda: qkv.chunked_attention(q, k, v, **chunk),
-            }, repeat=args.repeat)
+            rounds = time_rounds(methods(q, k, v, chunk), repeat=args.repeat)
             r = median_ratios(rounds, "sdpa")
             print(f"{t} thread(s), L=S={n}: sdpa {statistics.median(rounds['sdpa']) * 1e3:.1f} ms; "
                   f"reference / sdpa = {r['reference']:.2f}; chunked / sdpa = {r['chunked']:.2f}")
     n = max(args.sizes)
-    q, k, v = inputs[n]
-    mem = {
-        "sdpa": peak_cpu_memory(lambda: F.scaled_dot_product_attention(q, k, v)),
-        "reference": peak_cpu_memory(lambda: qkv.scaled_dot_product_attention(q, k, v)),
-        "chunked": peak_cpu_memory(lambda: qkv.chunked_attention(q, k, v, **chunk)),
-    }
+    mem = {name: peak_cpu_memory(fn) for name, fn in methods(*inputs[n], chunk).items()}
     print(f"peak extra memory at L=S={n} (MiB): "
           + ", ".join(f"{name} {b / 2**20:.1f}" for name, b in mem.items()))
     print(f"chunked / reference peak memory = {mem['chunked'] / mem['reference']:.3f}")
