@@ -22,8 +22,8 @@ if [ "$what" != bench ]; then
   # Only the test files whose imports a bare GPU image has (no nbgrader, jupyter-book, playwright).
   python3 -m pytest -q -p no:cacheprovider \
     tests/test_triton_attention.py tests/test_chunked.py tests/test_efficient.py \
-    tests/test_functional.py tests/test_multihead.py tests/test_selfattn.py \
-    tests/test_checks_more.py tests/test_properties.py tests/test_masks.py 2>&1 | tee "$out/gpu_tests.txt"
+    tests/test_scaling.py tests/test_multi_head.py tests/test_qkv.py \
+    tests/test_checks_more.py tests/test_properties.py tests/test_masking.py 2>&1 | tee "$out/gpu_tests.txt"
   tests=${PIPESTATUS[0]}
 fi
 if [ "$what" != tests ]; then

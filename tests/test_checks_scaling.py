@@ -70,7 +70,7 @@ def test_attention_scores_accepts_large_negative_fill_and_names_mistakes():
     lambda q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None:
         qkv.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale),
     lambda q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None:
-        qkv.functional.scaled_dot_product_attention_with_weights(q, k, v, attn_mask)[0],
+        qkv.scaling.scaled_dot_product_attention_with_weights(q, k, v, attn_mask)[0],
 ])
 def test_sdpa_refuses_delegation(delegate):
     with pytest.raises(AssertionError, match="this exercise asks you to write it yourself"):
@@ -79,14 +79,14 @@ def test_sdpa_refuses_delegation(delegate):
 
 def test_alias_taken_before_the_check_is_blocked_and_restored():
     from qkv import scaled_dot_product_attention as my_attention  # alias taken early
-    code = qkv.functional.scaled_dot_product_attention.__code__
+    code = qkv.scaling.scaled_dot_product_attention.__code__
 
     def sdpa(*args, **kwargs):
         return my_attention(*args, **kwargs)
 
     with pytest.raises(AssertionError, match="calls qkv.scaled_dot_product_attention"):
         check_scaled_dot_product_attention(sdpa)
-    assert qkv.functional.scaled_dot_product_attention.__code__ is code
+    assert qkv.scaling.scaled_dot_product_attention.__code__ is code
     q = torch.randn(2, 3, 4)
     torch.testing.assert_close(my_attention(q, q, q), F.scaled_dot_product_attention(q, q, q))
 

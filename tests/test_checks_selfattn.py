@@ -10,7 +10,7 @@ import answers_selfattn as A
 from catalogue import catalogue_tests
 import qkv
 from qkv.checks import check_cross_attention, check_dot_product_variance, check_self_attention
-from qkv.checks.selfattn import VARIANCE_SAMPLES, variance_tolerance
+from qkv.checks.qkv import VARIANCE_SAMPLES, variance_tolerance
 
 GROUPS = {
     "self_attention": (check_self_attention, A.SELF_WRONG, A.SELF_RIGHT),

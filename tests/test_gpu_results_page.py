@@ -25,7 +25,7 @@ from qkv.viz import plot_gpu_results  # noqa: E402
 
 
 def _gpu_cell() -> str:
-    nb = jupytext.read(ROOT / "book" / "07-complexity.md")
+    nb = jupytext.read(ROOT / "book" / "07-efficient.md")
     cells = [c.source for c in nb.cells if c.cell_type == "code" and "results_dir" in c.source]
     assert len(cells) == 1, "chapter 7 should have one cell that reads benchmarks/results/"
     return cells[0]

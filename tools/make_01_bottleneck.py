@@ -12,7 +12,7 @@ CELLS = [
 
 In chapter 1 a GRU encoder–decoder without attention failed to reverse long sequences, and the
 same model with Bahdanau attention did not. Here you write that attention step yourself, plug it
-into the course's model (`qkv.seq2seq.Seq2Seq`), train both models for a short while, and check
+into the course's model (`qkv.bottleneck.Seq2Seq`), train both models for a short while, and check
 that yours beats the single context vector on long inputs.
 
 Run the set-up cell first. Calling the course's reference (`qkv.bahdanau_attention`,
@@ -69,7 +69,7 @@ symbols) for the same number of steps, then scored on fresh inputs of every leng
 well under a minute on a laptop CPU.
 """),
     code(r"""
-from qkv.seq2seq import ReverseTask, accuracy_by_length, make_model, train
+from qkv.bottleneck import ReverseTask, accuracy_by_length, make_model, train
 
 torch.set_num_threads(1)  # tiny matrices: threads cost more than they save
 task = ReverseTask(n_symbols=10, min_len=2, max_len=12)

@@ -8,14 +8,14 @@ convention (a bool mask is ``True`` where attention is allowed).
 
 from .additive import AdditiveAttention, LuongAttention, additive_score, attend, luong_score
 from .efficient import chunked_attention, kv_cache_step, triton_attention
-from .functional import (
+from .scaling import (
     attention_scores,
     scaled_dot_product_attention,
     scaled_dot_product_attention_with_weights,
     softmax,
 )
 from .lookup import hard_lookup, soft_lookup
-from .masks import (
+from .masking import (
     causal_mask,
     from_torch_mask,
     padding_mask,
@@ -23,9 +23,9 @@ from .masks import (
     to_additive_mask,
     to_torch_mask,
 )
-from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .selfattn import cross_attention, dot_product_variance, self_attention
-from .seq2seq import ReverseTask, Seq2Seq, bahdanau_attention
+from .multi_head import MultiHeadAttention, merge_heads, split_heads
+from .qkv import cross_attention, dot_product_variance, self_attention
+from .bottleneck import ReverseTask, Seq2Seq, bahdanau_attention
 
 __version__ = "0.1.0"
 

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .functional import _weights_from_scores
+from .scaling import _weights_from_scores
 
 
 def additive_score(query: Tensor, key: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor) -> Tensor:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .functional import _check_inputs, scaled_dot_product_attention
+from .scaling import _check_inputs, scaled_dot_product_attention
 
 _LOG2_E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * _LOG2_E)
 

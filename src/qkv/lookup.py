@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .functional import softmax
+from .scaling import softmax
 
 _LEGEND = "query (..., L, E), keys (..., S, E), values (..., S, Ev)"
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .multihead import MultiHeadAttention
+    from .multi_head import MultiHeadAttention
 
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 SENTENCE = "The animal didn't cross the street because it was too tired"

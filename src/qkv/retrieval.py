@@ -18,7 +18,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from .functional import scaled_dot_product_attention
+from .scaling import scaled_dot_product_attention
 
 
 class RetrievalBatch(NamedTuple):

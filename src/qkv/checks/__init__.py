@@ -11,12 +11,12 @@ This package depends on :mod:`qkv`; :mod:`qkv` never imports it.
 
 from ._harness import warnings_to_stdout
 from .efficient import check_chunked_attention, check_kv_cache_step
-from .functional import check_attention_scores, check_scaled_dot_product_attention
+from .scaling import check_attention_scores, check_scaled_dot_product_attention
 from .lookup import check_additive_score, check_luong_score, check_soft_lookup
-from .masks import check_causal_mask, check_padding_mask
-from .multihead import check_merge_heads, check_MultiHeadAttention, check_split_heads
-from .selfattn import check_cross_attention, check_dot_product_variance, check_self_attention
-from .seq2seq import check_bahdanau_attention
+from .masking import check_causal_mask, check_padding_mask
+from .multi_head import check_merge_heads, check_MultiHeadAttention, check_split_heads
+from .qkv import check_cross_attention, check_dot_product_variance, check_self_attention
+from .bottleneck import check_bahdanau_attention
 from .softmax import check_softmax
 
 __all__ = [

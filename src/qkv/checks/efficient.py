@@ -10,11 +10,11 @@ import torch
 from torch import Tensor
 
 from .. import efficient as _efficient
-from .. import functional as _functional
+from .. import scaling as _scaling
 from .._validate import broadcast_shapes
 from ._harness import Case, Exercise, Mistake, run_check
 from ._inputs import bool_mask
-from .functional import QKV_ATTENTION, TORCH_ATTENTION, _qkv, attention_mistakes
+from .scaling import QKV_ATTENTION, TORCH_ATTENTION, _qkv, attention_mistakes
 
 _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multiply both the "
                  "running sum l and the running output acc by exp(m - m_new) before adding the "
@@ -161,7 +161,7 @@ _MISTAKES = [
 CHUNKED_ATTENTION = Exercise(
     name="chunked_attention", reference=_efficient.chunked_attention, cases=_cases(),
     mistakes=_MISTAKES, forbid_torch=TORCH_ATTENTION,
-    forbid_ref={**QKV_ATTENTION, _functional.softmax: "qkv.softmax"},
+    forbid_ref={**QKV_ATTENTION, _scaling.softmax: "qkv.softmax"},
     legend="(..., L, Ev)",
 )
 
@@ -198,7 +198,7 @@ def _kv_step(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask=
         allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
     elif mask == "upper_left":  # SDPA's is_causal: with L=1 the query sees only key 0
         allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-    out = _functional.scaled_dot_product_attention(query, k_att, v_att, attn_mask=allowed, scale=scale)
+    out = _scaling.scaled_dot_product_attention(query, k_att, v_att, attn_mask=allowed, scale=scale)
     if return_old:
         return out, old_k, old_v
     return out, k_all, v_all

@@ -18,7 +18,7 @@ from .. import additive as _additive
 from .. import lookup as _lookup
 from ._harness import Case, Exercise, Mistake, run_check
 from ._inputs import randn
-from .functional import QKV_ATTENTION, TORCH_ATTENTION
+from .scaling import QKV_ATTENTION, TORCH_ATTENTION
 
 
 def pick(i: int, what: str) -> Callable[..., Any]:

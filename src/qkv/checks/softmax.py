@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import functional as _functional
+from .. import scaling as _scaling
 from ._harness import Case, Exercise, Mistake, run_check
 from ._inputs import bool_mask, randn
 
@@ -95,10 +95,10 @@ def _softmax_cases() -> List[Case]:
 
 
 SOFTMAX = Exercise(
-    name="softmax", reference=_functional.softmax, cases=_softmax_cases(),
+    name="softmax", reference=_scaling.softmax, cases=_softmax_cases(),
     mistakes=_SOFTMAX_MISTAKES, forbid_torch=TORCH_SOFTMAX,
-    forbid_ref={_functional.softmax: "qkv.softmax",
-                _functional._weights_from_scores: "qkv's reference weights"},
+    forbid_ref={_scaling.softmax: "qkv.softmax",
+                _scaling._weights_from_scores: "qkv's reference weights"},
     legend="the input's shape",
 )
 

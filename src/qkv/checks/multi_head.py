@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import multihead as _multihead
-from ..functional import scaled_dot_product_attention_with_weights as _attention
+from .. import multi_head as _multi_head
+from ..scaling import scaled_dot_product_attention_with_weights as _attention
 from ._harness import Case, Exercise, Mistake, run_check
 from ._inputs import bool_mask, randn
-from .functional import TORCH_ATTENTION
+from .scaling import TORCH_ATTENTION
 
 _TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "
                    "puts features of different positions into one head")
@@ -80,7 +80,7 @@ def _merge_cases() -> List[Case]:
 
 
 SPLIT_HEADS = Exercise(
-    name="split_heads", reference=_multihead.split_heads, cases=_split_cases(),
+    name="split_heads", reference=_multi_head.split_heads, cases=_split_cases(),
     mistakes=[
         Mistake("reshape without transpose", _TRANSPOSE_HINT, partial(_split_variant, how="reshape")),
         Mistake("heads interleaved (the head index varies fastest)",
@@ -90,11 +90,11 @@ SPLIT_HEADS = Exercise(
                 "the result is (B, H, L, D // H): transpose(1, 2) after the reshape",
                 partial(_split_variant, how="no transpose")),
     ],
-    forbid_ref={_multihead.split_heads: "qkv.split_heads"}, legend="(B, H, L, D // H)",
+    forbid_ref={_multi_head.split_heads: "qkv.split_heads"}, legend="(B, H, L, D // H)",
 )
 
 MERGE_HEADS = Exercise(
-    name="merge_heads", reference=_multihead.merge_heads, cases=_merge_cases(),
+    name="merge_heads", reference=_multi_head.merge_heads, cases=_merge_cases(),
     mistakes=[
         Mistake("reshape without transpose",
                 "transpose(1, 2) back to (B, L, H, Dh) first, then reshape to (B, L, H * Dh)",
@@ -104,7 +104,7 @@ MERGE_HEADS = Exercise(
         Mistake("heads averaged instead of concatenated",
                 "keep every head: the result is (B, L, H * Dh)", partial(_merge_variant, how="mean")),
     ],
-    forbid_ref={_multihead.merge_heads: "qkv.merge_heads"}, legend="(B, L, H * Dh)",
+    forbid_ref={_multi_head.merge_heads: "qkv.merge_heads"}, legend="(B, L, H * Dh)",
     error_hints=[("view size is not compatible",
                   "the transposed tensor is not contiguous: use .reshape, or .contiguous().view")],
 )
@@ -160,7 +160,7 @@ def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
 
 
 def _reference(spec, *inputs, **kwargs):
-    return _forward(_multihead.MultiHeadAttention, spec, *inputs, **kwargs)
+    return _forward(_multi_head.MultiHeadAttention, spec, *inputs, **kwargs)
 
 
 def _run_student(student, spec, *inputs, **kwargs):
@@ -183,7 +183,7 @@ def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_
     B, L, D = query.shape
     S, H = key.shape[1], spec["num_heads"]
     W, b = spec["weights"], spec["biases"]
-    mask = _multihead._combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+    mask = _multi_head._combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
     q, k, v = (_split_variant(F.linear(t, W[n], b[n]), H, how=split)
                for t, n in ((query, "q_proj"), (key, "k_proj"), (value, "v_proj")))
     scale = 1.0 / math.sqrt(D) if scale_by == "embed" else (1.0 if scale_by == "none" else None)
@@ -269,7 +269,7 @@ MULTI_HEAD_ATTENTION = Exercise(
     ],
     run_student=_run_student,
     forbid_torch=TORCH_ATTENTION,
-    forbid_ref={_multihead.MultiHeadAttention.forward: "qkv.MultiHeadAttention"},
+    forbid_ref={_multi_head.MultiHeadAttention.forward: "qkv.MultiHeadAttention"},
     legend="like the query: (B, L, embed_dim)",
     error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
                   "your module creates"),

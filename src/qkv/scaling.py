@@ -7,7 +7,7 @@ on purpose, so that it can be returned, plotted and taught.
 
 Mask convention (SDPA's, used everywhere in ``qkv``): a bool mask is ``True``
 where attention is **allowed**. ``nn.MultiheadAttention`` uses the opposite
-convention; convert with :func:`qkv.masks.from_torch_mask`.
+convention; convert with :func:`qkv.masking.from_torch_mask`.
 
 Fully masked rows (a query that may attend to nothing) get all-zero weights and
 a zero output, as PyTorch's SDPA does since 2.5, rather than NaN.
@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .masks import causal_mask
+from .masking import causal_mask
 
 _LEGEND = "query (..., L, E), key (..., S, E), value (..., S, Ev)"
 

@@ -14,8 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .functional import scaled_dot_product_attention_with_weights
-from .masks import causal_mask
+from .scaling import scaled_dot_product_attention_with_weights
+from .masking import causal_mask
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:

@@ -1,7 +1,7 @@
-"""Write solutions/02-soft-lookup/soft_lookup.ipynb, the nbgrader source of assignment 2.
+"""Write solutions/02-lookup/lookup.ipynb, the nbgrader source of assignment 2.
 
-Run from the repository root: ``python tools/make_02_soft_lookup.py``; then regenerate the
-student version with ``nbgrader generate_assignment 02-soft-lookup --force``.
+Run from the repository root: ``python tools/make_02_lookup.py``; then regenerate the
+student version with ``nbgrader generate_assignment 02-lookup --force``.
 """
 
 from nbsource import ROOT, answer, code, markdown, setup, tests, write
@@ -166,4 +166,4 @@ parameters and times them side by side; the scaled dot product of the transforme
 ]
 
 if __name__ == "__main__":
-    write(ROOT / "solutions" / "02-soft-lookup" / "soft_lookup.ipynb", CELLS)
+    write(ROOT / "solutions" / "02-lookup" / "lookup.ipynb", CELLS)

@@ -1,7 +1,7 @@
 """Checks for the scaling assignment: ``attention_scores``, ``scaled_dot_product_attention``.
 
 Each check compares the student's function with the reference in
-:mod:`qkv.functional` and, when they differ, names the mistake: the wrong
+:mod:`qkv.scaling` and, when they differ, names the mistake: the wrong
 variants below compute exactly what a student who made it would get.
 """
 
@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import efficient as _efficient
-from .. import functional as _functional
-from .. import multihead as _multihead
+from .. import scaling as _scaling
+from .. import multi_head as _multi_head
 from ._harness import Case, Exercise, Mistake, run_check
 from ._inputs import bool_mask, randn
 
@@ -29,13 +29,13 @@ TORCH_ATTENTION = {
 }
 # The reference functions that compute attention (with their own names).
 QKV_ATTENTION = {
-    _functional.scaled_dot_product_attention: "qkv.scaled_dot_product_attention",
-    _functional.scaled_dot_product_attention_with_weights:
+    _scaling.scaled_dot_product_attention: "qkv.scaled_dot_product_attention",
+    _scaling.scaled_dot_product_attention_with_weights:
         "qkv.scaled_dot_product_attention_with_weights",
-    _functional.attention_scores: "qkv.attention_scores",
-    _functional._weights_from_scores: "qkv's reference weights",
+    _scaling.attention_scores: "qkv.attention_scores",
+    _scaling._weights_from_scores: "qkv's reference weights",
     _efficient.chunked_attention: "qkv.chunked_attention",
-    _multihead.MultiHeadAttention.forward: "qkv.MultiHeadAttention",
+    _multi_head.MultiHeadAttention.forward: "qkv.MultiHeadAttention",
 }
 
 SCALE_HINT = "multiply the scores by scale, or by 1/sqrt(E) with E = query.shape[-1] when scale is None"
@@ -258,7 +258,7 @@ def _scores_close(got, expected, rtol, atol) -> bool:
 
 
 ATTENTION_SCORES = Exercise(
-    name="attention_scores", reference=_functional.attention_scores,
+    name="attention_scores", reference=_scaling.attention_scores,
     cases=_attention_cases(with_value=False),
     mistakes=attention_mistakes(give="scores", with_value=False),
     forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION, compare=_scores_close,
@@ -266,7 +266,7 @@ ATTENTION_SCORES = Exercise(
 )
 
 SCALED_DOT_PRODUCT_ATTENTION = Exercise(
-    name="scaled_dot_product_attention", reference=_functional.scaled_dot_product_attention,
+    name="scaled_dot_product_attention", reference=_scaling.scaled_dot_product_attention,
     cases=_attention_cases(), mistakes=attention_mistakes(),
     forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION,
     legend="(..., L, Ev)",

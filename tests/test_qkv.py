@@ -1,4 +1,4 @@
-"""Tests of qkv.selfattn: self/cross attention from raw matrices, and Var(q·k)."""
+"""Tests of qkv.qkv: self/cross attention from raw matrices, and Var(q·k)."""
 
 import math
 

@@ -1,7 +1,7 @@
-"""Write solutions/07-complexity/complexity.ipynb, the nbgrader source of assignment 7.
+"""Write solutions/07-efficient/efficient.ipynb, the nbgrader source of assignment 7.
 
-Run from the repository root: ``python tools/make_07_complexity.py``; then regenerate the
-student version with ``nbgrader generate_assignment 07-complexity --force``.
+Run from the repository root: ``python tools/make_07_efficient.py``; then regenerate the
+student version with ``nbgrader generate_assignment 07-efficient --force``.
 """
 
 from nbsource import ROOT, answer, code, markdown, setup, tests, write
@@ -177,4 +177,4 @@ is how every language model generates text without recomputing its whole prefix.
 ]
 
 if __name__ == "__main__":
-    write(ROOT / "solutions" / "07-complexity" / "complexity.ipynb", CELLS)
+    write(ROOT / "solutions" / "07-efficient" / "efficient.ipynb", CELLS)

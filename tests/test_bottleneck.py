@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from qkv import additive_score
-from qkv.seq2seq import (
+from qkv.bottleneck import (
     BOS,
     EOS,
     ReverseTask,

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .functional import scaled_dot_product_attention
+from .scaling import scaled_dot_product_attention
 
 _X = "x (..., L, D)"
 _CTX = "context (..., S, Dc)"

@@ -1,6 +1,6 @@
 """Checks for ``self_attention``, ``cross_attention`` and ``dot_product_variance``.
 
-The attention checks compare with :mod:`qkv.selfattn` on seeded inputs and name
+The attention checks compare with :mod:`qkv.qkv` on seeded inputs and name
 the usual mistakes (projections swapped or applied transposed, keys and values
 taken from the wrong sequence, the scale, the softmax axis). The variance check
 is statistical: it compares a measured estimate with ``d_k`` within a tolerance
@@ -16,16 +16,16 @@ from typing import Any, Callable, List, Optional
 import torch
 from torch import Tensor
 
-from .. import selfattn as _selfattn
+from .. import qkv as _qkv_ref
 from ._harness import Case, Exercise, Guard, Mistake, _first_line, _quiet, run_check
 from ._inputs import devices, randn
-from .functional import QKV_ATTENTION, TORCH_ATTENTION, attend
+from .scaling import QKV_ATTENTION, TORCH_ATTENTION, attend
 
 _LAYOUT = ("the weights are (in_features, out_features): Q = x @ W_q, K = context @ W_k, "
            "V = context @ W_v")
 _FORBID_REF = {**QKV_ATTENTION,
-               _selfattn.self_attention: "qkv.self_attention",
-               _selfattn.cross_attention: "qkv.cross_attention"}
+               _qkv_ref.self_attention: "qkv.self_attention",
+               _qkv_ref.cross_attention: "qkv.cross_attention"}
 
 
 # --------------------------------------------------------------------------- wrong variants
@@ -140,7 +140,7 @@ def _cases(cross: bool) -> List[Case]:
 
 
 SELF_ATTENTION = Exercise(
-    name="self_attention", reference=_selfattn.self_attention, cases=_cases(cross=False),
+    name="self_attention", reference=_qkv_ref.self_attention, cases=_cases(cross=False),
     mistakes=_mistakes(_self, cross=False), forbid_torch=TORCH_ATTENTION, forbid_ref=_FORBID_REF,
     legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT), ("x.T", "transpose only the last two axes: "
@@ -148,7 +148,7 @@ SELF_ATTENTION = Exercise(
 )
 
 CROSS_ATTENTION = Exercise(
-    name="cross_attention", reference=_selfattn.cross_attention, cases=_cases(cross=True),
+    name="cross_attention", reference=_qkv_ref.cross_attention, cases=_cases(cross=True),
     mistakes=_mistakes(_cross, cross=True), forbid_torch=TORCH_ATTENTION,
     forbid_ref=_FORBID_REF, legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT + "; keys and values come from context"),
@@ -238,7 +238,7 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: i
     if not callable(dot_product_variance):
         raise AssertionError(f"check_{name} expects your {name} itself, "
                       f"got {type(dot_product_variance).__name__}")
-    forbid = {_selfattn.dot_product_variance: "qkv.dot_product_variance"}
+    forbid = {_qkv_ref.dot_product_variance: "qkv.dot_product_variance"}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: extra threads only add overhead
 
