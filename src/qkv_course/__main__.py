@@ -1,0 +1,11 @@
+"""``python -m qkv_course generate [--check]``: see :mod:`qkv_course.generate`."""
+
+import sys
+
+from .generate import main
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] != ["generate"]:
+        sys.exit("usage: python -m qkv_course generate [--check] [--only KIND]")
+    sys.exit(main(args[1:]))
