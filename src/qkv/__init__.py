@@ -10,6 +10,7 @@ from .additive import AdditiveAttention, LuongAttention, additive_score, attend,
 from .efficient import chunked_attention, kv_cache_step, triton_attention
 from .scaling import (
     attention_scores,
+    attention_weights,
     scaled_dot_product_attention,
     scaled_dot_product_attention_with_weights,
     softmax,
@@ -23,7 +24,7 @@ from .masking import (
     to_additive_mask,
     to_torch_mask,
 )
-from .multi_head import MultiHeadAttention, merge_heads, split_heads
+from .multi_head import MultiHeadAttention, combine_masks, merge_heads, split_heads
 from .qkv import cross_attention, dot_product_variance, self_attention
 from .bottleneck import ReverseTask, Seq2Seq, bahdanau_attention
 
@@ -38,9 +39,11 @@ __all__ = [
     "additive_score",
     "attend",
     "attention_scores",
+    "attention_weights",
     "bahdanau_attention",
     "causal_mask",
     "chunked_attention",
+    "combine_masks",
     "cross_attention",
     "dot_product_variance",
     "from_torch_mask",

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .scaling import _weights_from_scores
+from .scaling import attention_weights
 
 
 def additive_score(query: Tensor, key: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor) -> Tensor:
@@ -113,7 +113,7 @@ def attend(scores: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None) ->
             if attn_mask.dtype == torch.bool
             else scores + attn_mask
         )
-    weights = _weights_from_scores(scores)
+    weights = attention_weights(scores)
     return weights @ value, weights
 
 

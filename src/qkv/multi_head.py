@@ -179,7 +179,7 @@ class MultiHeadAttention(nn.Module):
                 f"and S, got {v.shape_str(query)}, {v.shape_str(key)}, {v.shape_str(value)}"
             )
 
-        mask = _combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+        mask = combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
         q = split_heads(self.q_proj(query), self.num_heads)
         k = split_heads(self.k_proj(key), self.num_heads)
         vv = split_heads(self.v_proj(value), self.num_heads)
@@ -248,7 +248,7 @@ class MultiHeadAttention(nn.Module):
         return bert_attention_parts(cls, layer)
 
 
-def _combine_masks(
+def combine_masks(
     attn_mask: Optional[Tensor],
     key_padding_mask: Optional[Tensor],
     is_causal: bool,

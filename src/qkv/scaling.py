@@ -135,7 +135,7 @@ def attention_scores(
     return scores
 
 
-def _weights_from_scores(scores: Tensor, inplace: bool = False) -> Tensor:
+def attention_weights(scores: Tensor, inplace: bool = False) -> Tensor:
     """Row-wise softmax of the scores; rows that allow no key give zeros.
 
     With ``inplace=True`` (for scores the caller just made) and no gradient
@@ -177,7 +177,7 @@ def scaled_dot_product_attention_with_weights(
     """
     _check_inputs(query, key, value, attn_mask, is_causal, dropout_p, scale)
     scores = attention_scores(query, key, attn_mask, is_causal, scale)
-    weights = _weights_from_scores(scores, inplace=True)
+    weights = attention_weights(scores, inplace=True)
     used = torch.dropout(weights, dropout_p, train=True) if dropout_p > 0 else weights
     out = used @ value.to(weights.dtype)
     return out.to(query.dtype), weights.to(query.dtype)

@@ -183,7 +183,7 @@ def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_
     B, L, D = query.shape
     S, H = key.shape[1], spec["num_heads"]
     W, b = spec["weights"], spec["biases"]
-    mask = _multi_head._combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+    mask = _multi_head.combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
     q, k, v = (_split_variant(F.linear(t, W[n], b[n]), H, how=split)
                for t, n in ((query, "q_proj"), (key, "k_proj"), (value, "v_proj")))
     scale = 1.0 / math.sqrt(D) if scale_by == "embed" else (1.0 if scale_by == "none" else None)

@@ -33,7 +33,7 @@ QKV_ATTENTION = {
     _scaling.scaled_dot_product_attention_with_weights:
         "qkv.scaled_dot_product_attention_with_weights",
     _scaling.attention_scores: "qkv.attention_scores",
-    _scaling._weights_from_scores: "qkv's reference weights",
+    _scaling.attention_weights: "qkv's reference weights",
     _efficient.chunked_attention: "qkv.chunked_attention",
     _multi_head.MultiHeadAttention.forward: "qkv.MultiHeadAttention",
 }

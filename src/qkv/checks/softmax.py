@@ -98,7 +98,7 @@ SOFTMAX = Exercise(
     name="softmax", reference=_scaling.softmax, cases=_softmax_cases(),
     mistakes=_SOFTMAX_MISTAKES, forbid_torch=TORCH_SOFTMAX,
     forbid_ref={_scaling.softmax: "qkv.softmax",
-                _scaling._weights_from_scores: "qkv's reference weights"},
+                _scaling.attention_weights: "qkv's reference weights"},
     legend="the input's shape",
 )
 
