@@ -16,7 +16,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export MPLBACKEND := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test venv clean js chromium
+.PHONY: book test venv clean js chromium generate
 
 # MPLBACKEND is unset for the build: with Agg the kernel draws no figure for plt.show().
 book: $(STAMP) $(NODE_STAMP)
@@ -26,6 +26,10 @@ test: $(STAMP) $(NODE_STAMP) chromium
 	$(BIN)/python -m pytest
 
 venv: $(STAMP)
+
+# Every generated file (Colab notebooks, exercises, ...) from its source: see src/qkv_course/generate.py.
+generate: $(STAMP)
+	$(BIN)/python -m qkv_course generate
 
 # JavaScript the book serves itself (MathJax): package.json + package-lock.json -> node_modules.
 js: $(NODE_STAMP)

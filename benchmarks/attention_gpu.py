@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 import qkv
-from qkv.bench import attention_flops
+from qkv.bench import attention_flops, gpu_goals
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -177,7 +177,7 @@ def main() -> None:
 
     results = dict(info, dtype=args.dtype, B=B, H=H, chunk_size=args.chunk_size,
                    repeat=args.repeat, runs=runs, memory_16384_B1_H8=memory,
-                   long_context_65536_B1_H16=long_context, goals=goals(runs, memory))
+                   long_context_65536_B1_H16=long_context, goals=gpu_goals(runs, memory))
     for line in results["goals"]["lines"]:
         print(line)
     slug = re.sub(r"[^a-z0-9]+", "-", info["device"].lower()).strip("-")
@@ -187,31 +187,6 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out}")
-
-
-def goals(runs: list, memory: dict) -> dict:
-    """The issue's goals, evaluated on this run's numbers (None where a figure is missing)."""
-    def get(method, n, causal, E=64):
-        for r in runs:
-            if (r["method"], r["n"], r["causal"], r["E"]) == (method, n, causal, E) and r["ms"]:
-                return r
-        return None
-
-    tri, flash, tri_c = get("triton", 4096, False), get("sdpa_flash", 4096, False), get("triton", 4096, True)
-    share = tri["tflops"] / flash["tflops"] if tri and flash else None
-    causal_ratio = tri_c["ms"] / tri["ms"] if tri and tri_c else None
-    ref, chk = memory.get("reference", {}), memory.get("chunked", {})
-    mem_ratio = chk["peak_mib"] / ref["peak_mib"] if ref.get("peak_mib") and chk.get("peak_mib") else None
-    def show(x):
-        return "not measured" if x is None else f"{x:.3f}"
-
-    lines = [
-        f"triton / sdpa_flash TFLOP/s at n=4096, E=64, non-causal: {show(share)} (goal >= 0.6)",
-        f"triton causal / non-causal time at n=4096, E=64: {show(causal_ratio)} (goal <= 0.6)",
-        f"chunked / reference peak memory at n=16384 (B=1, H=8): {show(mem_ratio)} (goal <= 0.05)",
-    ]
-    return {"triton_over_flash_4096": share, "causal_over_noncausal_4096": causal_ratio,
-            "chunked_over_reference_memory_16384": mem_ratio, "lines": lines}
 
 
 if __name__ == "__main__":

@@ -5,14 +5,15 @@ The `built_book` fixture (one build per session) lives in conftest.py.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-import yaml
 
-from book_pages import toc_pages
+from qkv_course.config import ROOT, config, toc_pages
+from qkv_course.sphinx.redirects import write_redirects
 
-ROOT = Path(__file__).resolve().parents[1]
+REDIRECTS: dict = config()["sphinx"]["config"]["qkv_redirects"]
 
 
 def toc_files() -> list[str]:
@@ -31,9 +32,44 @@ def test_book_builds_every_page_in_the_toc(built_book: Path):
 
 
 def test_repository_address_is_in_config_once():
-    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
-    url = cfg["repository"]["url"]
+    url = config()["repository"]["url"]
     assert url.startswith("https://github.com/")
     # Nothing else in the repository's own configuration spells the address out.
     for name in ("README.md", "pyproject.toml", "Makefile"):
         assert url not in (ROOT / name).read_text(), f"{name} repeats the repository address"
+
+
+def _redirect_target(html: str) -> tuple[str, str, list[str]]:
+    """The meta refresh's address, the canonical link and the plain links of a redirect page."""
+    refresh = re.search(r'<meta http-equiv="refresh" content="0; url=([^"]+)">', html)
+    canonical = re.search(r'<link rel="canonical" href="([^"]+)">', html)
+    assert refresh and canonical, f"not a redirect page:\n{html}"
+    return refresh.group(1), canonical.group(1), re.findall(r'<a href="([^"]+)">', html)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("old", sorted(REDIRECTS))
+def test_old_chapter_address_sends_readers_to_the_new_one(built_book: Path, old: str):
+    new = REDIRECTS[old]
+    assert (built_book / new).is_file() and new[: -len(".html")] in {p.name for p in toc_pages()}
+    page = built_book / old
+    assert page.is_file(), f"no page at the old address {old}"
+    refresh, canonical, links = _redirect_target(page.read_text())
+    for href in (refresh, canonical, *links):
+        assert (page.parent / href).resolve() == (built_book / new).resolve(), f"{old} -> {href}, not {new}"
+
+
+def test_redirects_are_written_and_a_missing_target_fails(tmp_path: Path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "02-lookup.html").write_text("the chapter")
+    pages = {"book/02-lookup.html"}
+    write_redirects(tmp_path, {"book/02-soft-lookup.html": "book/02-lookup.html", "old.html": "book/02-lookup.html"},
+                    pages, baseurl="https://example.org/qkv/")
+    refresh, canonical, links = _redirect_target((tmp_path / "book" / "02-soft-lookup.html").read_text())
+    assert refresh == "02-lookup.html" and links == ["02-lookup.html"]
+    assert canonical == "https://example.org/qkv/book/02-lookup.html"
+    assert _redirect_target((tmp_path / "old.html").read_text())[0] == "book/02-lookup.html"
+    with pytest.raises(Exception, match=r"points at book/07-efficient\.html, which is not a page"):
+        write_redirects(tmp_path, {"book/07-complexity.html": "book/07-efficient.html"}, pages)
+    with pytest.raises(Exception, match="is a page of the book"):
+        write_redirects(tmp_path, {"book/02-lookup.html": "book/02-lookup.html"}, pages)

@@ -22,7 +22,8 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
-from book_pages import ROOT, config, repository_url, toc_pages
+from qkv_course.config import ROOT, toc_pages
+from qkv_course.pages import colab_url
 
 CHROMIUM = Path(os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -142,13 +143,6 @@ def visit(browser, site):
         v.close()
 
 
-def _expected_colab(page_name: str) -> str:
-    cfg = config()
-    org_repo = repository_url().split("github.com/")[1]
-    branch = cfg["repository"].get("branch", "main")
-    return f"{cfg['launch_buttons']['colab_url'].rstrip('/')}/github/{org_repo}/blob/{branch}/{page_name}.ipynb"
-
-
 def _check_maths(v: Visit, name: str) -> None:
     maths = v.page.locator(".math").count()
     if maths == 0:
@@ -195,7 +189,7 @@ def _check_bertviz(v: Visit, name: str) -> list[dict]:
 
 
 def _check_buttons(v: Visit, page, site: str) -> None:
-    colab = _expected_colab(page.name)
+    colab = colab_url(page.name)
     links = v.page.locator(f'a[href="{colab}"]')
     assert links.count() >= 1, f"{page.name}: no Colab button pointing at {colab}"
     assert (ROOT / page.colab_target).is_file(), f"{page.name}: Colab target {page.colab_target} is not in the repository"

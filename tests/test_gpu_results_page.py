@@ -1,13 +1,12 @@
 """Chapter 7's GPU cell on a results file like the one benchmarks/attention_gpu.py writes.
 
-No GPU has to be present: the file is made here, with the benchmark's own ``goals``
-function, and the cell's code is taken from the chapter as it stands, so the page is
-known to draw its figure before the first real results file arrives.
+No GPU has to be present: the file is made here, with the benchmark's own summary
+(:func:`qkv.bench.gpu_goals`), and the cell's code is taken from the chapter as it stands,
+so the page is known to draw its figure before the first real results file arrives.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -16,11 +15,12 @@ import jupytext
 import matplotlib
 import pytest
 
-from book_pages import ROOT
+from qkv_course.config import ROOT
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from qkv.bench import gpu_goals  # noqa: E402
 from qkv.viz import plot_gpu_results  # noqa: E402
 
 
@@ -29,13 +29,6 @@ def _gpu_cell() -> str:
     cells = [c.source for c in nb.cells if c.cell_type == "code" and "results_dir" in c.source]
     assert len(cells) == 1, "chapter 7 should have one cell that reads benchmarks/results/"
     return cells[0]
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("attention_gpu", ROOT / "benchmarks" / "attention_gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _results(date: str, device: str) -> dict:
@@ -51,7 +44,7 @@ def _results(date: str, device: str) -> dict:
     return {"device": device, "capability": "9.0", "torch": "2.11.0", "cuda": "13.0", "triton": "3.6.0",
             "date": date, "dtype": "float16", "B": 4, "H": 32, "chunk_size": 1024, "repeat": 5,
             "runs": runs, "memory_16384_B1_H8": memory, "long_context_65536_B1_H16": long,
-            "goals": _benchmark().goals(runs, memory)}
+            "goals": gpu_goals(runs, memory)}
 
 
 def _run_cell(tmp_path: pathlib.Path, capsys) -> str:

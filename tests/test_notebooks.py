@@ -7,7 +7,6 @@ need only the repository (and, where marked slow, the built book).
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import re
 from html.parser import HTMLParser
@@ -16,30 +15,22 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from book_pages import ROOT, SYNC_COMMAND, config, first_code_cell, repository_url, student_notebooks, toc_pages
-
-_spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / "scripts" / "sync_notebooks.py")
-sync_notebooks = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sync_notebooks)
+from qkv_course import colab
+from qkv_course.config import ROOT, chapters, repository_url, toc_pages
+from qkv_course.generate import COMMAND, GENERATORS, stale
+from qkv_course.pages import colab_url, first_code_cell, student_notebooks
 
 NOTEBOOK_PAGES = [p for p in toc_pages() if p.is_notebook]
-
-
-def colab_link(page_name: str) -> str:
-    """The Colab address the theme should render for a page (built from _config.yml)."""
-    cfg = config()
-    org_repo = repository_url().split("github.com/")[1]
-    colab = cfg["launch_buttons"]["colab_url"].rstrip("/")
-    branch = cfg["repository"].get("branch", "main")
-    return f"{colab}/github/{org_repo}/blob/{branch}/{page_name}.ipynb"
+COLAB = [g for g in GENERATORS if g.name == "colab"]
 
 
 def test_chapter_notebooks_are_in_sync_with_their_markdown():
-    problems = sync_notebooks.out_of_sync(ROOT)
+    assert COLAB, "the generate command has no `colab` generator"
+    problems = stale(ROOT, COLAB)
     assert not problems, (
-        "the Colab notebooks book/*.ipynb are not what the chapters book/*.md generate:\n  "
+        "the Colab notebooks book/NN-*.ipynb are not what the chapters book/NN-*.md generate:\n  "
         + "\n  ".join(problems)
-        + f"\nrun `{SYNC_COMMAND}` and commit the .ipynb files"
+        + f"\nrun `{COMMAND}` and commit the .ipynb files"
     )
 
 
@@ -51,23 +42,27 @@ def test_chapter_notebooks_have_no_outputs():
                 assert not cell.outputs and cell.execution_count is None, f"{ipynb.name} has outputs"
 
 
-def test_the_sync_script_catches_an_edit(tmp_path: Path):
-    """The sync check is not vacuous: a chapter edited after syncing is reported."""
+def test_the_colab_check_catches_an_edit(tmp_path: Path):
+    """The check is not vacuous: a missing twin, an edited chapter and an orphan are each reported."""
     (tmp_path / "book").mkdir()
     (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01-demo\n")
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     md = tmp_path / "book" / "01-demo.md"
     md.write_text(
         "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
         "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n"
         "# Demo\n\n```{code-cell} ipython3\nimport qkv\n```\n"
     )
-    assert sync_notebooks.out_of_sync(tmp_path) == ["book/01-demo.ipynb is missing"]
-    md.with_suffix(".ipynb").write_text(sync_notebooks.render(md, repository_url()))
-    assert sync_notebooks.out_of_sync(tmp_path) == []
+    assert stale(tmp_path, COLAB) == ["book/01-demo.ipynb is missing (colab)"]
+    md.with_suffix(".ipynb").write_text(colab.render(md, repository_url()))
+    assert stale(tmp_path, COLAB) == []
     nb = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
-    assert nb.cells[1].metadata["tags"] == [sync_notebooks.SETUP_TAG]  # right after the title
+    assert nb.cells[1].metadata["tags"] == [colab.SETUP_TAG]  # right after the title
     md.write_text(md.read_text() + "\n```{code-cell} ipython3\nprint(1)\n```\n")
-    assert sync_notebooks.out_of_sync(tmp_path) == ["book/01-demo.ipynb differs from book/01-demo.md"]
+    assert stale(tmp_path, COLAB) == ["book/01-demo.ipynb is stale (colab)"]
+    (tmp_path / "book" / "02-gone.ipynb").write_text("{}")
+    assert "book/02-gone.ipynb has no source any more (colab)" in stale(tmp_path, COLAB)
 
 
 @pytest.mark.parametrize("page", NOTEBOOK_PAGES, ids=lambda p: p.name)
@@ -75,7 +70,7 @@ def test_colab_target_is_a_notebook_in_the_repository(page):
     target = ROOT / page.colab_target
     assert target.is_file(), (
         f"the Colab button of {page.name} opens {page.colab_target}, which is not in the repository"
-        + (f": run `{SYNC_COMMAND}`" if page.source.suffix == ".md" else "")
+        + (f": run `{COMMAND}`" if page.source.suffix == ".md" else "")
     )
     nbformat.validate(nbformat.read(target, as_version=4))
 
@@ -124,7 +119,7 @@ def test_built_page_links_colab_and_download_to_the_right_files(built_book: Path
 
     parser = Links()
     parser.feed((built_book / page.html).read_text())
-    assert colab_link(page.name) in parser.hrefs, f"{page.name}: no Colab link to {page.colab_target}"
+    assert colab_url(page.name) in parser.hrefs, f"{page.name}: no Colab link to {page.colab_target}"
     downloads = [h for h in parser.hrefs if "_sources/" in h and h.endswith(".ipynb")]
     assert downloads, f"{page.name}: no download-as-.ipynb link"
     for href in downloads:
@@ -199,12 +194,12 @@ def test_workflows_run_the_readme_commands():
 @pytest.mark.slow
 def test_landing_page_lists_exactly_the_chapters_in_the_toc(built_book: Path):
     """The chapter table on the landing page comes from _toc.yml: no missing, no extra chapter."""
-    chapters = [p.name for p in toc_pages() if re.fullmatch(r"book/\d\d-[\w-]+", p.name)]
+    names = [p.name for p in chapters()]
     text = (built_book / "book" / "intro.html").read_text()
     table = re.search(r'<table class="[^"]*chapter-plan.*?</table>', text, re.S)
-    if not chapters:
+    if not names:
         assert table is None
         return
     assert table, "the landing page has no chapter table"
     linked = re.findall(r'href="([\w-]+)\.html', table.group(0))
-    assert [f"book/{name}" for name in linked if re.fullmatch(r"\d\d-[\w-]+", name)] == chapters
+    assert [f"book/{name}" for name in linked if re.fullmatch(r"\d\d-[\w-]+", name)] == names

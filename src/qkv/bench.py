@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -135,3 +135,43 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
         live += e.nbytes()
         peak = max(peak, live)
     return peak
+
+
+def gpu_goals(runs: Sequence[dict], memory: Dict[str, dict]) -> dict:
+    """Chapter 7's goals for the GPU benchmark, evaluated on one run's numbers.
+
+    ``benchmarks/attention_gpu.py`` stores the result in its results file (key ``goals``) and
+    the chapter prints its ``lines``.
+
+    Args:
+        runs: the benchmark's timed runs, each with ``method``, ``n``, ``causal``, ``E``,
+            ``ms`` (None when it failed) and ``tflops``.
+        memory: method -> ``{"peak_mib": ...}`` at n=16384 (B=1, H=8), for ``reference`` and
+            ``chunked``.
+
+    Returns:
+        The three ratios (None where a figure is missing) and ``lines``, one sentence each with
+        its goal.
+    """
+    def get(method, n, causal, E=64):
+        for r in runs:
+            if (r["method"], r["n"], r["causal"], r["E"]) == (method, n, causal, E) and r["ms"]:
+                return r
+        return None
+
+    tri, flash, tri_c = get("triton", 4096, False), get("sdpa_flash", 4096, False), get("triton", 4096, True)
+    share = tri["tflops"] / flash["tflops"] if tri and flash else None
+    causal_ratio = tri_c["ms"] / tri["ms"] if tri and tri_c else None
+    ref, chk = memory.get("reference", {}), memory.get("chunked", {})
+    mem_ratio = chk["peak_mib"] / ref["peak_mib"] if ref.get("peak_mib") and chk.get("peak_mib") else None
+
+    def show(x):
+        return "not measured" if x is None else f"{x:.3f}"
+
+    lines = [
+        f"triton / sdpa_flash TFLOP/s at n=4096, E=64, non-causal: {show(share)} (goal >= 0.6)",
+        f"triton causal / non-causal time at n=4096, E=64: {show(causal_ratio)} (goal <= 0.6)",
+        f"chunked / reference peak memory at n=16384 (B=1, H=8): {show(mem_ratio)} (goal <= 0.05)",
+    ]
+    return {"triton_over_flash_4096": share, "causal_over_noncausal_4096": causal_ratio,
+            "chunked_over_reference_memory_16384": mem_ratio, "lines": lines}

@@ -29,7 +29,7 @@ CDN: Dict[str, str] = {
 
 #: Where the local copies lie under ``lib_url``: the npm packages' own layout, as
 #: ``npm ci`` installs them into ``node_modules/`` (the book copies each package
-#: folder to ``_static/vendor/``, see ``book/_ext/vendored_js.py``).
+#: folder to ``_static/vendor/``, see ``qkv_course.sphinx.vendored_js``).
 LOCAL_FILES: Dict[str, str] = {
     "require": "requirejs/require.js",
     "d3": "d3/dist/d3.min.js",

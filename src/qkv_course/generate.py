@@ -40,6 +40,7 @@ class Generator:
 
 # Every generator, in the order they run (exercises are made from solutions: solutions first).
 GENERATORS: List[Generator] = [
+    Generator("colab", "qkv_course.colab", owns=["book/[0-9][0-9]-*.ipynb"]),
 ]
 
 

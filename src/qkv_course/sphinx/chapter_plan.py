@@ -9,7 +9,6 @@ Exercises listed under a chapter in the toc get a link in the last column.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import yaml
@@ -18,26 +17,9 @@ from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
+from qkv_course.config import Page, toc_pages
+
 logger = logging.getLogger(__name__)
-
-
-def _entries(entries, parent, out):
-    for entry in entries or []:
-        if "file" in entry:
-            name = re.sub(r"\.(md|ipynb)$", "", entry["file"])
-            out.append((name, parent))
-            _entries(entry.get("sections"), name, out)
-        elif "glob" in entry:
-            out.append(("glob:" + entry["glob"], parent))
-
-
-def _toc(root: Path) -> list[tuple[str, str | None]]:
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    out: list[tuple[str, str | None]] = []
-    _entries(toc.get("chapters"), None, out)
-    for part in toc.get("parts") or []:
-        _entries(part.get("chapters"), None, out)
-    return out
 
 
 def _title(path: Path) -> str:
@@ -62,8 +44,8 @@ class ChapterPlan(SphinxDirective):
         plan = yaml.safe_load((root / "book" / "plan.yml").read_text())["chapters"]
         self.env.note_dependency(str(root / "_toc.yml"))
         self.env.note_dependency(str(root / "book" / "plan.yml"))
-        toc = _toc(root)
-        chapters = [n for n, _ in toc if re.fullmatch(r"book/\d\d-[\w-]+", n)]
+        toc = toc_pages(root)
+        chapters = [page for page in toc if page.is_chapter]
         table = nodes.table(classes=["chapter-plan"])
         group = nodes.tgroup(cols=4)
         table += group
@@ -75,20 +57,20 @@ class ChapterPlan(SphinxDirective):
         group += body
         head += self._row(["Chapter", "You will learn", "Study time (planned)", "Exercise"])
         total = 0
-        for name in chapters:
-            number = Path(name).name[:2]
+        for chapter in chapters:
+            number = Path(chapter.name).name[:2]
             entry = plan.get(number)
             if entry is None:
-                logger.warning(f"{name} is in _toc.yml but has no entry {number!r} in book/plan.yml",
+                logger.warning(f"{chapter.name} is in _toc.yml but has no entry {number!r} in book/plan.yml",
                                location=self.get_location())
                 continue
             total += int(entry["minutes"])
-            exercises = [n for n, parent in toc if parent == name and ("exercises/" in n)]
+            exercises = [page for page in toc if page.parent == chapter.name and page.is_exercise]
             cells = [
-                _doc_link(name, _title(root / f"{name}.md")),
+                _doc_link(chapter.name, _title(chapter.source)),
                 entry["learn"],
                 f"{entry['minutes']} min",
-                self._exercise_cell(root, exercises),
+                self._exercise_cell(exercises),
             ]
             body += self._row(cells)
         if chapters:
@@ -98,19 +80,13 @@ class ChapterPlan(SphinxDirective):
             return [nodes.paragraph("", "The chapters are being written; they appear here as they are published.")]
         return [table]
 
-    def _exercise_cell(self, root: Path, exercises: list[str]) -> nodes.Node:
+    @staticmethod
+    def _exercise_cell(exercises: list[Page]) -> nodes.paragraph:
         para = nodes.paragraph()
-        names = []
-        for entry in exercises:
-            if entry.startswith("glob:"):
-                names += sorted(p.relative_to(root).with_suffix("").as_posix()
-                                for p in root.glob(entry[5:] + ".ipynb"))
-            else:
-                names.append(entry)
-        for i, name in enumerate(names):
+        for i, page in enumerate(exercises):
             if i:
                 para += nodes.Text(", ")
-            para += _doc_link(name, Path(name).name.replace("_", " "))
+            para += _doc_link(page.name, Path(page.name).name.replace("_", " "))
         return para
 
     @staticmethod
