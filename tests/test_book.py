@@ -63,8 +63,8 @@ def test_redirects_are_written_and_a_missing_target_fails(tmp_path: Path):
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "02-lookup.html").write_text("the chapter")
     pages = {"book/02-lookup.html"}
-    write_redirects(tmp_path, {"book/02-soft-lookup.html": "book/02-lookup.html", "old.html": "book/02-lookup.html"},
-                    pages, baseurl="https://example.org/qkv/")
+    mapping = {"book/02-soft-lookup.html": "book/02-lookup.html", "old.html": "book/02-lookup.html"}
+    write_redirects(tmp_path, mapping, pages, baseurl="https://example.org/qkv/")
     refresh, canonical, links = _redirect_target((tmp_path / "book" / "02-soft-lookup.html").read_text())
     assert refresh == "02-lookup.html" and links == ["02-lookup.html"]
     assert canonical == "https://example.org/qkv/book/02-lookup.html"

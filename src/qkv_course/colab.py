@@ -27,7 +27,7 @@ SETUP_TAG = "qkv-setup"
 
 
 def chapter_sources(root: Path = ROOT) -> List[Path]:
-    """The ``.md`` of every chapter in ``_toc.yml`` that is a MyST notebook (pages without code are not paired)."""
+    """The ``.md`` of every chapter in ``_toc.yml`` that is a MyST notebook (one with code cells)."""
     return [page.source for page in chapters(root) if is_myst_notebook(page.source)]
 
 
