@@ -1,0 +1,38 @@
+"""The ``qkv`` command: one entry point for students and instructors.
+
+Each subcommand lives in its own module and is imported only when it runs, so ``qkv --help``
+is instant and nothing imports nbgrader until a subcommand needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+# name -> (module with add_arguments(parser) and run(args) -> int, one-line help)
+SUBCOMMANDS = {
+    "progress": ("qkv_course.progress", "students: run notebooks' answers and tests, report what passes"),
+    "report": ("qkv_course.report", "instructors: which named mistakes a class makes, after autograding"),
+}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="qkv", description="The qkv course's command.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in SUBCOMMANDS:
+        args = parser.parse_args(argv)  # prints help or the error for an unknown command
+        parser.print_help()
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
+    subparser = argparse.ArgumentParser(prog=f"qkv {argv[0]}", description=SUBCOMMANDS[argv[0]][1])
+    module.add_arguments(subparser)
+    return int(module.run(subparser.parse_args(argv[1:])) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
