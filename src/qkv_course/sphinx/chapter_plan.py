@@ -1,9 +1,9 @@
 """The ``{chapter-plan}`` directive: a table of the chapters in ``_toc.yml`` and their plan.
 
 The landing page lists only chapters that exist: the rows come from ``_toc.yml`` (every
-``book/NN-name`` page, in reading order) joined with ``book/plan.yml`` (what the chapter
-teaches and its intended study time, keyed by NN). A chapter merged into the toc appears on the
-landing page with no further edit; a chapter with no entry in plan.yml is a build warning.
+``book/NN-name`` page, in reading order), each with the ``plan:`` of its own front matter
+(``learn:``, what the chapter teaches, and ``minutes:``, its intended study time). A new chapter
+appears on the landing page with no further edit; a chapter without a plan is a build warning.
 Exercises listed under a chapter in the toc get a link in the last column.
 """
 
@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from qkv_course.config import Page, toc_pages
+from qkv_course.config import Page, front_matter, toc_pages
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +40,7 @@ class ChapterPlan(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         root = Path(self.env.app.confdir)
-        plan = yaml.safe_load((root / "book" / "plan.yml").read_text())["chapters"]
         self.env.note_dependency(str(root / "_toc.yml"))
-        self.env.note_dependency(str(root / "book" / "plan.yml"))
         toc = toc_pages(root)
         chapters = [page for page in toc if page.is_chapter]
         table = nodes.table(classes=["chapter-plan"])
@@ -58,10 +55,10 @@ class ChapterPlan(SphinxDirective):
         head += self._row(["Chapter", "You will learn", "Study time (planned)", "Exercise"])
         total = 0
         for chapter in chapters:
-            number = Path(chapter.name).name[:2]
-            entry = plan.get(number)
-            if entry is None:
-                logger.warning(f"{chapter.name} is in _toc.yml but has no entry {number!r} in book/plan.yml",
+            self.env.note_dependency(str(chapter.source))
+            entry = front_matter(chapter.source).get("plan")
+            if not isinstance(entry, dict) or not {"minutes", "learn"} <= set(entry):
+                logger.warning(f"{chapter.source.name} has no `plan:` (minutes:, learn:) in its front matter",
                                location=self.get_location())
                 continue
             total += int(entry["minutes"])
