@@ -2,6 +2,7 @@
 and what every check does whatever the exercise (silence, the random state, the guard)."""
 
 import ast
+import importlib
 import os
 import subprocess
 import sys
@@ -28,13 +29,17 @@ CHECKS = sorted(n for n in checks.__all__ if n.startswith("check_"))
 MODULES = ("bottleneck", "lookup", "qkv", "scaling", "multi_head", "masking", "efficient")
 
 
+@pytest.mark.parametrize("name", MODULES)
+def test_each_check_module_declares_its_checks(name):
+    module = importlib.import_module(f"qkv.checks.{name}")
+    defined = {n for n, f in vars(module).items()
+               if n.startswith("check_") and f.__module__ == module.__name__}
+    assert defined and sorted(module.__all__) == sorted(defined)
+
+
 def test_every_check_is_exported():
-    defined = set()
-    for name in MODULES:
-        module = __import__(f"qkv.checks.{name}", fromlist=["_"])
-        defined |= {n for n, f in vars(module).items()
-                    if n.startswith("check_") and f.__module__ == module.__name__}
-    assert defined == set(CHECKS) == {n for n in dir(checks) if n.startswith("check_")}
+    declared = {n for name in MODULES for n in importlib.import_module(f"qkv.checks.{name}").__all__}
+    assert declared == set(CHECKS) == {n for n in dir(checks) if n.startswith("check_")}
 
 
 def _imports(tree: ast.Module):

@@ -31,6 +31,8 @@ from ._exercise import Case, Exercise, Mistake
 from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
 from ._inputs import devices
 
+__all__ = ["warnings_to_stdout"]
+
 _callable = builtins.callable
 
 _DEVICE_ERRORS = ("is not on the expected device", "Expected all tensors to be on the same device")

@@ -17,6 +17,8 @@ from ._exercise import Case, Exercise, Mistake
 from ._inputs import randn
 from ._pairs import pick, picked, run_pair
 
+__all__ = ["check_bahdanau_attention"]
+
 
 def bahdanau_variant(query, keys, W_q, W_k, v_a, *, dim=-1, norm="softmax", context="weighted",
                      act="tanh", swap_w=False, swap_out=False):

@@ -17,6 +17,8 @@ from ._exercise import Case, Exercise, Mistake
 from ._harness import run_check
 from ._inputs import bool_mask
 
+__all__ = ["check_chunked_attention", "check_kv_cache_step"]
+
 _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multiply both the "
                  "running sum l and the running output acc by exp(m - m_new) before adding the "
                  "chunk")

@@ -23,6 +23,8 @@ from ._inputs import bool_mask, randn
 from ._lookup_mistakes import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
 from ._pairs import pick, picked, run_pair
 
+__all__ = ["check_additive_score", "check_luong_score", "check_soft_lookup", "check_softmax"]
+
 TORCH_SOFTMAX = {
     torch.softmax: "torch.softmax",
     torch.Tensor.softmax: "Tensor.softmax",

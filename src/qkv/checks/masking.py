@@ -13,6 +13,8 @@ import qkv
 from ._exercise import Case, Exercise, Mistake
 from ._harness import run_check
 
+__all__ = ["check_causal_mask", "check_padding_mask"]
+
 _CONVENTION = ("a bool mask is True where attention is allowed (SDPA's convention; "
                "nn.MultiheadAttention uses the opposite)")
 

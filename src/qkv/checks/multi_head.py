@@ -17,6 +17,8 @@ from ._exercise import Case, Exercise, Mistake
 from ._harness import run_check
 from ._inputs import bool_mask, randn
 
+__all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
+
 _TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "
                    "puts features of different positions into one head")
 

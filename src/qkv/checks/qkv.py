@@ -22,6 +22,8 @@ from ._exercise import Case, Exercise, Mistake
 from ._harness import run_check
 from ._inputs import randn
 
+__all__ = ["check_cross_attention", "check_self_attention"]
+
 _LAYOUT = ("the weights are (in_features, out_features): Q = x @ W_q, K = context @ W_k, "
            "V = context @ W_v")
 _FORBID_REF = {**QKV_ATTENTION,

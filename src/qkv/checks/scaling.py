@@ -26,6 +26,12 @@ from ._guard import Guard
 from ._harness import _first_line, _quiet, run_check
 from ._inputs import bool_mask, devices, randn
 
+__all__ = [
+    "check_attention_scores",
+    "check_dot_product_variance",
+    "check_scaled_dot_product_attention",
+]
+
 # --------------------------------------------------------------------------- cases
 
 
