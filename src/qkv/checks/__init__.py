@@ -6,18 +6,22 @@ Each check runs the student's function (or class) and the reference from
 Test cells import the check afresh (``from qkv.checks import check_softmax``),
 so a notebook that rebinds the name ``check_softmax`` does not change a verdict.
 
-This package depends on :mod:`qkv`; :mod:`qkv` never imports it.
+One public module per reference module it checks (:mod:`.bottleneck`, :mod:`.lookup`,
+:mod:`.qkv`, :mod:`.scaling`, :mod:`.multi_head`, :mod:`.masking`, :mod:`.efficient`),
+each a leaf: what they share lives in private modules (the harness, the guard, the
+attention mistakes). The checks use only :mod:`qkv`'s public names (``qkv.__all__``);
+:mod:`qkv` never imports them.
 """
 
 from ._harness import warnings_to_stdout
-from .efficient import check_chunked_attention, check_kv_cache_step
-from .scaling import check_attention_scores, check_scaled_dot_product_attention
-from .lookup import check_additive_score, check_luong_score, check_soft_lookup
-from .masking import check_causal_mask, check_padding_mask
-from .multi_head import check_merge_heads, check_MultiHeadAttention, check_split_heads
-from .qkv import check_cross_attention, check_dot_product_variance, check_self_attention
 from .bottleneck import check_bahdanau_attention
-from .softmax import check_softmax
+from .lookup import check_additive_score, check_luong_score, check_soft_lookup, check_softmax
+from .qkv import check_cross_attention, check_self_attention
+from .scaling import (check_attention_scores, check_dot_product_variance,
+                      check_scaled_dot_product_attention)
+from .multi_head import check_merge_heads, check_MultiHeadAttention, check_split_heads
+from .masking import check_causal_mask, check_padding_mask
+from .efficient import check_chunked_attention, check_kv_cache_step
 
 __all__ = [
     "check_MultiHeadAttention",
@@ -26,16 +30,16 @@ __all__ = [
     "check_bahdanau_attention",
     "check_causal_mask",
     "check_chunked_attention",
+    "check_cross_attention",
+    "check_dot_product_variance",
     "check_kv_cache_step",
     "check_luong_score",
     "check_merge_heads",
     "check_padding_mask",
     "check_scaled_dot_product_attention",
+    "check_self_attention",
     "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
     "warnings_to_stdout",
-    "check_cross_attention",
-    "check_dot_product_variance",
-    "check_self_attention",
 ]

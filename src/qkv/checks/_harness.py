@@ -1,4 +1,4 @@
-"""Shared machinery of the checks: cases, exercises, running them, mistake recognition.
+"""Shared machinery of the checks: running an exercise, recognising mistakes.
 
 A check runs the student's callable and the reference on the same seeded inputs
 (:class:`Case`), on every device present, and compares. When they differ it runs
@@ -7,11 +7,11 @@ inputs and names the one the student's result matches. While the student's code
 runs, the reference and torch's built-ins for the exercise are blocked
 (:class:`Guard`), so an answer cannot pass by delegating.
 
-The comparison helpers live in :mod:`._compare` (everything a check compares with
-is captured when it is imported, so a notebook that later reassigns
-``torch.allclose`` or ``torch.testing.assert_close`` does not change a verdict),
-the input makers in :mod:`._inputs`. Checks print nothing and never let a warning
-through: nbgrader scores a test cell that writes to stderr as failed.
+What an exercise is made of lives in :mod:`._exercise`, the comparison helpers in
+:mod:`._compare` (everything a check compares with is captured when it is imported,
+so a notebook that later reassigns ``torch.allclose`` or ``torch.testing.assert_close``
+does not change a verdict), the input makers in :mod:`._inputs`. Checks print nothing
+and never let a warning through: nbgrader scores a test cell that writes to stderr as failed.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ import builtins
 import contextlib
 import sys
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
-from torch import Tensor
 
 from ._compare import (_clone, _float64, _isinstance, _same, _Tensor, _where_differs, close,
                        shape_str)
+from ._exercise import Case, Exercise, Mistake
 from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
 from ._inputs import devices
 
-_callable = builtins.callable
+__all__ = ["warnings_to_stdout"]
 
-Args = Tuple[tuple, dict]
+_callable = builtins.callable
 
 _DEVICE_ERRORS = ("is not on the expected device", "Expected all tensors to be on the same device")
 
@@ -50,73 +50,6 @@ def warnings_to_stdout() -> None:
         sys.stdout.write(text)
 
     warnings.showwarning = show
-
-
-# --------------------------------------------------------------------------- cases
-
-
-@dataclass(frozen=True)
-class Case:
-    """One seeded input for a check.
-
-    Args:
-        label: words a student can act on, e.g. ``"batched input with L=5, S=7
-            and a bool mask"``; the dtype and device are added when reported.
-        build: ``build(gen, device, dtype) -> (args, kwargs)``; draw random
-            numbers from ``gen`` (a CPU generator) and move them to ``device``.
-        dtype: floating dtype of the inputs (``None`` when they have none, e.g. sizes).
-        rtol, atol: tolerances (default: by dtype).
-        every_device: also run on CUDA/MPS when present (CPU always runs).
-    """
-
-    label: str
-    build: Callable[[torch.Generator, torch.device, torch.dtype], Args]
-    dtype: Optional[torch.dtype] = torch.float32
-    rtol: Optional[float] = None
-    atol: Optional[float] = None
-    every_device: bool = True
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """A known wrong answer: what it is called, what to look at, what it computes.
-
-    ``fn`` takes the same arguments as the reference and returns what a student
-    who made this mistake would return (or raises what they would raise).
-    """
-
-    name: str
-    hint: str
-    fn: Callable[..., Any]
-
-
-@dataclass
-class Exercise:
-    """What a check needs to know about one exercise.
-
-    Args:
-        name: the exercise's function or class name, as the student writes it.
-        reference: computes the right answer from a case's arguments.
-        cases: the inputs.
-        mistakes: the known wrong answers, most specific first.
-        run_student: ``run_student(student, *args, **kwargs)``; default calls it.
-        forbid_torch: torch callables the answer may not use, with readable names.
-        forbid_ref: ``qkv`` functions the answer may not call, with readable names.
-        compare: ``compare(got, expected, rtol, atol) -> bool``; default allclose.
-        legend: expected output shape in words, used in shape messages.
-        error_hints: ``(substring of an error message, hint)`` pairs.
-    """
-
-    name: str
-    reference: Callable[..., Any]
-    cases: Sequence[Case]
-    mistakes: Sequence[Mistake] = ()
-    run_student: Optional[Callable[..., Any]] = None
-    forbid_torch: Dict[Any, str] = field(default_factory=dict)
-    forbid_ref: Dict[Any, str] = field(default_factory=dict)
-    compare: Optional[Callable[[Tensor, Tensor, float, float], bool]] = None
-    legend: str = ""
-    error_hints: Sequence[Tuple[str, str]] = ()
 
 
 # --------------------------------------------------------------------------- running
@@ -188,6 +121,100 @@ def _student_call(exercise: Exercise, student: Any) -> Callable[..., Any]:
     return lambda *a, **k: exercise.run_student(student, *a, **k)
 
 
+@dataclass
+class _Run:
+    """One case on one device: its inputs, the reference's result, and where to say it failed."""
+
+    exercise: Exercise
+    where: str
+    args: tuple
+    kwargs: dict
+    expected: Any
+    rtol: float
+    atol: float
+
+    def fail(self, what: str, hint: str = "") -> None:
+        __tracebackhide__ = True
+        _fail(self.exercise, self.where, what, hint)
+
+
+def _judge_call(run: _Run, guard: Guard, error: Optional[BaseException], before: Any) -> None:
+    """Fail on what the call did wrong: delegating, not written, changing its inputs, raising."""
+    __tracebackhide__ = True
+    exercise = run.exercise
+    if guard.tripped:
+        run.fail(guard.tripped)
+    if isinstance(error, NotImplementedError):
+        raise AssertionError(f"{exercise.name} {_NOT_WRITTEN}")
+    if not _same(run.args, before[0]) or not _same(run.kwargs, before[1]):
+        run.fail("inputs modified in place",
+                 "do not change the arguments: write out-of-place operations "
+                 "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
+    if error is None:
+        return
+    m = _match_mistake(exercise, run.args, run.kwargs, None, error, run.expected, run.rtol, run.atol)
+    if m is not None:
+        run.fail(f"it raised {_first_line(error)}, as '{m.name}' does", m.hint)
+    hint = ""
+    if any(s in str(error) for s in _DEVICE_ERRORS):
+        hint = _WRONG_DEVICE
+    for needle, h in exercise.error_hints:
+        if needle in str(error):
+            hint = h
+            break
+    run.fail(f"it raised {_first_line(error)}", hint)
+
+
+def _judge_watchers(run: _Run, watchers: List[Any], got: Any) -> None:
+    """Fail on what the watchers saw: tensors created on a fixed device, say."""
+    __tracebackhide__ = True
+    for w in watchers:
+        if w.problem:
+            run.fail(w.problem[0], w.problem[1])
+    if watchers[0].follows(got) and any(
+            _isinstance(x, (_Tensor, torch.device)) for x in (*run.args, *run.kwargs.values())):
+        run.fail("the result is created without device= (it would stay on the CPU "
+                 "when the input is on a GPU)", _WRONG_DEVICE)
+
+
+def _judge_kind(run: _Run, got: Any) -> None:
+    """Fail unless the result is a tensor on the inputs' device with the reference's dtype."""
+    __tracebackhide__ = True
+    expected = run.expected
+    if _isinstance(expected, _Tensor) and not _isinstance(got, _Tensor):
+        run.fail(f"it returned {type(got).__name__}, expected a tensor",
+                 "return the tensor itself (not a tuple, list, number or None)")
+    if not _isinstance(got, _Tensor):
+        return
+    if got.device != expected.device:
+        run.fail(f"the result is on {got.device}, expected {expected.device} "
+                 f"(the inputs' device)", _WRONG_DEVICE)
+    if got.dtype != expected.dtype:
+        run.fail(f"the result has dtype {got.dtype}, expected {expected.dtype}",
+                 "take dtype= from the inputs for every tensor you create (a fixed dtype, "
+                 "torch.tensor(...) without dtype=, or .float()/.double() changes it)"
+                 if expected.dtype != torch.bool else
+                 "return a bool tensor (True where attention is allowed)")
+
+
+def _judge_value(run: _Run, got: Any) -> None:
+    """Pass when the result matches; otherwise name the mistake, the shape, or where it differs."""
+    __tracebackhide__ = True
+    exercise, expected = run.exercise, run.expected
+    compare = exercise.compare or close
+    if compare(got, expected, run.rtol, run.atol):
+        return
+    m = _match_mistake(exercise, run.args, run.kwargs, got, None, expected, run.rtol, run.atol)
+    if m is not None:
+        run.fail(f"the result matches a known mistake: {m.name}", m.hint)
+    if _isinstance(got, _Tensor) and tuple(got.shape) != tuple(expected.shape):
+        legend = f" = {exercise.legend}" if exercise.legend else ""
+        run.fail(f"the result has shape {shape_str(got.shape)}, expected "
+                 f"{shape_str(expected.shape)}{legend}")
+    run.fail(_where_differs(got, expected) if _isinstance(got, _Tensor)
+             else "the result differs from the reference")
+
+
 def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
              seed: int, watch_factory=None) -> None:
     __tracebackhide__ = True
@@ -205,61 +232,13 @@ def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
     guard = Guard(exercise.name, exercise.forbid_torch, exercise.forbid_ref, watchers)
     call = _student_call(exercise, student)
     with guard:
-        got, error, caught = _quiet(call, *args, **kwargs)
+        got, error, _ = _quiet(call, *args, **kwargs)
 
-    if guard.tripped:
-        _fail(exercise, where, guard.tripped)
-    if isinstance(error, NotImplementedError):
-        raise AssertionError(f"{exercise.name} {_NOT_WRITTEN}")
-    if not _same(args, before[0]) or not _same(kwargs, before[1]):
-        _fail(exercise, where, "inputs modified in place",
-              "do not change the arguments: write out-of-place operations "
-              "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
-    if error is not None:
-        m = _match_mistake(exercise, args, kwargs, None, error, expected, rtol, atol)
-        if m is not None:
-            _fail(exercise, where, f"it raised {_first_line(error)}, as '{m.name}' does", m.hint)
-        hint = ""
-        if any(s in str(error) for s in _DEVICE_ERRORS):
-            hint = _WRONG_DEVICE
-        for needle, h in exercise.error_hints:
-            if needle in str(error):
-                hint = h
-                break
-        _fail(exercise, where, f"it raised {_first_line(error)}", hint)
-    for w in watchers:
-        if w.problem:
-            _fail(exercise, where, w.problem[0], w.problem[1])
-    if watchers[0].follows(got) and any(
-            _isinstance(x, (_Tensor, torch.device)) for x in (*args, *kwargs.values())):
-        _fail(exercise, where, "the result is created without device= (it would stay on the CPU "
-              "when the input is on a GPU)", _WRONG_DEVICE)
-
-    if _isinstance(expected, _Tensor) and not _isinstance(got, _Tensor):
-        _fail(exercise, where, f"it returned {type(got).__name__}, expected a tensor",
-              "return the tensor itself (not a tuple, list, number or None)")
-    if _isinstance(got, _Tensor):
-        if got.device != expected.device:
-            _fail(exercise, where, f"the result is on {got.device}, expected {expected.device} "
-                  f"(the inputs' device)", _WRONG_DEVICE)
-        if got.dtype != expected.dtype:
-            _fail(exercise, where, f"the result has dtype {got.dtype}, expected {expected.dtype}",
-                  "take dtype= from the inputs for every tensor you create (a fixed dtype, "
-                  "torch.tensor(...) without dtype=, or .float()/.double() changes it)"
-                  if expected.dtype != torch.bool else
-                  "return a bool tensor (True where attention is allowed)")
-    compare = exercise.compare or close
-    if compare(got, expected, rtol, atol):
-        return
-    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol)
-    if m is not None:
-        _fail(exercise, where, f"the result matches a known mistake: {m.name}", m.hint)
-    if _isinstance(got, _Tensor) and tuple(got.shape) != tuple(expected.shape):
-        legend = f" = {exercise.legend}" if exercise.legend else ""
-        _fail(exercise, where, f"the result has shape {shape_str(got.shape)}, expected "
-              f"{shape_str(expected.shape)}{legend}")
-    _fail(exercise, where, _where_differs(got, expected) if _isinstance(got, _Tensor)
-          else "the result differs from the reference")
+    run = _Run(exercise, where, args, kwargs, expected, rtol, atol)
+    _judge_call(run, guard, error, before)
+    _judge_watchers(run, watchers, got)
+    _judge_kind(run, got)
+    _judge_value(run, got)
 
 
 def run_check(exercise: Exercise, student: Any, seed: int = 0, watch_factory=None) -> None:

@@ -11,11 +11,13 @@ from typing import Any, Callable, List
 
 import torch
 
-from .. import additive as _additive
-from .. import bottleneck as _bottleneck
-from ._harness import Case, Exercise, Mistake
+import qkv
+
+from ._exercise import Case, Exercise, Mistake
 from ._inputs import randn
-from .lookup import pick, picked, run_pair
+from ._pairs import pick, picked, run_pair
+
+__all__ = ["check_bahdanau_attention"]
 
 
 def bahdanau_variant(query, keys, W_q, W_k, v_a, *, dim=-1, norm="softmax", context="weighted",
@@ -86,18 +88,18 @@ def _cases() -> List[Case]:
     ]
 
 
-_FORBID_REF = {_bottleneck.bahdanau_attention: "qkv.bahdanau_attention",
-               _additive.additive_score: "qkv.additive_score",
-               _additive.attend: "qkv.attend",
-               _additive.AdditiveAttention.forward: "qkv.AdditiveAttention"}
+_FORBID_REF = {qkv.bahdanau_attention: "qkv.bahdanau_attention",
+               qkv.additive_score: "qkv.additive_score",
+               qkv.attend: "qkv.attend",
+               qkv.AdditiveAttention.forward: "qkv.AdditiveAttention"}
 
 BAHDANAU_WEIGHTS = Exercise(
-    name="bahdanau_attention", reference=picked(_bottleneck.bahdanau_attention, 1), cases=_cases(),
+    name="bahdanau_attention", reference=picked(qkv.bahdanau_attention, 1), cases=_cases(),
     mistakes=_mistakes(1), run_student=pick(1, "context, weights"), forbid_ref=_FORBID_REF,
     legend="(B, S) for the weights",
 )
 BAHDANAU_CONTEXT = Exercise(
-    name="bahdanau_attention", reference=picked(_bottleneck.bahdanau_attention, 0), cases=_cases(),
+    name="bahdanau_attention", reference=picked(qkv.bahdanau_attention, 0), cases=_cases(),
     mistakes=_mistakes(0), run_student=pick(0, "context, weights"), forbid_ref=_FORBID_REF,
     legend="(B, He) for the context",
 )

@@ -9,12 +9,15 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .. import efficient as _efficient
-from .. import scaling as _scaling
-from .._validate import broadcast_shapes
-from ._harness import Case, Exercise, Mistake, run_check
+import qkv
+
+from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from ._compare import close
+from ._exercise import Case, Exercise, Mistake
+from ._harness import run_check
 from ._inputs import bool_mask
-from .scaling import QKV_ATTENTION, TORCH_ATTENTION, _qkv, attention_mistakes
+
+__all__ = ["check_chunked_attention", "check_kv_cache_step"]
 
 _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multiply both the "
                  "running sum l and the running output acc by exp(m - m_new) before adding the "
@@ -32,7 +35,9 @@ def _online(query, key, value, attn_mask=None, is_causal=False, scale=None, chun
     c = 1.0 / math.sqrt(E) if scale is None else scale
     if is_causal:
         attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    # The batch dims, broadcast by torch on empty slices: torch.broadcast_shapes imports sympy
+    # on first use, about a second in every fresh kernel (each autograded notebook).
+    batch = torch.broadcast_tensors(*(t[..., :0, :0] for t in (query, key, value)))[0].shape[:-2]
     start = 0.0 if zero_start else float("-inf")
     m = torch.full((*batch, L, 1), start, dtype=query.dtype, device=query.device)
     l = torch.zeros_like(m)
@@ -101,7 +106,7 @@ class MaterialiseWatch:
 
 
 def _negative_scores(gen, device, dtype):
-    q, k, v = _qkv(gen, device, dtype, (2,), 4, 7, 4, 3)
+    q, k, v = qkv_inputs(gen, device, dtype, (2,), 4, 7, 4, 3)
     # A shared component with opposite signs: every score is about -45**2 / sqrt(4).
     q, k = q.clone(), k.clone()
     q[..., 0], k[..., 0] = 45.0, -45.0
@@ -111,7 +116,7 @@ def _negative_scores(gen, device, dtype):
 def _cases() -> List[Case]:
     def make(batch, L, S, E, Ev, chunk, mask=None, big=0.0, **kw):
         def build(gen, device, dtype):
-            q, k, v = _qkv(gen, device, dtype, batch, L, S, E, Ev, big)
+            q, k, v = qkv_inputs(gen, device, dtype, batch, L, S, E, Ev, big)
             kwargs = dict(kw, chunk_size=chunk)
             if mask == "bool":
                 kwargs["attn_mask"] = bool_mask(gen, L, S, device=device)
@@ -159,9 +164,9 @@ _MISTAKES = [
 ] + [Mistake(m.name, m.hint, _sdpa_order(m.fn)) for m in attention_mistakes()]
 
 CHUNKED_ATTENTION = Exercise(
-    name="chunked_attention", reference=_efficient.chunked_attention, cases=_cases(),
+    name="chunked_attention", reference=qkv.chunked_attention, cases=_cases(),
     mistakes=_MISTAKES, forbid_torch=TORCH_ATTENTION,
-    forbid_ref={**QKV_ATTENTION, _scaling.softmax: "qkv.softmax"},
+    forbid_ref={**QKV_ATTENTION, qkv.softmax: "qkv.softmax"},
     legend="(..., L, Ev)",
 )
 
@@ -198,14 +203,13 @@ def _kv_step(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask=
         allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
     elif mask == "upper_left":  # SDPA's is_causal: with L=1 the query sees only key 0
         allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-    out = _scaling.scaled_dot_product_attention(query, k_att, v_att, attn_mask=allowed, scale=scale)
+    out = qkv.scaled_dot_product_attention(query, k_att, v_att, attn_mask=allowed, scale=scale)
     if return_old:
         return out, old_k, old_v
     return out, k_all, v_all
 
 
 def _kv_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
-    from ._compare import close
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return False
     for g, e in zip(got, expected):
@@ -220,10 +224,10 @@ def _kv_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
 def _kv_cases() -> List[Case]:
     def make(batch, P, L, E, Ev, **kw):
         def build(gen, device, dtype):
-            q, k, v = _qkv(gen, device, dtype, batch, L, L, E, Ev)
+            q, k, v = qkv_inputs(gen, device, dtype, batch, L, L, E, Ev)
             kwargs = dict(kw)
             if P:
-                _, kc, vc = _qkv(gen, device, dtype, batch, 1, P, E, Ev)
+                _, kc, vc = qkv_inputs(gen, device, dtype, batch, 1, P, E, Ev)
                 kwargs.update(k_cache=kc, v_cache=vc)
             return (q, k, v), kwargs
         return build
@@ -244,7 +248,7 @@ def _kv_cases() -> List[Case]:
 
 
 KV_CACHE_STEP = Exercise(
-    name="kv_cache_step", reference=_efficient.kv_cache_step, cases=_kv_cases(),
+    name="kv_cache_step", reference=qkv.kv_cache_step, cases=_kv_cases(),
     mistakes=[
         Mistake("the causal mask aligned to the upper left (is_causal=True)",
                 "the L new tokens are the LAST L of the S keys: new token i sits at position "
@@ -264,7 +268,7 @@ KV_CACHE_STEP = Exercise(
                 "return (output, new_k_cache, new_v_cache), the caches with the new rows added",
                 partial(_kv_step, return_old=True)),
     ],
-    forbid_ref={_efficient.kv_cache_step: "qkv.kv_cache_step"},
+    forbid_ref={qkv.kv_cache_step: "qkv.kv_cache_step"},
     compare=_kv_close,
     legend="(output (B, H, L, Ev), k_cache (B, H, P + L, E), v_cache (B, H, P + L, Ev))",
 )

@@ -1,104 +1,70 @@
-"""Checks for the soft-lookup assignment: ``soft_lookup``, ``additive_score``, ``luong_score``.
+"""Checks for the lookup assignment: ``softmax``, ``soft_lookup``, ``additive_score``, ``luong_score``.
 
-``soft_lookup`` returns a pair ``(output, weights)``: its check runs the
-harness twice, first on the weights (where most mistakes show), then on the
-output, so that each comparison is of one tensor and its messages stay precise.
+Each check compares the student's function with the reference in :mod:`qkv`
+and, when they differ, names the mistake (the wrong variants are in
+:mod:`._lookup_mistakes`). ``soft_lookup`` returns a pair ``(output, weights)``:
+its check runs the harness twice, first on the weights, then on the output.
 """
 
 from __future__ import annotations
 
-import math
-from functools import partial
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, List
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from .. import additive as _additive
-from .. import lookup as _lookup
-from ._harness import Case, Exercise, Mistake, run_check
-from ._inputs import randn
-from .scaling import QKV_ATTENTION, TORCH_ATTENTION
+import qkv
+
+from ._attention import QKV_ATTENTION, TORCH_ATTENTION
+from ._exercise import Case, Exercise
+from ._harness import run_check
+from ._inputs import bool_mask, randn
+from ._lookup_mistakes import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
+from ._pairs import pick, picked, run_pair
+
+__all__ = ["check_additive_score", "check_luong_score", "check_soft_lookup", "check_softmax"]
+
+TORCH_SOFTMAX = {
+    torch.softmax: "torch.softmax",
+    torch.Tensor.softmax: "Tensor.softmax",
+    F.softmax: "torch.nn.functional.softmax (or nn.Softmax)",
+    torch.special.softmax: "torch.special.softmax",
+    torch._softmax: "torch._softmax",
+    torch.log_softmax: "torch.log_softmax",
+    torch.Tensor.log_softmax: "Tensor.log_softmax",
+    F.log_softmax: "torch.nn.functional.log_softmax",
+    torch.special.log_softmax: "torch.special.log_softmax",
+}
 
 
-def pick(i: int, what: str) -> Callable[..., Any]:
-    """``run_student`` for a function returning a pair: call it, check the pair, keep item ``i``."""
-    def run(student, *args, **kwargs):
-        result = student(*args, **kwargs)
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise TypeError(f"expected a pair ({what}), got {type(result).__name__}")
-        return result[i]
-    return run
+# --------------------------------------------------------------------------- cases
 
 
-def picked(fn: Callable[..., Any], i: int) -> Callable[..., Any]:
-    """A pair-returning variant reduced to its item ``i``."""
-    return lambda *a, **k: fn(*a, **k)[i]
+def _softmax_cases() -> List[Case]:
+    def make(shape, dim, big=0.0, neg_inf=False):
+        def build(gen, device, dtype):
+            x = randn(gen, *shape) * 2
+            if big:
+                x = x + big
+            if neg_inf:
+                m = bool_mask(gen, *shape)
+                x = x.masked_fill(~m, float("-inf"))
+            return (x.to(device=device, dtype=dtype),), {"dim": dim}
+        return build
 
-
-def _key_t(key: Tensor, key_t: Any) -> Tensor:
-    if key_t is None:
-        return key.transpose(-2, -1)
-    if key_t == "T":
-        return key.permute(*reversed(range(key.dim())))
-    return key.transpose(*key_t)
-
-
-KEY_HINT = ("transpose only the last two axes of the keys: keys.transpose(-2, -1) (.T reverses "
-            "every axis of a batched tensor)")
-
-
-# --------------------------------------------------------------------------- soft_lookup
-
-
-def soft_variant(query, keys, values, temperature=1.0, *, temp="divide", sdpa="no", dim=-1,
-                 stable=True, key_t=None, hard=False, swap=False):
-    """``soft_lookup`` with switches that reproduce common mistakes (defaults: right)."""
-    E = query.shape[-1]
-    factor = {"divide": 1.0 / temperature, "multiply": temperature, "ignored": 1.0}[temp]
-    if sdpa == "also":
-        factor /= math.sqrt(E)
-    elif sdpa == "instead":
-        factor = 1.0 / math.sqrt(E)
-    scores = (query @ _key_t(keys, key_t)) * factor
-    if hard:
-        weights = torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0)
-    elif stable:
-        weights = torch.softmax(scores, dim=dim)
-    else:
-        e = scores.exp()
-        weights = e / e.sum(dim=dim, keepdim=True)
-    out = weights @ values
-    return (weights, out) if swap else (out, weights)
-
-
-def _soft_mistakes(i: int) -> List[Mistake]:
-    v = partial(picked, i=i)
-    temp_hint = "divide the scores by the temperature: softmax(query @ keys^T / temperature)"
-    axis_hint = "each query's weights over the entries sum to one: softmax over the last dim (-1)"
+    f32, f64 = torch.float32, torch.float64
     return [
-        Mistake("returning (weights, output) instead of (output, weights)",
-                "return the pair in the order (output, weights)", v(partial(soft_variant, swap=True))),
-        Mistake("multiplying by the temperature instead of dividing", temp_hint,
-                v(partial(soft_variant, temp="multiply"))),
-        Mistake("the temperature ignored", temp_hint, v(partial(soft_variant, temp="ignored"))),
-        Mistake("scaling by 1/sqrt(E) as well as the temperature",
-                "a soft lookup has no 1/sqrt(E): only the temperature divides the scores",
-                v(partial(soft_variant, sdpa="also"))),
-        Mistake("scaling by 1/sqrt(E) instead of the temperature",
-                "divide the scores by the temperature argument, not by sqrt(E)",
-                v(partial(soft_variant, sdpa="instead"))),
-        Mistake("a hard lookup (argmax) instead of a softmax",
-                "weight every entry by the softmax of its score; argmax keeps only the best one",
-                v(partial(soft_variant, hard=True))),
-        Mistake("softmax over the wrong axis", axis_hint, v(partial(soft_variant, dim=-2))),
-        Mistake("softmax over the wrong axis", axis_hint, v(partial(soft_variant, dim=0))),
-        Mistake("a softmax that overflows on large scores",
-                "subtract each row's maximum before exp (the softmax does not change, exp no "
-                "longer overflows)", v(partial(soft_variant, stable=False))),
-        Mistake("wrong axes transposed on the keys (keys.T)", KEY_HINT,
-                v(partial(soft_variant, key_t="T"))),
-        Mistake("wrong axes transposed on the keys", KEY_HINT, v(partial(soft_variant, key_t=(0, 1)))),
+        Case("1-D input of 5 logits", make((5,), -1), f32),
+        Case("square input (4, 4) with dim=-1", make((4, 4), -1), f64),
+        Case("input (3, 5) with dim=0", make((3, 5), 0), f32),
+        Case("input (2, 5, 3) with dim=-2", make((2, 5, 3), -2), f64),
+        Case("input (2, 3, 4, 5) with dim=1", make((2, 3, 4, 5), 1), f32),
+        Case("input (3, 6) with -inf entries (masked positions)", make((3, 6), -1, neg_inf=True),
+             f64),
+        Case("input (3, 6) with large logits (near 1000)", make((3, 6), -1, big=1000.0), f32),
+        Case("input (2, 4, 3) with large logits (near 1000) and dim=1",
+             make((2, 4, 3), 1, big=1000.0), f64),
     ]
 
 
@@ -126,64 +92,6 @@ def _soft_cases() -> List[Case]:
     ]
 
 
-_SOFT_FORBID_REF = {**QKV_ATTENTION, _lookup.soft_lookup: "qkv.soft_lookup",
-                    _lookup.hard_lookup: "qkv.hard_lookup"}
-
-SOFT_LOOKUP_WEIGHTS = Exercise(
-    name="soft_lookup", reference=picked(_lookup.soft_lookup, 1), cases=_soft_cases(),
-    mistakes=_soft_mistakes(1), run_student=pick(1, "output, weights"),
-    forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
-    legend="(..., L, S) for the weights",
-)
-SOFT_LOOKUP_OUTPUT = Exercise(
-    name="soft_lookup", reference=picked(_lookup.soft_lookup, 0), cases=_soft_cases(),
-    mistakes=_soft_mistakes(0), run_student=pick(0, "output, weights"),
-    forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
-    legend="(..., L, Ev) for the output",
-)
-
-
-# --------------------------------------------------------------------------- additive_score
-
-
-def additive_variant(query, key, W_q, W_k, v_a, *, proj="ok", act="tanh", swap=False,
-                     separate=False, flip=False, softmax=False):
-    """``additive_score`` with switches that reproduce common mistakes (defaults: right)."""
-    if swap:
-        W_q, W_k = W_k, W_q
-    f = {"tanh": torch.tanh, "none": lambda x: x, "sigmoid": torch.sigmoid, "relu": torch.relu}[act]
-    pq = query @ (W_q.T if proj == "ok" else W_q)
-    pk = key @ (W_k.T if proj == "ok" else W_k)
-    feats = f(pq).unsqueeze(-2) + f(pk).unsqueeze(-3) if separate else f(pq.unsqueeze(-2) + pk.unsqueeze(-3))
-    s = feats @ v_a
-    if flip:
-        s = s.transpose(-2, -1)
-    return torch.softmax(s, dim=-1) if softmax else s
-
-
-_ADD_HINT = "the score is v_a^T tanh(W_q q + W_k k): project with query @ W_q.T and key @ W_k.T"
-ADDITIVE_MISTAKES = [
-    Mistake("the projections not transposed (query @ W_q)",
-            "W_q has shape (A, Eq): project the queries with query @ W_q.T (and the keys with "
-            "key @ W_k.T)", partial(additive_variant, proj="no")),
-    Mistake("W_q and W_k swapped", "W_q projects the queries and W_k the keys",
-            partial(additive_variant, swap=True)),
-    Mistake("no tanh", _ADD_HINT + "; the tanh is what makes the score more than a sum of two "
-            "linear terms", partial(additive_variant, act="none")),
-    Mistake("sigmoid instead of tanh", _ADD_HINT, partial(additive_variant, act="sigmoid")),
-    Mistake("relu instead of tanh", _ADD_HINT, partial(additive_variant, act="relu")),
-    Mistake("tanh applied to each projection separately",
-            "add the two projections first, then take one tanh of the sum",
-            partial(additive_variant, separate=True)),
-    Mistake("scores laid out (S, L) instead of (L, S)",
-            "broadcast the projected queries over a new key axis (unsqueeze(-2)) and the keys "
-            "over a new query axis (unsqueeze(-3)), so that row i is query i",
-            partial(additive_variant, flip=True)),
-    Mistake("returning softmax weights instead of scores",
-            "return the unnormalised scores; the softmax comes later", partial(additive_variant, softmax=True)),
-]
-
-
 def _additive_cases() -> List[Case]:
     def make(batch, L, S, Eq, Ek, A):
         def build(gen, device, dtype):
@@ -199,47 +107,6 @@ def _additive_cases() -> List[Case]:
         Case("batched (B=2, H=3) L=2, S=6, Eq=3, Ek=4, A=5", make((2, 3), 2, 6, 3, 4, 5), f64),
         Case("L=1 query, S=4 keys, Eq=Ek=A=3", make((3,), 1, 4, 3, 3, 3), f32),
     ]
-
-
-ADDITIVE_SCORE = Exercise(
-    name="additive_score", reference=_additive.additive_score, cases=_additive_cases(),
-    mistakes=ADDITIVE_MISTAKES,
-    forbid_ref={_additive.additive_score: "qkv.additive_score",
-                _additive.AdditiveAttention.forward: "qkv.AdditiveAttention"},
-    legend="(..., L, S)",
-)
-
-
-# --------------------------------------------------------------------------- luong_score
-
-
-def luong_variant(query, key, W=None, *, w_mode="ok", key_t=None, scale=False, softmax=False):
-    """``luong_score`` with switches that reproduce common mistakes (defaults: right)."""
-    kt = _key_t(key, key_t)
-    if W is None or w_mode == "ignored":
-        s = query @ kt
-    elif w_mode == "transposed":
-        s = query @ W.T @ kt
-    else:
-        s = query @ W @ kt
-    if scale:
-        s = s / math.sqrt(query.shape[-1])
-    return torch.softmax(s, dim=-1) if softmax else s
-
-
-LUONG_MISTAKES = [
-    Mistake("W ignored (the dot score when W is given)",
-            "with W the general score is query @ W @ key^T", partial(luong_variant, w_mode="ignored")),
-    Mistake("W transposed (query @ W.T @ key^T)",
-            "W has shape (Eq, Ek): the general score is query @ W @ key.transpose(-2, -1)",
-            partial(luong_variant, w_mode="transposed")),
-    Mistake("scaling by 1/sqrt(E)", "Luong's scores are not scaled; that comes with the transformer",
-            partial(luong_variant, scale=True)),
-    Mistake("returning softmax weights instead of scores",
-            "return the unnormalised scores; the softmax comes later", partial(luong_variant, softmax=True)),
-    Mistake("wrong axes transposed on the key (key.T)", KEY_HINT, partial(luong_variant, key_t="T")),
-    Mistake("wrong axes transposed on the key", KEY_HINT, partial(luong_variant, key_t=(0, 1))),
-]
 
 
 def _luong_cases() -> List[Case]:
@@ -260,11 +127,45 @@ def _luong_cases() -> List[Case]:
     ]
 
 
+# --------------------------------------------------------------------------- exercises
+
+
+SOFTMAX = Exercise(
+    name="softmax", reference=qkv.softmax, cases=_softmax_cases(),
+    mistakes=SOFTMAX_MISTAKES, forbid_torch=TORCH_SOFTMAX,
+    forbid_ref={qkv.softmax: "qkv.softmax", qkv.attention_weights: "qkv's reference weights"},
+    legend="the input's shape",
+)
+
+_SOFT_FORBID_REF = {**QKV_ATTENTION, qkv.soft_lookup: "qkv.soft_lookup",
+                    qkv.hard_lookup: "qkv.hard_lookup"}
+
+SOFT_LOOKUP_WEIGHTS = Exercise(
+    name="soft_lookup", reference=picked(qkv.soft_lookup, 1), cases=_soft_cases(),
+    mistakes=soft_mistakes(1), run_student=pick(1, "output, weights"),
+    forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
+    legend="(..., L, S) for the weights",
+)
+SOFT_LOOKUP_OUTPUT = Exercise(
+    name="soft_lookup", reference=picked(qkv.soft_lookup, 0), cases=_soft_cases(),
+    mistakes=soft_mistakes(0), run_student=pick(0, "output, weights"),
+    forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
+    legend="(..., L, Ev) for the output",
+)
+
+ADDITIVE_SCORE = Exercise(
+    name="additive_score", reference=qkv.additive_score, cases=_additive_cases(),
+    mistakes=ADDITIVE_MISTAKES,
+    forbid_ref={qkv.additive_score: "qkv.additive_score",
+                qkv.AdditiveAttention.forward: "qkv.AdditiveAttention"},
+    legend="(..., L, S)",
+)
+
 LUONG_SCORE = Exercise(
-    name="luong_score", reference=_additive.luong_score, cases=_luong_cases(),
+    name="luong_score", reference=qkv.luong_score, cases=_luong_cases(),
     mistakes=LUONG_MISTAKES, forbid_torch=TORCH_ATTENTION,
-    forbid_ref={**QKV_ATTENTION, _additive.luong_score: "qkv.luong_score",
-                _additive.LuongAttention.forward: "qkv.LuongAttention"},
+    forbid_ref={**QKV_ATTENTION, qkv.luong_score: "qkv.luong_score",
+                qkv.LuongAttention.forward: "qkv.LuongAttention"},
     legend="(..., L, S)",
 )
 
@@ -272,11 +173,18 @@ LUONG_SCORE = Exercise(
 # --------------------------------------------------------------------------- checks
 
 
-def run_pair(exercises: Sequence[Exercise], student: Any, seed: int) -> None:
-    """Run the checks of a pair-returning function, weights first."""
+def check_softmax(softmax: Callable[..., Tensor], seed: int = 0) -> None:
+    """Check a student's ``softmax(x, dim=-1)`` against :func:`qkv.softmax`.
+
+    Args:
+        softmax: the student's function.
+        seed: another seed gives other random inputs (the hidden tests use one).
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
     __tracebackhide__ = True
-    for ex in exercises:
-        run_check(ex, student, seed)
+    run_check(SOFTMAX, softmax, seed)
 
 
 def check_soft_lookup(soft_lookup: Callable[..., Any], seed: int = 0) -> None:

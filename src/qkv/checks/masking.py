@@ -8,8 +8,12 @@ from typing import Callable, List
 import torch
 from torch import Tensor
 
-from .. import masking as _masking
-from ._harness import Case, Exercise, Mistake, run_check
+import qkv
+
+from ._exercise import Case, Exercise, Mistake
+from ._harness import run_check
+
+__all__ = ["check_causal_mask", "check_padding_mask"]
 
 _CONVENTION = ("a bool mask is True where attention is allowed (SDPA's convention; "
                "nn.MultiheadAttention uses the opposite)")
@@ -100,14 +104,14 @@ def _padding_cases() -> List[Case]:
 
 
 CAUSAL_MASK = Exercise(
-    name="causal_mask", reference=_masking.causal_mask, cases=_causal_cases(),
-    mistakes=_CAUSAL_MISTAKES, forbid_ref={_masking.causal_mask: "qkv.causal_mask"},
+    name="causal_mask", reference=qkv.causal_mask, cases=_causal_cases(),
+    mistakes=_CAUSAL_MISTAKES, forbid_ref={qkv.causal_mask: "qkv.causal_mask"},
     legend="(L, S)",
 )
 
 PADDING_MASK = Exercise(
-    name="padding_mask", reference=_masking.padding_mask, cases=_padding_cases(),
-    mistakes=_PADDING_MISTAKES, forbid_ref={_masking.padding_mask: "qkv.padding_mask"},
+    name="padding_mask", reference=qkv.padding_mask, cases=_padding_cases(),
+    mistakes=_PADDING_MISTAKES, forbid_ref={qkv.padding_mask: "qkv.padding_mask"},
     legend="(B, S)",
     error_hints=[("has no attribute", "lengths may be a list of ints: convert it first with "
                   "torch.as_tensor(lengths)")],

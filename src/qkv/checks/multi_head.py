@@ -10,11 +10,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import multi_head as _multi_head
-from ..scaling import scaled_dot_product_attention_with_weights as _attention
-from ._harness import Case, Exercise, Mistake, run_check
+import qkv
+
+from ._attention import TORCH_ATTENTION
+from ._exercise import Case, Exercise, Mistake
+from ._harness import run_check
 from ._inputs import bool_mask, randn
-from .scaling import TORCH_ATTENTION
+
+__all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
 
 _TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "
                    "puts features of different positions into one head")
@@ -80,7 +83,7 @@ def _merge_cases() -> List[Case]:
 
 
 SPLIT_HEADS = Exercise(
-    name="split_heads", reference=_multi_head.split_heads, cases=_split_cases(),
+    name="split_heads", reference=qkv.split_heads, cases=_split_cases(),
     mistakes=[
         Mistake("reshape without transpose", _TRANSPOSE_HINT, partial(_split_variant, how="reshape")),
         Mistake("heads interleaved (the head index varies fastest)",
@@ -90,11 +93,11 @@ SPLIT_HEADS = Exercise(
                 "the result is (B, H, L, D // H): transpose(1, 2) after the reshape",
                 partial(_split_variant, how="no transpose")),
     ],
-    forbid_ref={_multi_head.split_heads: "qkv.split_heads"}, legend="(B, H, L, D // H)",
+    forbid_ref={qkv.split_heads: "qkv.split_heads"}, legend="(B, H, L, D // H)",
 )
 
 MERGE_HEADS = Exercise(
-    name="merge_heads", reference=_multi_head.merge_heads, cases=_merge_cases(),
+    name="merge_heads", reference=qkv.merge_heads, cases=_merge_cases(),
     mistakes=[
         Mistake("reshape without transpose",
                 "transpose(1, 2) back to (B, L, H, Dh) first, then reshape to (B, L, H * Dh)",
@@ -104,7 +107,7 @@ MERGE_HEADS = Exercise(
         Mistake("heads averaged instead of concatenated",
                 "keep every head: the result is (B, L, H * Dh)", partial(_merge_variant, how="mean")),
     ],
-    forbid_ref={_multi_head.merge_heads: "qkv.merge_heads"}, legend="(B, L, H * Dh)",
+    forbid_ref={qkv.merge_heads: "qkv.merge_heads"}, legend="(B, L, H * Dh)",
     error_hints=[("view size is not compatible",
                   "the transposed tensor is not contiguous: use .reshape, or .contiguous().view")],
 )
@@ -160,7 +163,7 @@ def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
 
 
 def _reference(spec, *inputs, **kwargs):
-    return _forward(_multi_head.MultiHeadAttention, spec, *inputs, **kwargs)
+    return _forward(qkv.MultiHeadAttention, spec, *inputs, **kwargs)
 
 
 def _run_student(student, spec, *inputs, **kwargs):
@@ -183,11 +186,11 @@ def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_
     B, L, D = query.shape
     S, H = key.shape[1], spec["num_heads"]
     W, b = spec["weights"], spec["biases"]
-    mask = _multi_head.combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+    mask = qkv.combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
     q, k, v = (_split_variant(F.linear(t, W[n], b[n]), H, how=split)
                for t, n in ((query, "q_proj"), (key, "k_proj"), (value, "v_proj")))
     scale = 1.0 / math.sqrt(D) if scale_by == "embed" else (1.0 if scale_by == "none" else None)
-    out, weights = _attention(q, k, v, mask, scale=scale)
+    out, weights = qkv.scaled_dot_product_attention_with_weights(q, k, v, mask, scale=scale)
     out = _merge_variant(out, how=merge)
     if out_proj:
         out = F.linear(out, W["out_proj"], b["out_proj"])
@@ -269,7 +272,7 @@ MULTI_HEAD_ATTENTION = Exercise(
     ],
     run_student=_run_student,
     forbid_torch=TORCH_ATTENTION,
-    forbid_ref={_multi_head.MultiHeadAttention.forward: "qkv.MultiHeadAttention"},
+    forbid_ref={qkv.MultiHeadAttention.forward: "qkv.MultiHeadAttention"},
     legend="like the query: (B, L, embed_dim)",
     error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
                   "your module creates"),

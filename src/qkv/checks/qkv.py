@@ -1,31 +1,34 @@
-"""Checks for ``self_attention``, ``cross_attention`` and ``dot_product_variance``.
+"""Checks for the qkv assignment: ``self_attention`` and ``cross_attention``.
 
-The attention checks compare with :mod:`qkv.qkv` on seeded inputs and name
-the usual mistakes (projections swapped or applied transposed, keys and values
-taken from the wrong sequence, the scale, the softmax axis). The variance check
-is statistical: it compares a measured estimate with ``d_k`` within a tolerance
-it states, and checks that the estimate really comes from the generator passed in.
+The checks compare with :func:`qkv.self_attention` and :func:`qkv.cross_attention`
+on seeded inputs and name the usual mistakes (projections swapped or applied
+transposed, keys and values taken from the wrong sequence, the scale, the softmax
+axis).
 """
 
 from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List
 
 import torch
 from torch import Tensor
 
-from .. import qkv as _qkv_ref
-from ._harness import Case, Exercise, Guard, Mistake, _first_line, _quiet, run_check
-from ._inputs import devices, randn
-from .scaling import QKV_ATTENTION, TORCH_ATTENTION, attend
+import qkv
+
+from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attend
+from ._exercise import Case, Exercise, Mistake
+from ._harness import run_check
+from ._inputs import randn
+
+__all__ = ["check_cross_attention", "check_self_attention"]
 
 _LAYOUT = ("the weights are (in_features, out_features): Q = x @ W_q, K = context @ W_k, "
            "V = context @ W_v")
 _FORBID_REF = {**QKV_ATTENTION,
-               _qkv_ref.self_attention: "qkv.self_attention",
-               _qkv_ref.cross_attention: "qkv.cross_attention"}
+               qkv.self_attention: "qkv.self_attention",
+               qkv.cross_attention: "qkv.cross_attention"}
 
 
 # --------------------------------------------------------------------------- wrong variants
@@ -140,7 +143,7 @@ def _cases(cross: bool) -> List[Case]:
 
 
 SELF_ATTENTION = Exercise(
-    name="self_attention", reference=_qkv_ref.self_attention, cases=_cases(cross=False),
+    name="self_attention", reference=qkv.self_attention, cases=_cases(cross=False),
     mistakes=_mistakes(_self, cross=False), forbid_torch=TORCH_ATTENTION, forbid_ref=_FORBID_REF,
     legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT), ("x.T", "transpose only the last two axes: "
@@ -148,7 +151,7 @@ SELF_ATTENTION = Exercise(
 )
 
 CROSS_ATTENTION = Exercise(
-    name="cross_attention", reference=_qkv_ref.cross_attention, cases=_cases(cross=True),
+    name="cross_attention", reference=qkv.cross_attention, cases=_cases(cross=True),
     mistakes=_mistakes(_cross, cross=True), forbid_torch=TORCH_ATTENTION,
     forbid_ref=_FORBID_REF, legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT + "; keys and values come from context"),
@@ -176,124 +179,3 @@ def check_cross_attention(cross_attention: Callable[..., Tensor], seed: int = 0)
     """
     __tracebackhide__ = True
     run_check(CROSS_ATTENTION, cross_attention, seed)
-
-
-# --------------------------------------------------------------------------- variance
-
-#: Widths and sample count the variance check uses.
-VARIANCE_DIMS = (4, 64, 256)
-VARIANCE_SAMPLES = 20_000
-#: The estimate must lie within this many standard errors of d_k.
-VARIANCE_SIGMAS = 5.0
-
-
-def variance_tolerance(d_k: int, n_samples: int) -> float:
-    """Allowed distance of an estimate from ``d_k``: 5 standard errors.
-
-    ``Var((q·k)^2) = 2 d_k^2 + 6 d_k``, so the sample variance of ``n`` dot products
-    has a standard error of about ``d_k * sqrt((2 + 6 / d_k) / n)``.
-    """
-    return VARIANCE_SIGMAS * d_k * math.sqrt((2 + 6 / d_k) / n_samples)
-
-
-# (what the estimate is near, name, hint): each a known wrong answer's expected value.
-def _variance_mistakes(d: int):
-    return [
-        (0.0, "the mean of the dot products instead of their variance",
-         "return the variance (e.g. dots.var()), not the mean"),
-        (math.sqrt(d), "the standard deviation instead of the variance",
-         "return the variance (std squared)"),
-        (1.0, "the variance of the single products q_i * k_i (or of q·k / sqrt(d_k))",
-         "sum the d_k products of each pair first ((q * k).sum(-1)), then take the variance"),
-        (2.0 * d, "the variance of q·q (k is not drawn independently of q)",
-         "draw q and k as two separate torch.randn calls"),
-    ]
-
-
-def _as_number(value: Any) -> Optional[float]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, Tensor) and value.numel() == 1 and value.is_floating_point():
-        return float(value.detach().reshape(()).item())
-    return None
-
-
-def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: int = 0) -> None:
-    """Check a measured ``dot_product_variance(d_k, n_samples, generator)``.
-
-    For d_k in 4, 64 and 256 with 20,000 samples, the answer must lie within
-    ``5 * d_k * sqrt((2 + 6 / d_k) / n_samples)`` of ``d_k`` (5 standard errors of the
-    sample variance: a right answer fails by chance far less than once in a million).
-    The answer must also be reproducible from the generator (the same seed gives the
-    same number) and change with it (another seed, another number: a measurement,
-    not the formula); on a CUDA machine it must draw on a CUDA generator's device.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    name = "dot_product_variance"
-    if not callable(dot_product_variance):
-        raise AssertionError(f"check_{name} expects your {name} itself, "
-                      f"got {type(dot_product_variance).__name__}")
-    forbid = {_qkv_ref.dot_product_variance: "qkv.dot_product_variance"}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: extra threads only add overhead
-
-    def run(d: int, gen_seed: int, device: torch.device) -> float:
-        __tracebackhide__ = True
-        where = f"d_k={d}, n_samples={VARIANCE_SAMPLES}, generator on {device.type}"
-        generator = torch.Generator(device).manual_seed(gen_seed)
-        guard = Guard(name, {}, forbid)
-        with guard:
-            got, error, _ = _quiet(dot_product_variance, d, VARIANCE_SAMPLES, generator)
-        if guard.tripped:
-            raise AssertionError(f"{name}: wrong on {where}: {guard.tripped}")
-        if isinstance(error, NotImplementedError):
-            raise AssertionError(f"{name} is not written yet (it raises NotImplementedError): "
-                          f"replace the `raise` line")
-        if error is not None:
-            hint = ""
-            if "generator" in str(error).lower() or "device" in str(error).lower():
-                hint = ("\nLook at: draw on the generator's device: torch.randn(..., "
-                        "generator=generator, device=generator.device)")
-            raise AssertionError(f"{name}: wrong on {where}: it raised {_first_line(error)}{hint}")
-        value = _as_number(got)
-        if value is None or not math.isfinite(value):
-            raise AssertionError(f"{name}: wrong on {where}: it returned {got!r}, expected one finite "
-                          f"number\nLook at: return the variance as a float (e.g. "
-                          f"dots.var().item()) or a one-element tensor")
-        return value
-
-    try:
-        for device in devices():
-            if device.type == "mps":
-                continue  # CPU (and CUDA where present) cover the generator's device
-            for i, d in enumerate(VARIANCE_DIMS):
-                s = 1000 * seed + i
-                where = f"d_k={d}, n_samples={VARIANCE_SAMPLES}, generator on {device.type}"
-                value = run(d, s, device)
-                tol = variance_tolerance(d, VARIANCE_SAMPLES)
-                if abs(value - d) > tol:
-                    for near, mistake, hint in _variance_mistakes(d):
-                        if abs(value - near) <= max(tol, 0.1 * abs(near), 0.05):
-                            raise AssertionError(f"{name}: wrong on {where}: got {value:.4g}, which "
-                                          f"looks like {mistake}\nLook at: {hint}")
-                    raise AssertionError(f"{name}: wrong on {where}: got {value:.4g}, expected d_k = {d} "
-                                  f"within {tol:.3g} (5 standard errors)")
-                if i > 0:
-                    continue  # the two reproducibility runs below: once per device is enough
-                if run(d, s, device) != value:
-                    raise AssertionError(f"{name}: wrong on {where}: two calls with identically seeded "
-                                  f"generators gave different answers\nLook at: draw every "
-                                  f"random number from the generator passed in: "
-                                  f"torch.randn(..., generator=generator)")
-                if run(d, s + 1, device) == value:
-                    raise AssertionError(f"{name}: wrong on {where}: generators with different seeds "
-                                  f"gave exactly the same answer\nLook at: measure: draw "
-                                  f"n_samples pairs (q, k) from the generator and return the "
-                                  f"variance of their dot products, not the formula")
-    finally:
-        torch.set_num_threads(threads)

@@ -1,211 +1,44 @@
-"""Checks for the scaling assignment: ``attention_scores``, ``scaled_dot_product_attention``.
+"""Checks for the scaling assignment: ``attention_scores``, ``scaled_dot_product_attention``
+and ``dot_product_variance``.
 
-Each check compares the student's function with the reference in
-:mod:`qkv.scaling` and, when they differ, names the mistake: the wrong
-variants below compute exactly what a student who made it would get.
+The attention checks compare the student's function with the reference in
+:mod:`qkv` and, when they differ, name the mistake: the wrong variants (in
+:mod:`._attention`) compute exactly what a student who made it would get. The
+variance check is statistical: it compares a measured estimate with ``d_k``
+within a tolerance it states, and checks that the estimate really comes from the
+generator passed in.
 """
 
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any, Callable, List, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from .. import efficient as _efficient
-from .. import scaling as _scaling
-from .. import multi_head as _multi_head
-from ._harness import Case, Exercise, Mistake, run_check
-from ._inputs import bool_mask, randn
+import qkv
 
-# Torch's own attention, forbidden in every attention exercise.
-TORCH_ATTENTION = {
-    F.scaled_dot_product_attention: "torch.nn.functional.scaled_dot_product_attention",
-    F.multi_head_attention_forward: "nn.MultiheadAttention (F.multi_head_attention_forward)",
-    torch._native_multi_head_attention: "nn.MultiheadAttention (its fast path)",
-}
-# The reference functions that compute attention (with their own names).
-QKV_ATTENTION = {
-    _scaling.scaled_dot_product_attention: "qkv.scaled_dot_product_attention",
-    _scaling.scaled_dot_product_attention_with_weights:
-        "qkv.scaled_dot_product_attention_with_weights",
-    _scaling.attention_scores: "qkv.attention_scores",
-    _scaling.attention_weights: "qkv's reference weights",
-    _efficient.chunked_attention: "qkv.chunked_attention",
-    _multi_head.MultiHeadAttention.forward: "qkv.MultiHeadAttention",
-}
+from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from ._compare import close
+from ._exercise import Case, Exercise
+from ._guard import Guard
+from ._harness import _first_line, _quiet, run_check
+from ._inputs import bool_mask, devices, randn
 
-SCALE_HINT = "multiply the scores by scale, or by 1/sqrt(E) with E = query.shape[-1] when scale is None"
-_CONSTANTS = (2, 3, 4, 5, 6, 8, 16, 32, 64, 128, 256, 512)
-
-
-# --------------------------------------------------------------------------- wrong variants
-
-
-def attend(query: Tensor, key: Tensor, value: Optional[Tensor] = None, attn_mask=None,
-           dropout_p: float = 0.0, is_causal: bool = False, scale=None, *,
-           factor: Optional[Callable[[int, int, Any], float]] = None, key_t: Any = None,
-           mask_mode: str = "before", causal_diag: int = 0, causal_align: str = "top",
-           dim: int = -1, stable: bool = True, give: str = "output") -> Tensor:
-    """Attention with switches that reproduce common mistakes (all off: the right answer).
-
-    ``factor(E, Ev, scale)`` gives the factor applied to the scores; ``key_t`` a
-    wrong transpose of the key (``"T"`` or a pair of axes); ``mask_mode`` one of
-    before/inverted/after/ignored/multiply; ``causal_diag``/``causal_align`` a
-    shifted causal mask; ``dim`` the softmax axis; ``stable=False`` the softmax
-    without the maximum subtracted; ``give`` output/weights/scores/raw.
-    """
-    E = query.shape[-1]
-    Ev = value.shape[-1] if value is not None else E
-    if factor is None:
-        c = 1.0 / math.sqrt(E) if scale is None else scale
-    else:
-        c = factor(E, Ev, scale)
-    if key_t is None:
-        kt = key.transpose(-2, -1)
-    elif key_t == "T":
-        kt = key.permute(*reversed(range(key.dim())))
-    else:
-        kt = key.transpose(*key_t)
-    raw = query @ kt
-    scores = raw * c
-    L, S = scores.shape[-2], scores.shape[-1]
-    mask = attn_mask
-    if is_causal:
-        diag = causal_diag + (S - L if causal_align == "bottom" else 0)
-        mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(diag)
-        if causal_align == "ignored":
-            mask = None
-    if mask is not None and mask.dtype != torch.bool:
-        if mask_mode != "ignored":
-            scores = scores + mask
-        mask = None
-    if mask is not None:
-        if mask_mode == "before":
-            scores = scores.masked_fill(~mask, float("-inf"))
-        elif mask_mode == "inverted":
-            scores = scores.masked_fill(mask, float("-inf"))
-        elif mask_mode == "multiply":
-            scores = scores * mask
-    if give == "raw":
-        return raw
-    if give == "scores":
-        return scores
-    if stable:
-        weights = torch.softmax(scores, dim=dim)
-    else:
-        e = scores.exp()
-        weights = e / e.sum(dim=dim, keepdim=True)
-    if mask is not None and mask_mode == "after":
-        weights = weights.masked_fill(~mask, 0.0)
-    if give == "weights":
-        return weights
-    return weights @ value
-
-
-def attention_mistakes(give: str = "output", with_value: bool = True) -> List[Mistake]:
-    """The named mistakes of scaled dot-product attention, as :class:`Mistake` objects."""
-    a = partial(attend, give=give)
-    out: List[Mistake] = []
-    if give == "output":
-        out += [
-            Mistake("returning the weights instead of the output",
-                    "return weights @ value, the weighted sum of the values",
-                    partial(attend, give="weights")),
-            Mistake("returning the scores instead of the output",
-                    "apply the softmax to the scores, then take the weighted sum weights @ value",
-                    partial(attend, give="scores")),
-        ]
-    out += [
-        Mistake("no scaling", SCALE_HINT, partial(a, factor=lambda E, Ev, s: 1.0)),
-        Mistake("scaling by E instead of sqrt(E)", SCALE_HINT,
-                partial(a, factor=lambda E, Ev, s: 1.0 / E)),
-        Mistake("multiplying by sqrt(E) instead of dividing", SCALE_HINT,
-                partial(a, factor=lambda E, Ev, s: math.sqrt(E))),
-        Mistake("ignoring the scale argument", SCALE_HINT,
-                partial(a, factor=lambda E, Ev, s: 1.0 / math.sqrt(E))),
-        Mistake("dividing by scale instead of multiplying", SCALE_HINT,
-                partial(a, factor=lambda E, Ev, s: 1.0 / math.sqrt(E) if s is None else 1.0 / s)),
-    ]
-    if with_value:
-        out.append(Mistake("scaling by sqrt(Ev), the value's size, instead of sqrt(E)",
-                           "E is the size shared by queries and keys: query.shape[-1]",
-                           partial(a, factor=lambda E, Ev, s: 1.0 / math.sqrt(Ev))))
-    for k in _CONSTANTS:
-        out.append(Mistake(f"scaling by a constant (1/sqrt({k})) instead of 1/sqrt(E)",
-                           "compute E from the input (query.shape[-1]); do not hard-code it",
-                           partial(a, factor=lambda E, Ev, s, k=k: 1.0 / math.sqrt(k))))
-        out.append(Mistake(f"scaling by a constant (1/{k}) instead of 1/sqrt(E)",
-                           "compute E from the input (query.shape[-1]); do not hard-code it",
-                           partial(a, factor=lambda E, Ev, s, k=k: 1.0 / k)))
-    mask_hint = "a bool attn_mask is True where attention is allowed (SDPA's convention)"
-    out += [
-        Mistake("inverted bool mask",
-                mask_hint + ": fill the scores with -inf where the mask is False "
-                "(masked_fill(~attn_mask, -inf)); nn.MultiheadAttention uses the opposite",
-                partial(a, mask_mode="inverted")),
-        Mistake("mask ignored", "apply attn_mask (bool: -inf where False; float: add it) and "
-                "is_causal before the softmax", partial(a, mask_mode="ignored")),
-        Mistake("masking by multiplying the scores by the mask",
-                "a masked score must become -inf (masked_fill), not 0: exp(0) is not 0",
-                partial(a, mask_mode="multiply")),
-        Mistake("causal mask off by one (the diagonal is masked)",
-                "query i may attend to keys 0..i, itself included: torch.tril(..., diagonal=0)",
-                partial(a, causal_diag=-1)),
-        Mistake("causal mask off by one (one future key is allowed)",
-                "query i may attend to keys 0..i only: torch.tril(..., diagonal=0)",
-                partial(a, causal_diag=1)),
-        Mistake("causal mask aligned to the bottom right instead of the top left",
-                "with L != S the causal mask starts at the top-left corner: "
-                "torch.ones(L, S).tril(), as SDPA's is_causal does",
-                partial(a, causal_align="bottom")),
-        Mistake("is_causal ignored", "when is_causal=True, mask the future: query i sees keys 0..i",
-                partial(a, causal_align="ignored")),
-    ]
-    if give != "scores":
-        out += [
-            Mistake("mask applied after the softmax",
-                    "mask the scores (-inf) before the softmax, so the allowed weights sum to one",
-                    partial(a, mask_mode="after")),
-            *(Mistake("softmax over the wrong axis",
-                      "each query's weights over the keys sum to one: softmax over the last dim (-1)",
-                      partial(a, dim=d)) for d in (-2, 0, 1)),
-            Mistake("a softmax that overflows on large logits",
-                    "subtract each row's maximum before exp (softmax does not change, exp no "
-                    "longer overflows)", partial(a, stable=False)),
-        ]
-    key_hint = ("transpose only the last two axes of key: key.transpose(-2, -1) (key.T reverses "
-                "every axis of a batched tensor)")
-    out += [
-        Mistake("wrong axes transposed on the key (key.T)", key_hint, partial(a, key_t="T")),
-        Mistake("wrong axes transposed on the key", key_hint, partial(a, key_t=(0, 1))),
-        Mistake("wrong axes transposed on the key", key_hint, partial(a, key_t=(1, 2))),
-    ]
-    return out
-
+__all__ = [
+    "check_attention_scores",
+    "check_dot_product_variance",
+    "check_scaled_dot_product_attention",
+]
 
 # --------------------------------------------------------------------------- cases
-
-
-def _qkv(gen, device, dtype, batch, L, S, E, Ev, big: float = 0.0):
-    q = randn(gen, *batch, L, E)
-    k = randn(gen, *batch, S, E)
-    v = randn(gen, *batch, S, Ev)
-    if big:
-        # A shared component makes every score about big**2 / sqrt(E): exp overflows unless
-        # the row maximum is subtracted first.
-        q[..., 0] = big
-        k[..., 0] = big
-    return tuple(t.to(device=device, dtype=dtype) for t in (q, k, v))
 
 
 def _attention_cases(with_value: bool = True) -> List[Case]:
     def make(batch, L, S, E, Ev, mask=None, big=0.0, **kw):
         def build(gen, device, dtype):
-            q, k, v = _qkv(gen, device, dtype, batch, L, S, E, Ev, big)
+            q, k, v = qkv_inputs(gen, device, dtype, batch, L, S, E, Ev, big)
             kwargs = dict(kw)
             if mask == "bool":
                 kwargs["attn_mask"] = bool_mask(gen, L, S, device=device)
@@ -246,7 +79,6 @@ def _attention_cases(with_value: bool = True) -> List[Case]:
 
 def _scores_close(got, expected, rtol, atol) -> bool:
     """Scores match when finite entries agree and masked ones are -inf or very negative."""
-    from ._compare import close
     if not isinstance(got, Tensor) or tuple(got.shape) != tuple(expected.shape):
         return False
     g = got.detach().to("cpu", torch.float64)
@@ -258,7 +90,7 @@ def _scores_close(got, expected, rtol, atol) -> bool:
 
 
 ATTENTION_SCORES = Exercise(
-    name="attention_scores", reference=_scaling.attention_scores,
+    name="attention_scores", reference=qkv.attention_scores,
     cases=_attention_cases(with_value=False),
     mistakes=attention_mistakes(give="scores", with_value=False),
     forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION, compare=_scores_close,
@@ -266,7 +98,7 @@ ATTENTION_SCORES = Exercise(
 )
 
 SCALED_DOT_PRODUCT_ATTENTION = Exercise(
-    name="scaled_dot_product_attention", reference=_scaling.scaled_dot_product_attention,
+    name="scaled_dot_product_attention", reference=qkv.scaled_dot_product_attention,
     cases=_attention_cases(), mistakes=attention_mistakes(),
     forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION,
     legend="(..., L, Ev)",
@@ -298,3 +130,144 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..
     """
     __tracebackhide__ = True
     run_check(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, seed)
+
+
+# --------------------------------------------------------------------------- variance
+
+#: Widths and sample count the variance check uses.
+VARIANCE_DIMS = (4, 64, 256)
+VARIANCE_SAMPLES = 20_000
+#: The estimate must lie within this many standard errors of d_k.
+VARIANCE_SIGMAS = 5.0
+
+
+def variance_tolerance(d_k: int, n_samples: int) -> float:
+    """Allowed distance of an estimate from ``d_k``: 5 standard errors.
+
+    ``Var((q·k)^2) = 2 d_k^2 + 6 d_k``, so the sample variance of ``n`` dot products
+    has a standard error of about ``d_k * sqrt((2 + 6 / d_k) / n)``.
+    """
+    return VARIANCE_SIGMAS * d_k * math.sqrt((2 + 6 / d_k) / n_samples)
+
+
+# (what the estimate is near, name, hint): each a known wrong answer's expected value.
+def _variance_mistakes(d: int):
+    return [
+        (0.0, "the mean of the dot products instead of their variance",
+         "return the variance (e.g. dots.var()), not the mean"),
+        (math.sqrt(d), "the standard deviation instead of the variance",
+         "return the variance (std squared)"),
+        (1.0, "the variance of the single products q_i * k_i (or of q·k / sqrt(d_k))",
+         "sum the d_k products of each pair first ((q * k).sum(-1)), then take the variance"),
+        (2.0 * d, "the variance of q·q (k is not drawn independently of q)",
+         "draw q and k as two separate torch.randn calls"),
+    ]
+
+
+def _as_number(value: Any) -> Optional[float]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, Tensor) and value.numel() == 1 and value.is_floating_point():
+        return float(value.detach().reshape(()).item())
+    return None
+
+
+_VARIANCE = "dot_product_variance"
+_VARIANCE_FORBID_REF = {qkv.dot_product_variance: "qkv.dot_product_variance"}
+
+
+def _variance_where(d: int, device: torch.device) -> str:
+    return f"d_k={d}, n_samples={VARIANCE_SAMPLES}, generator on {device.type}"
+
+
+def _measure(student: Callable[..., Any], d: int, gen_seed: int, device: torch.device) -> float:
+    """Run the student's function once, guarded, on a fresh generator; return its one number."""
+    __tracebackhide__ = True
+    name, where = _VARIANCE, _variance_where(d, device)
+    generator = torch.Generator(device).manual_seed(gen_seed)
+    guard = Guard(name, {}, _VARIANCE_FORBID_REF)
+    with guard:
+        got, error, _ = _quiet(student, d, VARIANCE_SAMPLES, generator)
+    if guard.tripped:
+        raise AssertionError(f"{name}: wrong on {where}: {guard.tripped}")
+    if isinstance(error, NotImplementedError):
+        raise AssertionError(f"{name} is not written yet (it raises NotImplementedError): "
+                      f"replace the `raise` line")
+    if error is not None:
+        hint = ""
+        if "generator" in str(error).lower() or "device" in str(error).lower():
+            hint = ("\nLook at: draw on the generator's device: torch.randn(..., "
+                    "generator=generator, device=generator.device)")
+        raise AssertionError(f"{name}: wrong on {where}: it raised {_first_line(error)}{hint}")
+    value = _as_number(got)
+    if value is None or not math.isfinite(value):
+        raise AssertionError(f"{name}: wrong on {where}: it returned {got!r}, expected one finite "
+                      f"number\nLook at: return the variance as a float (e.g. "
+                      f"dots.var().item()) or a one-element tensor")
+    return value
+
+
+def _judge_estimate(value: float, d: int, where: str) -> None:
+    """Fail unless ``value`` is within the tolerance of ``d``, naming the mistake it is near."""
+    __tracebackhide__ = True
+    tol = variance_tolerance(d, VARIANCE_SAMPLES)
+    if abs(value - d) <= tol:
+        return
+    for near, mistake, hint in _variance_mistakes(d):
+        if abs(value - near) <= max(tol, 0.1 * abs(near), 0.05):
+            raise AssertionError(f"{_VARIANCE}: wrong on {where}: got {value:.4g}, which "
+                          f"looks like {mistake}\nLook at: {hint}")
+    raise AssertionError(f"{_VARIANCE}: wrong on {where}: got {value:.4g}, expected d_k = {d} "
+                  f"within {tol:.3g} (5 standard errors)")
+
+
+def _judge_generator(student: Callable[..., Any], d: int, gen_seed: int, device: torch.device,
+                     value: float) -> None:
+    """Fail unless the same seed gives ``value`` again and another seed another number."""
+    __tracebackhide__ = True
+    where = _variance_where(d, device)
+    if _measure(student, d, gen_seed, device) != value:
+        raise AssertionError(f"{_VARIANCE}: wrong on {where}: two calls with identically seeded "
+                      f"generators gave different answers\nLook at: draw every "
+                      f"random number from the generator passed in: "
+                      f"torch.randn(..., generator=generator)")
+    if _measure(student, d, gen_seed + 1, device) == value:
+        raise AssertionError(f"{_VARIANCE}: wrong on {where}: generators with different seeds "
+                      f"gave exactly the same answer\nLook at: measure: draw "
+                      f"n_samples pairs (q, k) from the generator and return the "
+                      f"variance of their dot products, not the formula")
+
+
+def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: int = 0) -> None:
+    """Check a measured ``dot_product_variance(d_k, n_samples, generator)``.
+
+    For d_k in 4, 64 and 256 with 20,000 samples, the answer must lie within
+    ``5 * d_k * sqrt((2 + 6 / d_k) / n_samples)`` of ``d_k`` (5 standard errors of the
+    sample variance: a right answer fails by chance far less than once in a million).
+    The answer must also be reproducible from the generator (the same seed gives the
+    same number) and change with it (another seed, another number: a measurement,
+    not the formula); on a CUDA machine it must draw on a CUDA generator's device.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    if not callable(dot_product_variance):
+        raise AssertionError(f"check_{_VARIANCE} expects your {_VARIANCE} itself, "
+                      f"got {type(dot_product_variance).__name__}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: extra threads only add overhead
+    try:
+        for device in devices():
+            if device.type == "mps":
+                continue  # CPU (and CUDA where present) cover the generator's device
+            for i, d in enumerate(VARIANCE_DIMS):
+                s = 1000 * seed + i
+                value = _measure(dot_product_variance, d, s, device)
+                _judge_estimate(value, d, _variance_where(d, device))
+                if i == 0:  # the two reproducibility runs: once per device is enough
+                    _judge_generator(dot_product_variance, d, s, device, value)
+    finally:
+        torch.set_num_threads(threads)

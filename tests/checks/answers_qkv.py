@@ -1,4 +1,4 @@
-"""Catalogues of student answers for the self/cross-attention and variance checks: wrong ones
+"""Catalogues of student answers for the qkv checks (self_attention, cross_attention): wrong ones
 (each with the words its hint must contain) and right ones written differently (each passes)."""
 
 import math
@@ -84,56 +84,3 @@ _RIGHT = {
 }
 SELF_RIGHT = {name: make_self(**kw) for name, kw in _RIGHT.items()}
 CROSS_RIGHT = {name: make_cross(**kw) for name, kw in _RIGHT.items()}
-
-
-# --------------------------------------------------------------------------- variance
-
-
-def make_variance(what="var", generator=True, device=True, same_q=False, scaled=False,
-                  chunks=1, tensor=False, unbiased=True):
-    """Build a dot_product_variance answer; the defaults give a right one."""
-
-    def dot_product_variance(d_k, n_samples, generator_):
-        kw = {"generator": generator_} if generator else {}
-        if device:
-            kw["device"] = generator_.device
-        dots = []
-        for rows in [n_samples // chunks] * (chunks - 1) + [n_samples - (chunks - 1) * (n_samples // chunks)]:
-            q = torch.randn(rows, d_k, **kw)
-            k = q if same_q else torch.randn(rows, d_k, **kw)
-            dots.append((q * k).sum(-1) / (math.sqrt(d_k) if scaled else 1.0))
-        dots = torch.cat(dots)
-        if what == "formula":
-            return float(d_k)
-        if what == "products":
-            return (q * k).var().item()
-        if what == "mean":
-            return dots.mean().item()
-        if what == "std":
-            return dots.std().item()
-        if what == "mean of squares":  # right too: the mean is known to be 0
-            out = dots.square().mean()
-        else:
-            out = dots.var(unbiased=unbiased)
-        return out if tensor else out.item()
-
-    return dot_product_variance
-
-
-VARIANCE_WRONG = {
-    "returns the formula": (make_variance(what="formula"), "not the formula"),
-    "ignores the generator": (make_variance(generator=False), "identically seeded generators"),
-    "variance of single products": (make_variance(what="products"), "single products"),
-    "mean instead of variance": (make_variance(what="mean"), "the mean of the dot products"),
-    "standard deviation": (make_variance(what="std"), "standard deviation"),
-    "q·q": (make_variance(same_q=True), "q·q"),
-    "scaled dot products": (make_variance(scaled=True), "q·k / sqrt(d_k)"),
-}
-
-VARIANCE_RIGHT = {
-    "one block": make_variance(),
-    "chunks": make_variance(chunks=4),
-    "tensor result": make_variance(tensor=True),
-    "biased variance": make_variance(unbiased=False),
-    "mean of squares": make_variance(what="mean of squares"),
-}

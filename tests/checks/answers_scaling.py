@@ -1,22 +1,10 @@
-"""Catalogues of student answers for the scaling checks: wrong ones (each with the words its
-hint must contain) and right ones written in different ways (each must pass)."""
+"""Catalogues of student answers for the scaling checks (scaled_dot_product_attention,
+dot_product_variance): wrong ones (each with the words its hint must contain) and right ones
+written in different ways (each must pass)."""
 
 import math
 
 import torch
-import torch.nn.functional as F
-
-import qkv
-
-
-def _mask(scores, attn_mask, is_causal, L, S, fill=float("-inf")):
-    if is_causal:
-        attn_mask = torch.ones(L, S, dtype=torch.bool, device=scores.device).tril()
-    if attn_mask is None:
-        return scores
-    if attn_mask.dtype == torch.bool:
-        return scores.masked_fill(~attn_mask, fill)
-    return scores + attn_mask
 
 
 def make_sdpa(scale_rule="sqrt", mask_mode="before", causal_diag=0, softmax="torch", key_t="ok",
@@ -108,75 +96,54 @@ SDPA_RIGHT = {
 }
 
 
-def softmax_ok(x, dim=-1):
-    e = (x - x.amax(dim=dim, keepdim=True)).exp()
-    return e / e.sum(dim=dim, keepdim=True)
+# --------------------------------------------------------------------------- variance
 
 
-def softmax_global_max(x, dim=-1):
-    e = (x - x.max()).exp() if torch.isfinite(x.max()) else x.exp()
-    return e / e.sum(dim=dim, keepdim=True)
+def make_variance(what="var", generator=True, device=True, same_q=False, scaled=False,
+                  chunks=1, tensor=False, unbiased=True):
+    """Build a dot_product_variance answer; the defaults give a right one."""
+
+    def dot_product_variance(d_k, n_samples, generator_):
+        kw = {"generator": generator_} if generator else {}
+        if device:
+            kw["device"] = generator_.device
+        dots = []
+        for rows in [n_samples // chunks] * (chunks - 1) + [n_samples - (chunks - 1) * (n_samples // chunks)]:
+            q = torch.randn(rows, d_k, **kw)
+            k = q if same_q else torch.randn(rows, d_k, **kw)
+            dots.append((q * k).sum(-1) / (math.sqrt(d_k) if scaled else 1.0))
+        dots = torch.cat(dots)
+        if what == "formula":
+            return float(d_k)
+        if what == "products":
+            return (q * k).var().item()
+        if what == "mean":
+            return dots.mean().item()
+        if what == "std":
+            return dots.std().item()
+        if what == "mean of squares":  # right too: the mean is known to be 0
+            out = dots.square().mean()
+        else:
+            out = dots.var(unbiased=unbiased)
+        return out if tensor else out.item()
+
+    return dot_product_variance
 
 
-def softmax_logsumexp(x, dim=-1):
-    return (x - torch.logsumexp(x, dim=dim, keepdim=True)).exp()
-
-
-def softmax_float64(x, dim=-1):
-    y = x.double()
-    e = (y - y.max(dim=dim, keepdim=True).values).exp()
-    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
-
-
-def softmax_unstable(x, dim=-1):
-    return x.exp() / x.exp().sum(dim=dim, keepdim=True)
-
-
-def softmax_last_axis(x, dim=-1):
-    e = (x - x.amax(dim=-1, keepdim=True)).exp()
-    return e / e.sum(dim=-1, keepdim=True)
-
-
-def softmax_no_keepdim(x, dim=-1):
-    e = (x - x.amax(dim=dim)).exp()
-    return e / e.sum(dim=dim)
-
-
-def softmax_inplace(x, dim=-1):
-    x -= x.amax(dim=dim, keepdim=True)
-    x.exp_()
-    return x / x.sum(dim=dim, keepdim=True)
-
-
-def softmax_fixed_dtype(x, dim=-1):
-    e = (x - x.amax(dim=dim, keepdim=True)).exp()
-    return (e / e.sum(dim=dim, keepdim=True)).float()
-
-
-def softmax_delegates(x, dim=-1):
-    return F.softmax(x, dim=dim)
-
-
-_alias = qkv.softmax
-
-
-def softmax_alias(x, dim=-1):
-    return _alias(x, dim)
-
-
-SOFTMAX_WRONG = {
-    "unstable": (softmax_unstable, "overflows on large logits"),
-    "ignores dim": (softmax_last_axis, "dim argument ignored"),
-    "no keepdim": (softmax_no_keepdim, "keepdim"),
-    "in place": (softmax_inplace, "inputs modified in place"),
-    "fixed dtype": (softmax_fixed_dtype, "dtype"),
-    "delegates to F.softmax": (softmax_delegates, "torch.nn.functional.softmax"),
-    "delegates to qkv.softmax imported earlier": (softmax_alias, "qkv.softmax"),
+VARIANCE_WRONG = {
+    "returns the formula": (make_variance(what="formula"), "not the formula"),
+    "ignores the generator": (make_variance(generator=False), "identically seeded generators"),
+    "variance of single products": (make_variance(what="products"), "single products"),
+    "mean instead of variance": (make_variance(what="mean"), "the mean of the dot products"),
+    "standard deviation": (make_variance(what="std"), "standard deviation"),
+    "q·q": (make_variance(same_q=True), "q·q"),
+    "scaled dot products": (make_variance(scaled=True), "q·k / sqrt(d_k)"),
 }
 
-SOFTMAX_RIGHT = {
-    "max subtracted": softmax_ok,
-    "logsumexp": softmax_logsumexp,
-    "float64 inside": softmax_float64,
-    "global max": softmax_global_max,
+VARIANCE_RIGHT = {
+    "one block": make_variance(),
+    "chunks": make_variance(chunks=4),
+    "tensor result": make_variance(tensor=True),
+    "biased variance": make_variance(unbiased=False),
+    "mean of squares": make_variance(what="mean of squares"),
 }

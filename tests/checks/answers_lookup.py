@@ -1,11 +1,88 @@
-"""Catalogues of student answers for the soft-lookup and bottleneck checks: wrong ones (each
-with the words its hint must contain) and right ones written differently (each must pass)."""
+"""Catalogues of student answers for the lookup checks (softmax, soft_lookup, additive_score,
+luong_score): wrong ones (each with the words its hint must contain) and right ones written
+differently (each must pass)."""
 
 import math
 
 import torch
+import torch.nn.functional as F
 
 import qkv
+
+
+# ----------------------------------------------------------------------------- softmax
+def softmax_ok(x, dim=-1):
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_global_max(x, dim=-1):
+    e = (x - x.max()).exp() if torch.isfinite(x.max()) else x.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_logsumexp(x, dim=-1):
+    return (x - torch.logsumexp(x, dim=dim, keepdim=True)).exp()
+
+
+def softmax_float64(x, dim=-1):
+    y = x.double()
+    e = (y - y.max(dim=dim, keepdim=True).values).exp()
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+
+
+def softmax_unstable(x, dim=-1):
+    return x.exp() / x.exp().sum(dim=dim, keepdim=True)
+
+
+def softmax_last_axis(x, dim=-1):
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_no_keepdim(x, dim=-1):
+    e = (x - x.amax(dim=dim)).exp()
+    return e / e.sum(dim=dim)
+
+
+def softmax_inplace(x, dim=-1):
+    x -= x.amax(dim=dim, keepdim=True)
+    x.exp_()
+    return x / x.sum(dim=dim, keepdim=True)
+
+
+def softmax_fixed_dtype(x, dim=-1):
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return (e / e.sum(dim=dim, keepdim=True)).float()
+
+
+def softmax_delegates(x, dim=-1):
+    return F.softmax(x, dim=dim)
+
+
+_alias = qkv.softmax
+
+
+def softmax_alias(x, dim=-1):
+    return _alias(x, dim)
+
+
+SOFTMAX_WRONG = {
+    "unstable": (softmax_unstable, "overflows on large logits"),
+    "ignores dim": (softmax_last_axis, "dim argument ignored"),
+    "no keepdim": (softmax_no_keepdim, "keepdim"),
+    "in place": (softmax_inplace, "inputs modified in place"),
+    "fixed dtype": (softmax_fixed_dtype, "dtype"),
+    "delegates to F.softmax": (softmax_delegates, "torch.nn.functional.softmax"),
+    "delegates to qkv.softmax imported earlier": (softmax_alias, "qkv.softmax"),
+}
+
+SOFTMAX_RIGHT = {
+    "max subtracted": softmax_ok,
+    "logsumexp": softmax_logsumexp,
+    "float64 inside": softmax_float64,
+    "global max": softmax_global_max,
+}
 
 
 # ----------------------------------------------------------------------------- soft_lookup
@@ -138,50 +215,3 @@ LUONG_WRONG = {
 }
 LUONG_RIGHT = {"matmul": _l(), "einsum": luong_einsum,
                "key projected": lambda q, k, W=None: q @ (k if W is None else k @ W.T).transpose(-2, -1)}
-
-
-# ----------------------------------------------------------------------------- bahdanau_attention
-def bahdanau(query, keys, W_q, W_k, v_a, *, dim=-1, norm="stable", context="weighted",
-             swap_out=False, swap_w=False, delegate=False):
-    """Build-a-bahdanau_attention; the defaults give a right answer."""
-    if delegate:
-        return qkv.bahdanau_attention(query, keys, W_q, W_k, v_a)
-    if swap_w:
-        W_q, W_k = W_k, W_q
-    e = torch.tanh(query[:, None, :] @ W_q.T + keys @ W_k.T) @ v_a  # (B, S)
-    if norm == "stable":
-        x = (e - e.amax(dim, keepdim=True)).exp()
-        w = x / x.sum(dim, keepdim=True)
-    elif norm == "unstable":
-        w = e.exp() / e.exp().sum(-1, keepdim=True)
-    else:
-        w = e
-    c = {"weighted": lambda: torch.bmm(w[:, None, :], keys)[:, 0], "mean": lambda: keys.mean(1),
-         "last": lambda: keys[:, -1]}[context]()
-    return (w, c) if swap_out else (c, w)
-
-
-def _b(**kw):
-    return lambda q, k, W_q, W_k, v_a: bahdanau(q, k, W_q, W_k, v_a, **kw)
-
-
-def bahdanau_loop(query, keys, W_q, W_k, v_a):
-    B, S = keys.shape[:2]
-    scores = torch.stack([torch.tanh(query @ W_q.T + keys[:, j] @ W_k.T) @ v_a for j in range(S)], 1)
-    w = torch.softmax(scores, dim=1)
-    return (w.unsqueeze(-1) * keys).sum(1), w
-
-
-BAHDANAU_WRONG = {
-    "pair swapped": (_b(swap_out=True), "order (context, weights)"),
-    "softmax over batch": (_b(dim=0), "softmax over the batch"),
-    "raw scores": (_b(norm="raw"), "no softmax"),
-    "unstable": (_b(norm="unstable"), "overflows"),
-    "W swapped": (_b(swap_w=True), "W_q projects the decoder state"),
-    "mean context": (_b(context="mean"), "weights unused"),
-    "last state": (_b(context="last"), "the bottleneck again"),
-    "delegates": (_b(delegate=True), "calls qkv.bahdanau_attention"),
-    "via additive_score": (lambda q, k, W_q, W_k, v_a: qkv.attend(
-        qkv.additive_score(q[:, None], k, W_q, W_k, v_a), k), "calls qkv.additive_score"),
-}
-BAHDANAU_RIGHT = {"stable softmax and bmm": _b(), "loop over positions": bahdanau_loop}

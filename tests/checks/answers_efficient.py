@@ -1,0 +1,112 @@
+"""Catalogues of student answers for the efficient checks (chunked_attention, kv_cache_step):
+wrong ones (each with the words its hint must contain) and right ones written differently (each
+passes)."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+import qkv
+
+
+# ----------------------------------------------------------------------------- chunked_attention
+def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, short=False):
+    def chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                          chunk_size=256):
+        L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+        c = 1 / math.sqrt(E) if scale is None else scale
+        if is_causal:
+            attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        if materialise:
+            s = query @ key.transpose(-2, -1) * c
+            if attn_mask is not None:
+                s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+                    else s + attn_mask
+            return torch.softmax(s, -1) @ value
+        outs = []
+        for i0 in range(0, L, chunk_size):
+            q = query[..., i0:i0 + chunk_size, :] * c
+            m = l = acc = None
+            for j0 in range(0, S, chunk_size):
+                j1 = j0 + chunk_size - (1 if short else 0)
+                s = q @ key[..., j0:j1, :].transpose(-2, -1)
+                if attn_mask is not None:
+                    blk = attn_mask[..., i0:i0 + chunk_size, j0:j1]
+                    s = s.masked_fill(~blk, -1e9) if blk.dtype == torch.bool else s + blk
+                vj = value[..., j0:j1, :]
+                if m is None and first_max == "zero":
+                    m = torch.zeros_like(s[..., :1])
+                    l, acc = torch.zeros_like(m), torch.zeros_like(q[..., :1] * vj[..., :1, :])
+                if m is None:
+                    m = s.amax(-1, keepdim=True) if stable else torch.zeros_like(s[..., :1])
+                    p = (s - m).exp()
+                    l, acc = p.sum(-1, keepdim=True), p @ vj
+                    continue
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True)) if stable else m
+                p = (s - m_new).exp()
+                r = (m - m_new).exp() if rescale else torch.ones_like(m)
+                l = l * r + p.sum(-1, keepdim=True)
+                acc = acc * r + p @ vj
+                m = m_new
+            outs.append(acc / l)
+        return torch.cat(outs, dim=-2)
+    return chunked_attention
+
+
+CHUNKED_WRONG = {
+    "no rescaling": (make_chunked(rescale=False), "does not rescale its running sums"),
+    "materialises L x S": (make_chunked(materialise=True), "full (L, S) score matrix"),
+    "no running max": (make_chunked(stable=False), "overflows"),
+}
+CHUNKED_RIGHT = {"online softmax": make_chunked()}
+
+CHUNKED_WRONG.update({
+    "initial max 0": (make_chunked(first_max="zero"), "starts at 0 instead of -inf"),
+    "chunk one key short": (make_chunked(short=True), "chunk bounds off by one"),
+})
+
+
+# ----------------------------------------------------------------------------- kv_cache_step
+def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=False, cat_dim=-2):
+    def kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None):
+        if k_cache is None:
+            k_all, v_all = key, value
+        elif new_first:
+            k_all, v_all = torch.cat([key, k_cache], dim=cat_dim), torch.cat([value, v_cache], dim=cat_dim)
+        else:
+            k_all, v_all = torch.cat([k_cache, key], dim=cat_dim), torch.cat([v_cache, value], dim=cat_dim)
+        k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
+        L, S = query.shape[-2], k_att.shape[-2]
+        c = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+        s = query @ k_att.transpose(-2, -1) * c
+        if mask == "bottom_right":
+            allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
+            s = s.masked_fill(~allowed, float("-inf"))
+        elif mask == "is_causal":
+            allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+            s = s.masked_fill(~allowed, float("-inf"))
+        out = torch.softmax(s, dim=-1) @ v_att
+        return (out, k_cache, v_cache) if return_old else (out, k_all, v_all)
+    return kv_cache_step
+
+
+def kv_with_sdpa(query, key, value, k_cache=None, v_cache=None, scale=None):
+    if k_cache is not None:
+        key, value = torch.cat((k_cache, key), -2), torch.cat((v_cache, value), -2)
+    L, S = query.shape[-2], key.shape[-2]
+    offset = torch.arange(L, device=query.device)[:, None] + (S - L)
+    mask = torch.arange(S, device=query.device)[None, :] <= offset
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale), key, value
+
+
+KV_WRONG = {
+    "upper-left causal": (make_kv(mask="is_causal"), "aligned to the upper left"),
+    "no mask": (make_kv(mask=None), "no causal mask among several new tokens"),
+    "attends to the old cache only": (make_kv(attend_new=False), "only to the old cache"),
+    "new before old": (make_kv(new_first=True), "put before the cache"),
+    "returns the old caches": (make_kv(return_old=True), "old caches returned"),
+    "concatenated on the wrong dim": (make_kv(cat_dim=-1), "wrong on"),
+    "calls the reference": (lambda *a, **k: qkv.kv_cache_step(*a, **k), "qkv.kv_cache_step"),
+}
+KV_RIGHT = {"softmax by hand": make_kv(), "torch SDPA with a bottom-right mask": kv_with_sdpa}

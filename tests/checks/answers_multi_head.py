@@ -1,0 +1,124 @@
+"""Catalogues of student answers for the multi-head checks (split_heads, merge_heads,
+MultiHeadAttention): wrong ones (each with the words its hint must contain) and right ones
+written differently (each passes)."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import qkv
+
+
+# ----------------------------------------------------------------------------- split/merge heads
+def split_ok(x, num_heads):
+    B, L, D = x.shape
+    return x.view(B, L, num_heads, D // num_heads).permute(0, 2, 1, 3)
+
+
+def split_unflatten(x, num_heads):
+    return x.unflatten(-1, (num_heads, -1)).transpose(1, 2)
+
+
+def split_reshape_only(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, num_heads, L, D // num_heads)
+
+
+def merge_ok(x):
+    B, H, L, Dh = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * Dh)
+
+
+def merge_cat(x):
+    return torch.cat(x.unbind(1), dim=-1)
+
+
+def merge_reshape_only(x):
+    B, H, L, Dh = x.shape
+    return x.reshape(B, L, H * Dh)
+
+
+def merge_view(x):
+    B, H, L, Dh = x.shape
+    return x.transpose(1, 2).view(B, L, H * Dh)
+
+
+SPLIT_WRONG = {"reshape without transpose": (split_reshape_only, "reshape without transpose")}
+SPLIT_RIGHT = {"view + permute": split_ok, "unflatten": split_unflatten}
+MERGE_WRONG = {
+    "reshape without transpose": (merge_reshape_only, "reshape without transpose"),
+    "view on a non-contiguous tensor": (merge_view, "contiguous"),
+}
+MERGE_RIGHT = {"transpose + reshape": merge_ok, "cat of heads": merge_cat}
+
+
+# ----------------------------------------------------------------------------- MultiHeadAttention
+def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=False):
+    class MHA(nn.Module):
+        def __init__(self, embed_dim, num_heads, bias=True, kdim=None, vdim=None, dropout=0.0,
+                     device=None, dtype=None):
+            super().__init__()
+            f = {"device": device, "dtype": dtype}
+            self.embed_dim, self.num_heads = embed_dim, num_heads
+            self.head_dim = embed_dim // num_heads
+            self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
+            self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **f)
+            self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **f)
+            self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
+
+        def forward(self, query, key=None, value=None, key_padding_mask=None, need_weights=False,
+                    attn_mask=None, average_attn_weights=True, is_causal=False):
+            key = query if key is None else key
+            value = key if value is None else value
+            unbatched = query.dim() == 2
+            if unbatched:
+                query, key, value = query[None], key[None], value[None]
+            B, L, D = query.shape
+            S, H = key.shape[1], self.num_heads
+            q = self.q_proj(query).view(B, L, H, -1).transpose(1, 2)
+            k = self.k_proj(key).view(B, S, H, -1).transpose(1, 2)
+            v = self.v_proj(value).view(B, S, H, -1).transpose(1, 2)
+            allowed = torch.ones(B, 1, L, S, dtype=torch.bool, device=query.device)
+            if is_causal:
+                allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+            if attn_mask is not None:
+                allowed = allowed & attn_mask
+            if key_padding_mask is not None:
+                allowed = allowed & key_padding_mask[:, None, None, :]
+            if builtin_attention:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+                w = None
+            else:
+                d = self.head_dim if scale_by == "head" else self.embed_dim
+                if einsum:
+                    s = torch.einsum("bhle,bhse->bhls", q, k) / math.sqrt(d)
+                else:
+                    s = q @ k.transpose(-2, -1) / math.sqrt(d)
+                w = s.masked_fill(~allowed, -1e9).softmax(-1)
+                out = w @ v
+            out = out.transpose(1, 2).reshape(B, L, D)
+            if out_proj:
+                out = self.out_proj(out)
+            if need_weights:
+                w = w.mean(1) if average_attn_weights else w
+            if unbatched:
+                out = out[0]
+                w = w[0] if w is not None else None
+            return out, (w if need_weights else None)
+    return MHA
+
+
+class MHASubclass(qkv.MultiHeadAttention):
+    """Delegates to the reference by inheriting its forward."""
+
+
+MHA_WRONG = {
+    "no output projection": (make_mha(out_proj=False), "no output projection"),
+    "scaled by embed_dim": (make_mha(scale_by="embed"), "embed_dim instead of head_dim"),
+    "F.scaled_dot_product_attention inside": (make_mha(builtin_attention=True),
+                                              "torch.nn.functional.scaled_dot_product_attention"),
+    "inherits the reference": (MHASubclass, "qkv.MultiHeadAttention"),
+}
+MHA_RIGHT = {"matmul": make_mha(), "einsum": make_mha(einsum=True)}

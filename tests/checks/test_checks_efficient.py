@@ -1,0 +1,11 @@
+"""The efficient checks (chunked_attention, kv_cache_step) on catalogues of wrong and right answers."""
+
+import answers_efficient as A
+from catalogue import catalogue_tests
+from qkv import checks
+
+GROUPS = {
+    "chunked_attention": (checks.check_chunked_attention, A.CHUNKED_WRONG, A.CHUNKED_RIGHT),
+    "kv_cache_step": (checks.check_kv_cache_step, A.KV_WRONG, A.KV_RIGHT),
+}
+test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)

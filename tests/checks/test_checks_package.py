@@ -1,0 +1,205 @@
+"""What holds for the whole checks package: what it exports, how its modules depend on qkv,
+and what every check does whatever the exercise (silence, the random state, the guard)."""
+
+import ast
+import importlib
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import qkv
+from answers_efficient import CHUNKED_RIGHT
+from answers_lookup import SOFTMAX_RIGHT
+from answers_masking import causal_ok, padding_no_device
+from answers_multi_head import MHA_RIGHT
+from answers_scaling import SDPA_RIGHT, SDPA_WRONG, make_sdpa
+from qkv import checks
+from qkv.checks import check_scaled_dot_product_attention, check_softmax
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CHECKS = sorted(n for n in checks.__all__ if n.startswith("check_"))
+# One public check module per reference module, named after it.
+MODULES = ("bottleneck", "lookup", "qkv", "scaling", "multi_head", "masking", "efficient")
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_each_check_module_declares_its_checks(name):
+    module = importlib.import_module(f"qkv.checks.{name}")
+    defined = {n for n, f in vars(module).items()
+               if n.startswith("check_") and f.__module__ == module.__name__}
+    assert defined and sorted(module.__all__) == sorted(defined)
+
+
+def test_every_check_is_exported():
+    declared = {n for name in MODULES for n in importlib.import_module(f"qkv.checks.{name}").__all__}
+    assert declared == set(CHECKS) == {n for n in dir(checks) if n.startswith("check_")}
+
+
+def _imports(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            yield node.level, node.module or "", [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            yield 0, "", [a.name for a in node.names]
+
+
+@pytest.mark.parametrize("path", sorted(Path(checks.__file__).parent.glob("*.py")),
+                         ids=lambda p: p.name)
+def test_check_modules_are_leaves_that_use_only_public_names(path):
+    tree = ast.parse(path.read_text())
+    for level, module, names in _imports(tree):
+        assert level <= 1, f"{path.name} imports from qkv's modules: use qkv.<name>"
+        assert not (level == 0 and module.startswith("qkv")), f"{path.name}: from {module} import"
+        if level == 1 and path.name != "__init__.py":
+            assert module.startswith("_"), f"{path.name} imports the public check module {module}"
+    private = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+               and isinstance(n.value, ast.Name) and n.value.id == "qkv" and n.attr not in qkv.__all__]
+    assert private == [], f"{path.name} uses names outside qkv.__all__"
+
+
+def test_qkv_does_not_import_its_checks():
+    code = "import sys, qkv; print('qkv.checks' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def _unwritten(*args, **kwargs):
+    raise NotImplementedError()
+
+
+class _UnwrittenModule:
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError()
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_unwritten_answer_says_so(name):
+    answer = _UnwrittenModule if name == "check_MultiHeadAttention" else _unwritten
+    with pytest.raises(AssertionError, match="not written yet"):
+        getattr(checks, name)(answer)
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_not_a_function(name):
+    with pytest.raises(AssertionError, match="expects your .* itself, got int"):
+        getattr(checks, name)(3)
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    checks.check_MultiHeadAttention(MHA_RIGHT["matmul"])
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_thread_count_is_restored():
+    n = torch.get_num_threads()
+    check_softmax(SOFTMAX_RIGHT["max subtracted"])
+    assert torch.get_num_threads() == n
+
+
+def test_stderr_written_by_an_answer_goes_to_stdout(capsys):
+    def noisy(L, S=None, device=None):
+        print("debugging", file=sys.stderr)
+        return causal_ok(L, S, device)
+
+    checks.check_causal_mask(noisy)
+    out = capsys.readouterr()
+    assert out.err == "" and "debugging" in out.out
+
+
+def test_checks_are_silent_even_when_the_answer_warns(capsys):
+    def noisy(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+        warnings.warn("a student's warning", UserWarning)
+        return make_sdpa()(q, k, v, attn_mask, dropout_p, is_causal, scale)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning escaping the check would raise here
+        check_scaled_dot_product_attention(noisy)
+        with pytest.raises(AssertionError):
+            check_scaled_dot_product_attention(SDPA_WRONG["key.T on batched input"][0])
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+
+
+def test_alias_taken_before_the_check_is_blocked_and_restored():
+    from qkv import scaled_dot_product_attention as my_attention  # alias taken early
+    code = qkv.scaled_dot_product_attention.__code__
+
+    def sdpa(*args, **kwargs):
+        return my_attention(*args, **kwargs)
+
+    with pytest.raises(AssertionError, match="calls qkv.scaled_dot_product_attention"):
+        check_scaled_dot_product_attention(sdpa)
+    assert qkv.scaled_dot_product_attention.__code__ is code
+    q = torch.randn(2, 3, 4)
+    torch.testing.assert_close(my_attention(q, q, q), F.scaled_dot_product_attention(q, q, q))
+
+
+def test_caught_delegation_is_still_reported():
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+        try:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=is_causal, scale=scale)
+        except Exception:
+            return make_sdpa()(q, k, v, attn_mask, dropout_p, is_causal, scale)
+
+    with pytest.raises(AssertionError, match="torch.nn.functional.scaled_dot_product_attention"):
+        check_scaled_dot_product_attention(sdpa)
+
+
+def test_reassigned_comparisons_do_not_let_a_wrong_answer_pass(monkeypatch):
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    monkeypatch.setattr(torch, "equal", lambda *a, **k: True)
+    monkeypatch.setattr(torch.testing, "assert_close", lambda *a, **k: None)
+    with pytest.raises(AssertionError, match="no scaling"):
+        check_scaled_dot_product_attention(SDPA_WRONG["no scaling"][0])
+
+
+def test_comparisons_reassigned_before_the_checks_are_imported():
+    code = (
+        "import torch, torch.testing\n"
+        "torch.allclose = lambda *a, **k: True\n"
+        "torch.equal = lambda *a, **k: True\n"
+        "torch.testing.assert_close = lambda *a, **k: None\n"
+        "from answers_scaling import SDPA_WRONG\n"
+        "from qkv.checks import check_scaled_dot_product_attention as check\n"
+        "try:\n"
+        "    check(SDPA_WRONG['no scaling'][0])\n"
+        "except AssertionError as e:\n"
+        "    print('caught:', e)\n"
+    )
+    # The catalogue is found through PYTHONPATH; qkv as in this process.
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env)
+    assert "caught:" in out.stdout and "no scaling" in out.stdout
+
+
+def test_the_message_quoted_for_instructors_is_the_real_one():
+    page = (ROOT / "book" / "instructors.md").read_text()
+    quoted = page.split("```text\n", 1)[1].split("```", 1)[0].strip()
+    with pytest.raises(AssertionError) as info:
+        check_scaled_dot_product_attention(SDPA_WRONG["inverted bool mask"][0])
+    assert quoted == f"AssertionError: {info.value}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_checks_run_on_cuda_and_catch_host_tensors_there():
+    from qkv.checks._inputs import devices
+
+    assert torch.device("cuda") in devices()
+    check_scaled_dot_product_attention(SDPA_RIGHT["einsum"])
+    checks.check_MultiHeadAttention(MHA_RIGHT["matmul"])
+    checks.check_chunked_attention(CHUNKED_RIGHT["online softmax"])
+    with pytest.raises(AssertionError, match="device="):
+        checks.check_padding_mask(padding_no_device)

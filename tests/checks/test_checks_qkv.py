@@ -1,0 +1,27 @@
+"""The qkv checks (self_attention, cross_attention) on catalogues of wrong and right answers."""
+
+import pytest
+import torch.nn.functional as F
+
+import answers_qkv as A
+from catalogue import catalogue_tests
+import qkv
+from qkv.checks import check_cross_attention, check_self_attention
+
+GROUPS = {
+    "self_attention": (check_self_attention, A.SELF_WRONG, A.SELF_RIGHT),
+    "cross_attention": (check_cross_attention, A.CROSS_WRONG, A.CROSS_RIGHT),
+}
+test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
+
+
+@pytest.mark.parametrize("check,delegate", [
+    (check_self_attention, lambda x, W_q, W_k, W_v: qkv.self_attention(x, W_q, W_k, W_v)),
+    (check_self_attention, lambda x, W_q, W_k, W_v: F.scaled_dot_product_attention(
+        x @ W_q, x @ W_k, x @ W_v)),
+    (check_cross_attention, lambda x, c, W_q, W_k, W_v: qkv.scaled_dot_product_attention(
+        x @ W_q, c @ W_k, c @ W_v)),
+])
+def test_delegation_is_refused(check, delegate):
+    with pytest.raises(AssertionError, match="this exercise asks you to write it yourself"):
+        check(delegate)
