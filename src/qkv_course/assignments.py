@@ -149,7 +149,7 @@ def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
             new.id = grade_id = grading["nbgrader"]["grade_id"]
             if grade_id in seen:
                 raise SourceError(f"{where}: grade id {grade_id!r} is already used by {seen[grade_id]}")
-            seen[grade_id] = where
+            seen[grade_id] = f"cell {index + 1}"
         nb.cells.append(new)
     nbformat.validate(nb)
     return nb
