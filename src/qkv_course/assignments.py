@@ -11,8 +11,8 @@ code-cell options and markdown-cell metadata:
       :setup:
       ```
 
-- an answer cell with grade id ``softmax``; students get its ``### BEGIN SOLUTION`` /
-  ``### END SOLUTION`` regions emptied::
+- an answer cell with grade id ``softmax``; for students, nbgrader replaces each
+  ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region with ``raise NotImplementedError()``::
 
       ```{code-cell} python
       :answer: softmax
@@ -26,10 +26,13 @@ code-cell options and markdown-cell metadata:
       :points: 2
       ```
 
-- a written answer graded by hand, worth 2 points (students get "YOUR ANSWER HERE")::
+- a written answer graded by hand, worth 2 points: the markdown cell after this line holds the
+  model answer (students get "YOUR ANSWER HERE")::
 
       +++ {"written": "why_scale", "points": 2}
 
+Anything else is refused with a message naming the file and the cell: another option, a grade id
+missing or used twice, points missing on a graded cell or given to any other.
 The notebook gets nbgrader's schema-3 cell metadata, stable cell ids (the grade id, or
 ``cell-<index>``), no outputs, and a stamp naming its source and :data:`~qkv_course.generate.COMMAND`.
 """
@@ -73,9 +76,10 @@ def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False,
 
 
 def _where(path: Path, index: int, cell: NotebookNode) -> str:
+    """Where a cell is, for error messages: the file, the cell's number and its first line."""
     lines = cell.source.strip().splitlines()
-    return f"{path}: cell {index + 1} ({cell.cell_type}, {lines[0][:50]!r})" if lines else \
-        f"{path}: cell {index + 1} ({cell.cell_type}, empty)"
+    first = repr(lines[0][:50]) if lines else "empty"
+    return f"{path}: cell {index + 1} ({cell.cell_type}, {first})"
 
 
 def _grading(cell: NotebookNode, where: str) -> Optional[dict]:
