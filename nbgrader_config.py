@@ -15,6 +15,9 @@ c.CourseDirectory.course_id = "qkv"
 # committed so that students (and Colab) open them straight from the repository.
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
+# An assignment's source, solutions/<assignment>/<name>.md, holds the answers: nbgrader must
+# never copy it into a release or a submission (nbgrader's own defaults come first).
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.md"]
 
 # Per-cell time limit while autograding. The exercises are small CPU computations (a
 # check takes well under a second); the limit is for endless loops, not for slow answers.

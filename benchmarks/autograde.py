@@ -5,40 +5,40 @@ that only imports torch and qkv (the floor: kernel start and imports, which ever
 notebook pays), in a temporary course directory, one submission at a time, and prints
 the median seconds per notebook of each and their ratio. Goal: ratio at most 1.5.
 
-Run from the repository root (nbgrader needs the environment's bin on PATH):
+Run from the repository root, with the course's environment:
 ``python benchmarks/autograde.py --copies 5``
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from qkv_course import assignments
+from qkv_course.config import ROOT
+from qkv_course.exercises import nbgrader_api, nbgrader_environment
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+# The floor, written as an assignment source is (see qkv_course.assignments): one test cell.
+FLOOR = """```{code-cell} python
+:tests: imports
+:points: 1
 
+import torch
 
-def _api(course: Path):
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
-
-    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
-    cfg.Application.log_level = "ERROR"
-    return NbGraderAPI(CourseDirectory(config=cfg), config=cfg)
+import qkv
+```
+"""
 
 
 def _floor_notebook(path: Path) -> None:
-    from nbsource import tests, write
-
-    write(path, [tests("imports", 1, "import torch\n\nimport qkv")])
+    path.parent.mkdir(parents=True)
+    source = path.with_suffix(".md")
+    source.write_text(FLOOR)
+    path.write_text(assignments.text(assignments.notebook(source)))
 
 
 def _time_autograde(api, course: Path, assignment: str, notebook: Path, student: str) -> float:
@@ -57,14 +57,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--copies", type=int, default=5, help="notebooks of each kind")
     args = parser.parse_args()
-    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
-
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, nbgrader_environment():
         course = Path(tmp)
         shutil.copy(ROOT / "nbgrader_config.py", course)
         shutil.copytree(ROOT / "solutions" / "04-scaling", course / "solutions" / "04-scaling")
         _floor_notebook(course / "solutions" / "floor" / "floor.ipynb")
-        api = _api(course)
+        api = nbgrader_api(course)
         for assignment in ("04-scaling", "floor"):
             if not api.generate_assignment(assignment, force=True, create=True)["success"]:
                 raise RuntimeError(f"could not generate {assignment}")

@@ -40,6 +40,8 @@ class Generator:
 
 # Every generator, in the order they run (exercises are made from solutions: solutions first).
 GENERATORS: List[Generator] = [
+    Generator("solutions", "qkv_course.assignments", owns=["solutions/*/*.ipynb"]),
+    Generator("exercises", "qkv_course.exercises", owns=["exercises/*/*.ipynb"]),
     Generator("colab", "qkv_course.colab", owns=["book/[0-9][0-9]-*.ipynb"]),
 ]
 

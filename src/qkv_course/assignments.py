@@ -1,0 +1,195 @@
+"""Each assignment written once: ``solutions/<NN-name>/<name>.md`` -> the nbgrader notebook beside it.
+
+The source is a MyST Markdown notebook (jupytext's ``md:myst`` format) that reads like a page.
+Plain markdown and code cells are copied as they are; nbgrader's kinds of cell are marked with
+code-cell options and markdown-cell metadata:
+
+- the set-up cell, locked (grade id ``setup``); its body holds only the lines this assignment adds
+  to the standard text of :mod:`qkv_course.setup_cell`, often none::
+
+      ```{code-cell} python
+      :setup:
+      ```
+
+- an answer cell with grade id ``softmax``; for students, nbgrader replaces each
+  ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region with ``raise NotImplementedError()``::
+
+      ```{code-cell} python
+      :answer: softmax
+      ```
+
+- a locked test cell worth 2 points; ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``
+  regions are hidden from students::
+
+      ```{code-cell} python
+      :tests: test_softmax
+      :points: 2
+      ```
+
+- a written answer graded by hand, worth 2 points: the markdown cell after this line holds the
+  model answer (students get "YOUR ANSWER HERE")::
+
+      +++ {"written": "why_scale", "points": 2}
+
+Anything else is refused with a message naming the file and the cell: another option, a grade id
+missing or used twice, points missing on a graded cell or given to any other.
+The notebook gets nbgrader's schema-3 cell metadata, stable cell ids (the grade id, or
+``cell-<index>``), no outputs, and a stamp naming its source and :data:`~qkv_course.generate.COMMAND`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Dict, Optional
+
+import jupytext
+import nbformat
+from nbformat import NotebookNode
+
+from .config import ROOT, repository_url
+from .generate import COMMAND
+from .setup_cell import GRADE_ID as SETUP_ID
+from .setup_cell import setup_source
+
+SOURCES = "solutions/*/*.md"  # one per assignment, beside the notebook it makes
+KINDS = ("setup", "answer", "tests", "written")  # the option or key that names a cell's kind
+OPTIONS = {"code": {"setup", "answer", "tests", "points"}, "markdown": {"written", "points"}}
+GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")  # what nbgrader accepts as a grade id
+METADATA = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"}}
+USAGE = ('a code cell takes `:setup:`, `:answer: ID`, or `:tests: ID` with `:points: N`; '
+         'a markdown cell takes `+++ {"written": "ID", "points": N}`')
+
+
+class SourceError(ValueError):
+    """An assignment source breaks the convention; the message names the file and the cell."""
+
+
+def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False,
+              locked: bool = False, points: Optional[float] = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if points is not None:
+        meta["points"] = points
+    return {"nbgrader": meta}
+
+
+def _where(path: Path, index: int, cell: NotebookNode) -> str:
+    """Where a cell is, for error messages: the file, the cell's number and its first line."""
+    lines = cell.source.strip().splitlines()
+    first = repr(lines[0][:50]) if lines else "empty"
+    return f"{path}: cell {index + 1} ({cell.cell_type}, {first})"
+
+
+def _grading(cell: NotebookNode, where: str) -> Optional[dict]:
+    """nbgrader's metadata for one source cell (None for a plain cell).
+
+    Raises:
+        SourceError: unknown options, two kinds at once, a missing grade id or points, or
+            points on a cell that is not graded.
+    """
+    options = dict(cell.metadata)
+    allowed = OPTIONS.get(cell.cell_type)
+    if allowed is None:
+        raise SourceError(f"{where}: a {cell.cell_type} cell cannot be in an assignment; {USAGE}")
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise SourceError(f"{where}: unknown option {', '.join(unknown)}; {USAGE}")
+    kinds = [kind for kind in KINDS if kind in options]
+    if len(kinds) > 1:
+        raise SourceError(f"{where}: one cell cannot be both {' and '.join(kinds)}; {USAGE}")
+    kind = kinds[0] if kinds else None
+    if "points" in options and kind not in ("tests", "written"):
+        raise SourceError(f"{where}: points belong on a test cell or a written answer, "
+                          f"not on {'an ' + kind if kind else 'a plain'} cell")
+    if kind is None:
+        return None
+    if kind == "setup":
+        if options["setup"] not in (None, True):
+            raise SourceError(f"{where}: `:setup:` takes no value (its grade id is {SETUP_ID!r})")
+        return _nbgrader(SETUP_ID, locked=True)
+    grade_id = options[kind]
+    if not isinstance(grade_id, str) or not GRADE_ID.fullmatch(grade_id):
+        raise SourceError(f"{where}: {kind} needs a grade id (letters, digits, _ and -), "
+                          f"got {grade_id!r}")
+    if kind == "answer":
+        return _nbgrader(grade_id, solution=True)
+    points = options.get("points")
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
+        raise SourceError(f"{where}: {kind} {grade_id!r} needs points (a positive number), "
+                          f"got {points!r}")
+    return _nbgrader(grade_id, grade=True, solution=kind == "written", locked=kind == "tests",
+                     points=points)
+
+
+def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
+    """The nbgrader notebook an assignment source describes, without its stamp.
+
+    Args:
+        path: the source, a MyST Markdown notebook following this module's convention.
+        root: the repository root (for the address the set-up cell installs from).
+
+    Returns:
+        A valid nbformat-4 notebook: cells in the source's order, no outputs.
+
+    Raises:
+        SourceError: the source breaks the convention (the message names the file and cell).
+    """
+    source = jupytext.read(path, fmt="md:myst")
+    nb = nbformat.v4.new_notebook(metadata=nbformat.from_dict(METADATA))
+    seen: Dict[str, str] = {}
+    for index, cell in enumerate(source.cells):
+        where = _where(path, index, cell)
+        grading = _grading(cell, where)
+        text = cell.source.strip("\n")
+        if grading and grading["nbgrader"]["grade_id"] == SETUP_ID:
+            text = setup_source(repository_url(root), text)
+        new = (nbformat.v4.new_code_cell if cell.cell_type == "code"
+               else nbformat.v4.new_markdown_cell)(text)
+        new.id = f"cell-{index}"
+        if grading:
+            new.metadata.update(grading)
+            new.id = grade_id = grading["nbgrader"]["grade_id"]
+            if grade_id in seen:
+                raise SourceError(f"{where}: grade id {grade_id!r} is already used by {seen[grade_id]}")
+            seen[grade_id] = f"cell {index + 1}"
+        nb.cells.append(new)
+    nbformat.validate(nb)
+    return nb
+
+
+def stamp(nb: NotebookNode, source: str) -> None:
+    """Mark a generated notebook, in place, with its source and the command that makes it.
+
+    In the metadata (``qkv.generated_from``) and in an HTML comment (invisible when rendered) at
+    the top of the first markdown cell. nbgrader keeps both, so the released exercise says the
+    same; it is worded for maintainers, since students do edit their copy.
+
+    Args:
+        nb: the notebook.
+        source: the source's path from the repository root, e.g. ``solutions/04-scaling/scaling.md``.
+    """
+    nb.metadata["qkv"] = {"generated_from": source, "generated_by": COMMAND}
+    first = next((c for c in nb.cells if c.cell_type == "markdown"), None)
+    if first is None:
+        raise SourceError(f"{source}: an assignment needs a markdown cell (its title)")
+    first.source = (f"<!-- Generated from {source} by `{COMMAND}`. Maintainers: do not edit this "
+                    f"notebook; to change the assignment, edit that file and regenerate. -->\n\n"
+                    + first.source)
+
+
+def text(nb: NotebookNode) -> str:
+    """The notebook as nbformat writes it to a file."""
+    out = nbformat.writes(nb)
+    return out if out.endswith("\n") else out + "\n"
+
+
+def targets(root: Path = ROOT) -> Dict[Path, str]:
+    """Every solution notebook, ``solutions/<NN-name>/<name>.ipynb``, rendered from its ``.md``."""
+    out = {}
+    for path in sorted(root.glob(SOURCES)):
+        nb = notebook(path, root)
+        stamp(nb, path.relative_to(root).as_posix())
+        out[path.with_suffix(".ipynb")] = text(nb)
+    return out
