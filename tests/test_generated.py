@@ -1,7 +1,8 @@
-"""The assignments' generated notebooks: in sync with their sources, and the convention enforced.
+"""Every generated file fresh from its source; the assignments' source convention enforced.
 
 ``solutions/<a>/<name>.md`` -> ``solutions/<a>/<name>.ipynb`` (qkv_course.assignments) ->
-``exercises/<a>/<name>.ipynb`` (nbgrader, qkv_course.exercises).
+``exercises/<a>/<name>.ipynb`` (nbgrader, qkv_course.exercises); the other generators (Colab
+copies, ``_toc.yml``, the export lists, CONTRIBUTING's concept map) are checked here too.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def test_two_generators_solutions_first():
 # The exercises' generator runs nbgrader: slow, like every test that does.
 @pytest.mark.parametrize("generator", [
     pytest.param(g, id=g.name, marks=[pytest.mark.slow] if g.name == "exercises" else [])
-    for g in ASSIGNMENT_GENERATORS])
-def test_generated_notebooks_are_up_to_date(generator):
+    for g in GENERATORS])
+def test_generated_files_are_up_to_date(generator):
     problems = stale(ROOT, [generator])
     assert not problems, "\n".join(problems + [f"run `{COMMAND}` and commit the result"])
 

@@ -24,16 +24,6 @@ NOTEBOOK_PAGES = [p for p in toc_pages() if p.is_notebook]
 COLAB = [g for g in GENERATORS if g.name == "colab"]
 
 
-def test_chapter_notebooks_are_in_sync_with_their_markdown():
-    assert COLAB, "the generate command has no `colab` generator"
-    problems = stale(ROOT, COLAB)
-    assert not problems, (
-        "the Colab notebooks book/NN-*.ipynb are not what the chapters book/NN-*.md generate:\n  "
-        + "\n  ".join(problems)
-        + f"\nrun `{COMMAND}` and commit the .ipynb files"
-    )
-
-
 def test_chapter_notebooks_have_no_outputs():
     for ipynb in sorted((ROOT / "book").glob("*.ipynb")):
         nb = nbformat.read(ipynb, as_version=4)

@@ -43,6 +43,8 @@ GENERATORS: List[Generator] = [
     Generator("solutions", "qkv_course.assignments", owns=["solutions/*/*.ipynb"]),
     Generator("exercises", "qkv_course.exercises", owns=["exercises/*/*.ipynb"]),
     Generator("colab", "qkv_course.colab", owns=["book/[0-9][0-9]-*.ipynb"]),
+    Generator("toc", "qkv_course.toc", owns=["_toc.yml"]),
+    Generator("concept-map", "qkv_course.concept_map", owns=["CONTRIBUTING.md"]),
 ]
 
 

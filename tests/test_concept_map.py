@@ -1,0 +1,50 @@
+"""The concept map holds: every chapter's concept has all its files, and nothing is orphaned."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import qkv.checks
+from qkv_course.concept_map import concepts, missing, table
+from qkv_course.config import ROOT
+
+
+def test_every_concept_has_its_chapter_reference_checks_tests_and_assignment():
+    found = concepts()
+    assert len(found) >= 7, [c.slug for c in found]
+    problems = [line for c in found for line in missing(c)]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_check_module_and_assignment_belongs_to_a_chapter():
+    modules = {c.module for c in concepts()}
+    check_modules = {p.stem for p in (ROOT / "src" / "qkv" / "checks").glob("*.py")
+                     if not p.stem.startswith("_")}
+    assert check_modules <= modules, f"check modules with no chapter: {sorted(check_modules - modules)}"
+    folders = {p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and any(p.glob("*.md"))}
+    assert folders <= {f"{c.number}-{c.slug}" for c in concepts()}, sorted(folders)
+
+
+def test_every_exported_check_is_defined_by_exactly_one_concept():
+    owners: dict[str, list[str]] = {}
+    for c in concepts():
+        for name in c.checks():
+            owners.setdefault(name, []).append(c.slug)
+    exported = {n for n in qkv.checks.__all__ if n.startswith("check_")}
+    assert exported == set(owners), sorted(exported ^ set(owners))
+    assert all(len(v) == 1 for v in owners.values()), owners
+
+
+def test_a_concept_missing_a_file_is_reported(tmp_path: Path):
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "book").mkdir()
+    shutil.copy(ROOT / "book" / "06-masking.md", tmp_path / "book" / "06-masking.md")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/06-masking\n")
+    (c,) = concepts(tmp_path)
+    problems = missing(c)
+    for what in ("src/qkv/masking.py", "src/qkv/checks/masking.py", "solutions/06-masking/masking.md",
+                 "tests/test_masking.py"):
+        assert any(what in line for line in problems), (what, problems)
+    assert "| **masking** |" in table(tmp_path)
