@@ -50,7 +50,7 @@ from nbformat import NotebookNode
 from .config import ROOT, repository_url
 from .generate import COMMAND
 from .setup_cell import GRADE_ID as SETUP_ID
-from .setup_cell import setup_source
+from .setup_cell import assignment_setup
 
 SOURCES = "solutions/*/*.md"  # one per assignment, beside the notebook it makes
 KINDS = ("setup", "answer", "tests", "written")  # the option or key that names a cell's kind
@@ -144,7 +144,7 @@ def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
         grading = _grading(cell, where)
         text = cell.source.strip("\n")
         if grading and grading["nbgrader"]["grade_id"] == SETUP_ID:
-            text = setup_source(repository_url(root), text)
+            text = assignment_setup(repository_url(root), text)
         new = (nbformat.v4.new_code_cell if cell.cell_type == "code"
                else nbformat.v4.new_markdown_cell)(text)
         new.id = f"cell-{index}"

@@ -14,7 +14,6 @@ as on Colab. The set-up cell is not part of the ``.md``, so the book build never
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 from typing import Dict, List
 
@@ -22,6 +21,7 @@ import jupytext
 import nbformat
 
 from .config import ROOT, chapters, is_myst_notebook, repository_url
+from .setup_cell import chapter_setup
 
 SETUP_TAG = "qkv-setup"
 
@@ -29,43 +29,6 @@ SETUP_TAG = "qkv-setup"
 def chapter_sources(root: Path = ROOT) -> List[Path]:
     """The ``.md`` of every chapter in ``_toc.yml`` that is a MyST notebook (one with code cells)."""
     return [page.source for page in chapters(root) if is_myst_notebook(page.source)]
-
-
-def setup_source(code: str, url: str) -> str:
-    """The set-up cell: install what the chapter imports that Colab lacks, when it is missing.
-
-    Args:
-        code: the chapter's code cells, joined. ``qkv`` comes from the repository (with the
-            extras the code needs, so most chapters install quickly); ``myst_nb`` (for ``glue``)
-            from PyPI.
-        url: the repository address.
-
-    Returns:
-        The cell's source.
-    """
-    extras = []
-    if re.search(r"\bqkv\.pretrained\b|\bimport pretrained\b|^\s*(from|import) transformers\b", code, re.M):
-        extras.append("pretrained")
-    if "bertviz" in code:
-        extras.append("viz")
-    needed = {"qkv": f"qkv{'[' + ','.join(extras) + ']' if extras else ''} @ git+{url}"}
-    if re.search(r"^\s*(from|import) myst_nb\b", code, re.M):
-        needed["myst_nb"] = "myst-nb"
-    lines = ",\n".join(f'    "{module}": "{requirement}"' for module, requirement in needed.items())
-    return (
-        "# Set-up: install what this notebook needs when it is missing (as on Colab), the\n"
-        "# course package qkv from its repository. Where it is installed this does nothing.\n"
-        "import importlib.util\n"
-        "import subprocess\n"
-        "import sys\n"
-        "\n"
-        "needed = {\n"
-        f"{lines},\n"
-        "}\n"
-        "missing = [req for module, req in needed.items() if importlib.util.find_spec(module) is None]\n"
-        "if missing:\n"
-        '    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *missing])'
-    )
 
 
 def render(md: Path, url: str) -> str:
@@ -84,7 +47,7 @@ def render(md: Path, url: str) -> str:
             cell.outputs = []
             cell.execution_count = None
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    setup = nbformat.v4.new_code_cell(setup_source(code, url), metadata={"tags": [SETUP_TAG]})
+    setup = nbformat.v4.new_code_cell(chapter_setup(code, url), metadata={"tags": [SETUP_TAG]})
     first = nb.cells[0] if nb.cells else None
     at = 1 if first is not None and first.cell_type == "markdown" and first.source.startswith("# ") else 0
     nb.cells.insert(at, setup)
