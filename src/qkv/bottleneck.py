@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .additive import AdditiveAttention, additive_score, attend
+from .lookup import AdditiveAttention, additive_score, attend
 
 BOS, EOS = 0, 1  # token ids; the symbols to reverse are 2 .. 2 + n_symbols - 1
 
