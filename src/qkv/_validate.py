@@ -70,6 +70,12 @@ def require_choice(name: str, value: object, choices: Sequence[object]) -> objec
     return value
 
 
+def require_callable(name: str, fn: object) -> None:
+    """Raise ``TypeError`` unless ``fn`` can be called."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function, got {type(fn).__name__}")
+
+
 def require_float_dtype(name: str, dtype: object) -> torch.dtype:
     """Raise ``TypeError`` unless ``dtype`` is a floating-point ``torch.dtype``."""
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):

@@ -15,6 +15,8 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from . import _validate as v
+
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
@@ -72,6 +74,7 @@ def attentions_and_hidden_states(
         layer the hidden states fed *into* it ``(1, T, D)`` (index ``i`` is the
         input of layer ``i``).
     """
+    v.require_instance("text", text, str, "a str")
     enc = tokenizer(text, return_tensors="pt").to(next(model.parameters()).device)
     out = model(**enc, output_attentions=True, output_hidden_states=True)
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
