@@ -1,8 +1,9 @@
-"""qkv.softmax and qkv.scaled_dot_product_attention against PyTorch."""
+"""qkv.scaling: scaled_dot_product_attention and attention_scores against PyTorch, and Var(q·k)."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -76,27 +77,6 @@ def test_dropout_keeps_shape_and_zeroes_some_weights():
     assert not torch.allclose(out, qkv.scaled_dot_product_attention(q, k, v))
 
 
-@pytest.mark.parametrize("dim", [0, 1, -1, -2])
-def test_softmax_matches_torch_any_dim(dim):
-    (x,) = inputs([(3, 4, 5)])
-    torch.testing.assert_close(qkv.softmax(x, dim=dim), torch.softmax(x, dim=dim))
-
-
-def test_softmax_is_stable_on_large_logits():
-    x = torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, -1001.0, -999.0]])
-    y = qkv.softmax(x)
-    assert torch.isfinite(y).all()
-    torch.testing.assert_close(y, torch.softmax(x, dim=-1))
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_softmax_half_precision_keeps_dtype(dtype):
-    x = torch.randn(4, 6).to(dtype) * 50
-    y = qkv.softmax(x)
-    assert y.dtype == dtype
-    torch.testing.assert_close(y.float(), torch.softmax(x.float(), dim=-1), atol=1e-2, rtol=1e-2)
-
-
 @pytest.mark.gpu
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -134,3 +114,66 @@ def test_gradients_are_exact_with_masks():
             qkv.scaled_dot_product_attention(q, k, v, attn_mask=mask),
             F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
         )
+
+
+@pytest.mark.parametrize("d_k", [1, 4, 64, 2048])
+def test_dot_product_variance_is_d_k_within_sampling_error(d_k):
+    n = 6000
+    est = qkv.dot_product_variance(d_k, n, torch.Generator().manual_seed(d_k))
+    # Var((q·k)^2) = 2 d_k^2 + 6 d_k, so the estimate's standard error is about
+    # d_k * sqrt((2 + 6/d_k) / n); allow five of them.
+    se = d_k * math.sqrt((2 + 6 / d_k) / n)
+    assert abs(est - d_k) < 5 * se, (est, d_k, se)
+
+
+def test_dot_product_variance_uses_the_generator():
+    a = qkv.dot_product_variance(32, 500, torch.Generator().manual_seed(0))
+    b = qkv.dot_product_variance(32, 500, torch.Generator().manual_seed(0))
+    c = qkv.dot_product_variance(32, 500, torch.Generator().manual_seed(1))
+    assert a == b and a != c
+
+
+def test_dot_product_variance_draws_in_chunks_from_the_generator():
+    # d_k = 2**12 gives chunks of 1024 samples: 2500 samples are three chunks,
+    # each drawn as q then k from the one generator.
+    d_k, n = 2**12, 2500
+    g = torch.Generator().manual_seed(3)
+    dots = []
+    for rows in (1024, 1024, 452):
+        q = torch.randn(rows, d_k, generator=g)
+        k = torch.randn(rows, d_k, generator=g)
+        dots.append((q * k).sum(-1))
+    want = torch.cat(dots).var().item()
+    assert qkv.dot_product_variance(d_k, n, torch.Generator().manual_seed(3)) == pytest.approx(want)
+
+
+def test_dot_product_variance_float64():
+    est = qkv.dot_product_variance(16, 4000, torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert abs(est - 16) < 5 * 16 * math.sqrt(2.4 / 4000)
+
+
+@pytest.mark.parametrize(
+    "args, err, words",
+    [
+        ((0, 10), ValueError, "d_k must be a positive int, got 0"),
+        ((4.0, 10), ValueError, "d_k must be a positive int, got 4.0"),
+        ((4, 1), ValueError, "n_samples must be an int >= 2"),
+        ((4, True), ValueError, "n_samples"),
+    ],
+)
+def test_dot_product_variance_bad_input(args, err, words):
+    with pytest.raises(err, match=words):
+        qkv.dot_product_variance(*args, torch.Generator())
+
+
+def test_dot_product_variance_needs_a_generator():
+    with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+        qkv.dot_product_variance(4, 10, 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_dot_product_variance_on_a_cuda_generator():
+    g = torch.Generator("cuda").manual_seed(0)
+    est = qkv.dot_product_variance(64, 20000, g)
+    assert abs(est - 64) < 5 * 64 * math.sqrt(2.1 / 20000)

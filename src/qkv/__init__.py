@@ -6,16 +6,19 @@ its argument names, its shape legend (queries ``(B, H, L, E)``, keys
 convention (a bool mask is ``True`` where attention is allowed).
 """
 
-from .additive import AdditiveAttention, LuongAttention, additive_score, attend, luong_score
+from .bottleneck import ReverseTask, Seq2Seq, bahdanau_attention
 from .efficient import chunked_attention, kv_cache_step, triton_attention
-from .scaling import (
-    attention_scores,
+from .lookup import (
+    AdditiveAttention,
+    LuongAttention,
+    additive_score,
+    attend,
     attention_weights,
-    scaled_dot_product_attention,
-    scaled_dot_product_attention_with_weights,
+    hard_lookup,
+    luong_score,
+    soft_lookup,
     softmax,
 )
-from .lookup import hard_lookup, soft_lookup
 from .masking import (
     causal_mask,
     from_torch_mask,
@@ -25,8 +28,13 @@ from .masking import (
     to_torch_mask,
 )
 from .multi_head import MultiHeadAttention, combine_masks, merge_heads, split_heads
-from .qkv import cross_attention, dot_product_variance, self_attention
-from .bottleneck import ReverseTask, Seq2Seq, bahdanau_attention
+from .qkv import cross_attention, self_attention
+from .scaling import (
+    attention_scores,
+    dot_product_variance,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_with_weights,
+)
 
 __version__ = "0.1.0"
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
+
+from . import _validate as v
 
 
 def attention_flops(
@@ -38,7 +41,9 @@ def attention_flops(
     Returns:
         The count, as a float.
     """
-    Ev = E if Ev is None else Ev
+    for name, n in (("B", B), ("H", H), ("L", L), ("S", S), ("E", E)):
+        v.require_int(name, n, minimum=0)
+    Ev = E if Ev is None else v.require_int("Ev", Ev, minimum=0)
     flops = 2.0 * B * H * L * S * (E + Ev)
     return flops / 2 if is_causal else flops
 
@@ -66,6 +71,9 @@ def time_rounds(
     Returns:
         name -> list of ``repeat`` times in seconds, in round order.
     """
+    v.require_instance("fns", fns, Mapping, "a dict of name -> function of no arguments")
+    v.require_int("repeat", repeat)
+    v.require_int("warmup", warmup, minimum=0)
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -105,6 +113,7 @@ def median_ratios(rounds: Dict[str, List[float]], baseline: str) -> Dict[str, fl
     Returns:
         name -> median ratio (the baseline's is 1).
     """
+    v.require_choice("baseline", baseline, list(rounds))
     base = rounds[baseline]
     return {name: statistics.median(t / b for t, b in zip(ts, base)) for name, ts in rounds.items()}
 
@@ -124,6 +133,8 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
         Peak extra bytes.
     """
     from torch.profiler import ProfilerActivity, profile
+
+    v.require_callable("fn", fn)
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()

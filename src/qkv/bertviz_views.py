@@ -57,6 +57,7 @@ def as_bertviz_attention(attention: Union[Tensor, Sequence[Tensor]], decimals: i
     Shape:
         - output[i]: ``(1, H, T, T)``
     """
+    v.require_int("decimals", decimals, minimum=0)
     if isinstance(attention, Tensor):
         if attention.dim() == 3:
             attention = attention[None]

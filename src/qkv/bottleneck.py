@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .additive import AdditiveAttention, additive_score, attend
+from .lookup import AdditiveAttention, additive_score, attend
 
 BOS, EOS = 0, 1  # token ids; the symbols to reverse are 2 .. 2 + n_symbols - 1
 
@@ -38,6 +38,11 @@ class ReverseTask:
     min_len: int = 2
     max_len: int = 24
 
+    def __post_init__(self) -> None:
+        v.require_int("n_symbols", self.n_symbols)
+        v.require_int("min_len", self.min_len)
+        v.require_int(f"max_len (at least min_len={self.min_len})", self.max_len, self.min_len)
+
     @property
     def vocab_size(self) -> int:
         """Symbols plus BOS and EOS."""
@@ -53,8 +58,10 @@ class ReverseTask:
         Shape:
             - src: ``(B, n)``, tgt_in: ``(B, n + 1)``, tgt_out: ``(B, n + 1)``
         """
-        if not self.min_len <= length <= self.max_len:
+        v.require_int("batch_size", batch_size)
+        if not self.min_len <= v.require_int("length", length) <= self.max_len:
             raise ValueError(f"length must be in [{self.min_len}, {self.max_len}], got {length}")
+        v.require_instance("generator", generator, torch.Generator, "a torch.Generator")
         src = torch.randint(2, self.vocab_size, (batch_size, length), generator=generator)
         rev = src.flip(1)
         tgt_in = torch.cat([torch.full((batch_size, 1), BOS), rev], dim=1)
@@ -126,6 +133,9 @@ class Seq2Seq(nn.Module):
         attention_step: AttentionStep = bahdanau_attention,
     ) -> None:
         super().__init__()
+        for name, n in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_dim", hidden_dim)):
+            v.require_int(name, n)
+        v.require_callable("attention_step", attention_step)
         self.embed = nn.Embedding(vocab_size, emb_dim)
         self.encoder = nn.GRU(emb_dim, hidden_dim, batch_first=True)
         self.decoder = nn.GRUCell(emb_dim + hidden_dim, hidden_dim)
@@ -200,6 +210,10 @@ def train(
     """
     from tqdm.auto import tqdm
 
+    _check_model_and_task(model, task)
+    v.require_int("steps", steps, minimum=0)
+    v.require_int("batch_size", batch_size)
+    v.require_positive_number("lr", lr)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
@@ -219,6 +233,11 @@ def train(
     return losses
 
 
+def _check_model_and_task(model: object, task: object) -> None:
+    v.require_instance("model", model, Seq2Seq, "a qkv.Seq2Seq")
+    v.require_instance("task", task, ReverseTask, "a qkv.ReverseTask")
+
+
 @torch.no_grad()
 def accuracy_by_length(
     model: Seq2Seq, task: ReverseTask, n_per_length: int = 200, seed: int = 12345
@@ -231,6 +250,8 @@ def accuracy_by_length(
     Returns:
         ``{length: accuracy}`` for every length from ``task.min_len`` to ``task.max_len``.
     """
+    _check_model_and_task(model, task)
+    v.require_int("n_per_length", n_per_length)
     gen = torch.Generator().manual_seed(seed)
     model.eval()
     acc = {}
@@ -243,6 +264,7 @@ def accuracy_by_length(
 
 def make_model(task: ReverseTask, attention: bool, seed: int, **kwargs) -> Seq2Seq:
     """A :class:`Seq2Seq` for ``task`` whose initial weights depend only on ``seed``."""
+    v.require_instance("task", task, ReverseTask, "a qkv.ReverseTask")
     with torch.random.fork_rng():  # leave the caller's global RNG untouched
         torch.manual_seed(seed)
         return Seq2Seq(task.vocab_size, attention=attention, **kwargs)
@@ -262,6 +284,7 @@ def run_experiment(
         ``{"plain": {...}, "attention": {...}}``, each with ``model``, ``losses``
         and ``accuracy`` (``{length: accuracy}``).
     """
+    v.require_instance("task", task, ReverseTask, "a qkv.ReverseTask")
     results = {}
     for name, attention in (("plain", False), ("attention", True)):
         model = make_model(task, attention, seed, **model_kwargs)

@@ -94,45 +94,65 @@ def chunked_attention(
         for j0 in range(start, stop, chunk_size):
             j1 = min(j0 + chunk_size, stop)
             s = q @ key[..., j0:j1, :].to(acc_dtype).transpose(-2, -1)
-            if is_causal and (j1 > i0 + 1 or (window is not None and j0 < i1 - window)):
-                rows = torch.arange(i0, i1, device=query.device)[:, None]
-                cols = torch.arange(j0, j1, device=query.device)[None, :]
-                hidden = cols > rows
-                if window is not None:
-                    hidden |= cols <= rows - window
-                s.masked_fill_(hidden, float("-inf"))
-            if attn_mask is not None:
-                block = attn_mask[..., i0:i1, j0:j1]
-                # Not in place: the mask may widen s to batch dims that only value has.
-                if block.dtype == torch.bool:
-                    s = s.masked_fill(~block, float("-inf"))
-                else:
-                    s = s + block.to(acc_dtype) * _LOG2_E
-            # The shift m cancels between acc and l: the output does not depend on it, so it
-            # is a constant for autograd (detach), and s may then be overwritten in place.
-            m_new = torch.maximum(m, s.detach().amax(dim=-1, keepdim=True))
-            # Rows that have seen only masked keys keep m = -inf; use 0 there so that
-            # exp2() gives 0 instead of NaN (-inf - -inf).
-            m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
-            p = s.sub_(m_safe).exp2_()  # in place: no second block-sized tensor
-            correction = (m - m_safe).exp2()
-            # Rescale what was summed relative to m, then add this chunk (in place: l and
-            # acc are ours, and autograd needs only the constant correction to go through).
-            l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
-            acc.mul_(correction).add_(p @ value[..., j0:j1, :].to(acc_dtype))
-            m = m_new
+            s = _mask_block(s, attn_mask, is_causal, window, (i0, i1), (j0, j1))
+            m = _online_softmax_step(m, l, acc, s, value[..., j0:j1, :].to(acc_dtype))
         # A fully masked row has l = 0 and acc = 0: dividing by 1 leaves it zero, as SDPA does.
         out[..., i0:i1, :] = (acc / l.masked_fill(l == 0, 1.0)).to(query.dtype)
     return out
 
 
+def _mask_block(
+    s: Tensor,
+    attn_mask: Optional[Tensor],
+    is_causal: bool,
+    window: Optional[int],
+    rows: Tuple[int, int],
+    cols: Tuple[int, int],
+) -> Tensor:
+    """Set to ``-inf`` the scores of block ``s`` (queries ``rows``, keys ``cols``) that may not be seen."""
+    (i0, i1), (j0, j1) = rows, cols
+    if is_causal and (j1 > i0 + 1 or (window is not None and j0 < i1 - window)):
+        r = torch.arange(i0, i1, device=s.device)[:, None]
+        c = torch.arange(j0, j1, device=s.device)[None, :]
+        hidden = c > r
+        if window is not None:
+            hidden |= c <= r - window
+        s.masked_fill_(hidden, float("-inf"))
+    if attn_mask is not None:
+        block = attn_mask[..., i0:i1, j0:j1]
+        # Not in place: the mask may widen s to batch dims that only value has.
+        if block.dtype == torch.bool:
+            s = s.masked_fill(~block, float("-inf"))
+        else:
+            s = s + block.to(s.dtype) * _LOG2_E
+    return s
+
+
+def _online_softmax_step(m: Tensor, l: Tensor, acc: Tensor, s: Tensor, value: Tensor) -> Tensor:
+    """Fold one chunk of base-2 scores ``s`` and its ``value`` rows into ``l`` and ``acc``.
+
+    ``l`` and ``acc`` are updated in place; ``s`` is overwritten. Returns the new running maximum.
+    """
+    # The shift m cancels between acc and l: the output does not depend on it, so it
+    # is a constant for autograd (detach), and s may then be overwritten in place.
+    m_new = torch.maximum(m, s.detach().amax(dim=-1, keepdim=True))
+    # Rows that have seen only masked keys keep m = -inf; use 0 there so that
+    # exp2() gives 0 instead of NaN (-inf - -inf).
+    m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
+    p = s.sub_(m_safe).exp2_()  # in place: no second block-sized tensor
+    correction = (m - m_safe).exp2()
+    # Rescale what was summed relative to m, then add this chunk (in place: l and
+    # acc are ours, and autograd needs only the constant correction to go through).
+    l.mul_(correction).add_(p.sum(dim=-1, keepdim=True))
+    acc.mul_(correction).add_(p @ value)
+    return m_new
+
+
 def _check_chunking(chunk_size: object, window: object, is_causal: bool) -> None:
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    v.require_int("chunk_size", chunk_size)
     if window is None:
         return
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be None or a positive int (keys per query), got {window!r}")
+    v.require_int("window", window)
     if not is_causal:
         raise ValueError("window is a causal sliding window: pass is_causal=True with it")
 
@@ -177,23 +197,8 @@ def kv_cache_step(
         - k_cache: ``(B, H, P, E)``, v_cache: ``(B, H, P, Ev)``
         - output: ``(B, H, L, Ev)``, returned caches ``(B, H, P + L, E)`` and ``(B, H, P + L, Ev)``
     """
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        v.require_tensor(name, t)
-    if (k_cache is None) != (v_cache is None):
-        raise ValueError("k_cache and v_cache must both be tensors or both be None")
-    if query.dim() < 2 or key.dim() < 2 or query.shape[-2] != key.shape[-2]:
-        raise ValueError(
-            f"query and key must hold the same new tokens, shapes (..., L, E); got query "
-            f"{v.shape_str(query)} and key {v.shape_str(key)}"
-        )
+    _check_cache_step(query, key, value, k_cache, v_cache)
     if k_cache is not None:
-        for name, cache, new in (("k_cache", k_cache, key), ("v_cache", v_cache, value)):
-            v.require_tensor(name, cache)
-            if cache.dim() != new.dim() or cache.shape[:-2] + cache.shape[-1:] != new.shape[:-2] + new.shape[-1:]:
-                raise ValueError(
-                    f"{name} must have the shape of the new tokens' keys/values except for the "
-                    f"sequence dim (-2); got {name} {v.shape_str(cache)} and new {v.shape_str(new)}"
-                )
         key = torch.cat([k_cache, key], dim=-2)
         value = torch.cat([v_cache, value], dim=-2)
     L, S = query.shape[-2], key.shape[-2]
@@ -201,6 +206,30 @@ def kv_cache_step(
     mask = None if L == 1 else torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
     out = scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
     return out, key, value
+
+
+def _check_cache_step(
+    query: Tensor, key: Tensor, value: Tensor, k_cache: Optional[Tensor], v_cache: Optional[Tensor]
+) -> None:
+    legend = "(..., L, E) for query and key, (..., L, Ev) for value"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        v.require_float_tensor(name, t, legend, min_dim=2)
+    if (k_cache is None) != (v_cache is None):
+        raise ValueError("k_cache and v_cache must both be tensors or both be None")
+    if query.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"query and key must hold the same new tokens, shapes (..., L, E); got query "
+            f"{v.shape_str(query)} and key {v.shape_str(key)}"
+        )
+    if k_cache is None:
+        return
+    for name, cache, new in (("k_cache", k_cache, key), ("v_cache", v_cache, value)):
+        v.require_tensor(name, cache)
+        if cache.dim() != new.dim() or cache.shape[:-2] + cache.shape[-1:] != new.shape[:-2] + new.shape[-1:]:
+            raise ValueError(
+                f"{name} must have the shape of the new tokens' keys/values except for the "
+                f"sequence dim (-2); got {name} {v.shape_str(cache)} and new {v.shape_str(new)}"
+            )
 
 
 def triton_attention(

@@ -162,6 +162,7 @@ def label_heads(
     Returns:
         ``labels[layer][head]``, e.g. ``"previous, sharp"``.
     """
+    v.require_instance("stats", stats, HeadStats, "a qkv.heads.HeadStats (from head_statistics)")
     if not 0 <= sharp <= broad <= 1:
         raise ValueError(f"need 0 <= sharp <= broad <= 1, got sharp={sharp}, broad={broad}")
     pattern = torch.stack([getattr(stats, name) for name in PATTERNS])  # (5, layers, H)
@@ -192,6 +193,7 @@ def token_index(tokens: Sequence[str], word: str, occurrence: int = 0) -> int:
     Returns:
         The index into ``tokens``.
     """
+    v.require_int("occurrence", occurrence, minimum=0)
     hits = [i for i, t in enumerate(tokens) if t == word]
     if occurrence >= len(hits):
         raise ValueError(
@@ -220,6 +222,9 @@ def top_heads(weights: Tensor, query: int, key: int, k: int = 3) -> List[Tuple[i
     if weights.dim() != 4:
         raise ValueError(f"weights must have shape (layers, H, T, T), got {v.shape_str(weights)}")
     layers, H, L, S = weights.shape
+    v.require_int("query", query, minimum=0)
+    v.require_int("key", key, minimum=0)
+    v.require_int("k", k)
     if not (0 <= query < L and 0 <= key < S):
         raise ValueError(f"query={query} and key={key} must index a ({L}, {S}) weight matrix")
     if not 1 <= k <= layers * H:

@@ -1,44 +1,87 @@
-"""Attention as a lookup: the hard one a dictionary does, and the soft one attention does.
+"""Attention as a lookup (chapter 2): hard and soft lookup, the softmax, the first scores.
 
-A hard lookup scores the query against every key, takes the single best key and
-returns its value. A soft lookup turns the same scores into weights with a
-softmax and returns the weighted mean of *all* values. The temperature sets how
-sharp the weights are: as it goes to zero the soft lookup becomes the hard one,
-as it grows the result tends to the plain mean of the values. Scaled dot-product
-attention is the soft lookup with temperature ``sqrt(E)``.
+A hard lookup returns the value of the best-scoring key; a soft lookup softmaxes
+the scores and returns the weighted mean of *all* values (with temperature
+``sqrt(E)`` it is scaled dot-product attention). Before transformers the score
+was learned: Bahdanau's additive ``v^T tanh(W_q q + W_k k)`` or Luong's ``q^T k``
+("dot") and ``q^T W k`` ("general"); any score then goes through the masked
+softmax (:func:`attention_weights`) and weights the values (:func:`attend`).
 """
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import _validate as v
-from .scaling import softmax
 
 _LEGEND = "query (..., L, E), keys (..., S, E), values (..., S, Ev)"
 
 
 def _check(query: Tensor, keys: Tensor, values: Tensor) -> None:
-    for name, t in (("query", query), ("keys", keys), ("values", values)):
-        v.require_tensor(name, t)
-        v.require_float(name, t)
-        v.require_min_dim(name, t, 2, _LEGEND)
-    v.require_same(("query", "keys", "values"), (query, keys, values), "dtype")
-    v.require_same(("query", "keys", "values"), (query, keys, values), "device")
-    if query.shape[-1] != keys.shape[-1]:
-        raise ValueError(
-            f"query and keys must have the same width E, got query {v.shape_str(query)} and "
-            f"keys {v.shape_str(keys)}; expected {_LEGEND}"
-        )
-    if keys.shape[-2] != values.shape[-2]:
-        raise ValueError(
-            f"keys and values must have the same number of entries S, got keys "
-            f"{v.shape_str(keys)} and values {v.shape_str(values)}; expected {_LEGEND}"
-        )
-    v.broadcast_batch(("query", "keys", "values"), (query, keys, values), _LEGEND)
+    v.check_attention_inputs(
+        ("query", "keys", "values"), (query, keys, values), _LEGEND,
+        width="the same width E", length="the same number of entries S",
+    )
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """Numerically stable softmax along ``dim``.
+
+    Subtracting the maximum first leaves the result unchanged (softmax is
+    invariant to adding a constant) but keeps ``exp`` from overflowing on large
+    logits. Half-precision inputs are computed in float32 and cast back.
+
+    Args:
+        x: logits, any shape, floating point.
+        dim: the dimension that sums to one.
+
+    Returns:
+        Tensor of the same shape, dtype and device as ``x``. A slice that is
+        ``-inf`` throughout gives NaN, as :func:`torch.softmax` does.
+
+    Shape:
+        - x: ``(*)``
+        - output: ``(*)``
+    """
+    v.require_float_tensor("x", x)
+    v.require_dim_index("dim", dim, "x", x)
+    work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    shifted = work - work.amax(dim=dim, keepdim=True)
+    e = shifted.exp()
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+
+
+def attention_weights(scores: Tensor, inplace: bool = False) -> Tensor:
+    """Row-wise softmax of the scores; rows that allow no key give zeros.
+
+    With ``inplace=True`` (for scores the caller just made) and no gradient
+    needed, the scores' memory is reused: three fewer ``L x S`` allocations
+    halve the time on CPU, where fresh memory is slow to touch.
+
+    Args:
+        scores: masked scores, ``-inf`` where attention is not allowed.
+        inplace: may overwrite ``scores``.
+
+    Returns:
+        Weights; each row sums to one, or is all zero when it allows no key.
+
+    Shape:
+        - scores: ``(..., S)``, output: ``(..., S)``
+    """
+    v.require_float_tensor("scores", scores, "(..., L, S)", min_dim=1)
+    row_max = scores.amax(dim=-1, keepdim=True)
+    # A row with no allowed key has max -inf; pin it to 0 so exp gives zeros, not NaN.
+    empty = row_max == float("-inf")
+    shift = row_max.masked_fill(empty, 0.0)
+    if inplace and not scores.requires_grad:
+        e = scores.sub_(shift).exp_()
+        return e.div_(e.sum(dim=-1, keepdim=True).masked_fill_(empty, 1.0))
+    e = (scores - shift).exp()
+    total = e.sum(dim=-1, keepdim=True)
+    return e / total.masked_fill(empty, 1.0)
 
 
 def hard_lookup(query: Tensor, keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
@@ -91,7 +134,170 @@ def soft_lookup(
         - output: ``(..., L, Ev)``, weights: ``(..., L, S)``
     """
     _check(query, keys, values)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    v.require_positive_number("temperature", temperature)
     weights = softmax((query @ keys.transpose(-2, -1)) / temperature, dim=-1)
     return weights @ values, weights
+
+
+def _check_scores(query: Tensor, key: Tensor, **params: Tensor) -> None:
+    """Decoder and encoder states and the score's parameters: float tensors on one dtype and device."""
+    v.require_float_tensor("query", query, "(..., L, Eq)", min_dim=2)
+    v.require_float_tensor("key", key, "(..., S, Ek)", min_dim=2)
+    for name, t in params.items():
+        v.require_float_tensor(name, t)
+    names, tensors = ("query", "key", *params), (query, key, *params.values())
+    v.require_same(names, tensors, "dtype")
+    v.require_same(names, tensors, "device")
+
+
+def additive_score(query: Tensor, key: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor) -> Tensor:
+    """Bahdanau's score ``v_a^T tanh(W_q q_i + W_k k_j)`` for every query-key pair.
+
+    Args:
+        query: decoder states (the queries).
+        key: encoder states (the keys).
+        W_q: projection of the queries into the attention space.
+        W_k: projection of the keys into the attention space.
+        v_a: the vector that turns each ``tanh`` feature vector into one number.
+
+    Returns:
+        Unnormalised scores.
+
+    Shape:
+        - query: ``(..., L, Eq)``, key: ``(..., S, Ek)``
+        - W_q: ``(A, Eq)``, W_k: ``(A, Ek)``, v_a: ``(A,)``
+        - output: ``(..., L, S)``
+    """
+    _check_scores(query, key, W_q=W_q, W_k=W_k, v_a=v_a)
+    A = v_a.shape[-1] if v_a.dim() == 1 else -1
+    if v_a.dim() != 1 or W_q.shape != (A, query.shape[-1]) or W_k.shape != (A, key.shape[-1]):
+        raise ValueError(
+            f"expected W_q (A, Eq), W_k (A, Ek), v_a (A,) with Eq={query.shape[-1]}, "
+            f"Ek={key.shape[-1]}; got W_q {v.shape_str(W_q)}, W_k {v.shape_str(W_k)}, "
+            f"v_a {v.shape_str(v_a)}"
+        )
+    # (..., L, 1, A) + (..., 1, S, A) broadcasts to every pair: that pairwise tanh is
+    # why additive attention costs L*S*A work and memory, not just L*S.
+    features = torch.tanh((query @ W_q.T).unsqueeze(-2) + (key @ W_k.T).unsqueeze(-3))
+    return features @ v_a
+
+
+def luong_score(query: Tensor, key: Tensor, W: Optional[Tensor] = None) -> Tensor:
+    """Luong's multiplicative score: ``q^T k`` ("dot"), or ``q^T W k`` ("general") when ``W`` is given.
+
+    Args:
+        query: decoder states.
+        key: encoder states.
+        W: the bilinear weight of the "general" score, or ``None`` for "dot".
+
+    Returns:
+        Unnormalised scores.
+
+    Shape:
+        - query: ``(..., L, Eq)``, key: ``(..., S, Ek)`` (``Eq == Ek`` for "dot")
+        - W: ``(Eq, Ek)``
+        - output: ``(..., L, S)``
+    """
+    _check_scores(query, key, **({} if W is None else {"W": W}))
+    if W is None:
+        if query.shape[-1] != key.shape[-1]:
+            raise ValueError(
+                f"the dot score needs query and key of the same width, got query "
+                f"{v.shape_str(query)} and key {v.shape_str(key)}; pass W for the general score"
+            )
+        return query @ key.transpose(-2, -1)
+    if W.shape != (query.shape[-1], key.shape[-1]):
+        raise ValueError(
+            f"W must have shape (Eq, Ek) = ({query.shape[-1]}, {key.shape[-1]}), "
+            f"got {v.shape_str(W)}"
+        )
+    return query @ W @ key.transpose(-2, -1)
+
+
+def attend(scores: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """Softmax the scores over the keys (respecting a mask) and weight the values.
+
+    Args:
+        scores: unnormalised scores.
+        value: the values (encoder states, usually).
+        attn_mask: bool, ``True`` where attention is allowed, broadcastable to ``(..., L, S)``.
+
+    Returns:
+        ``(context, weights)``.
+
+    Shape:
+        - scores: ``(..., L, S)``, value: ``(..., S, Ev)``
+        - context: ``(..., L, Ev)``, weights: ``(..., L, S)``
+    """
+    legend = "scores (..., L, S), value (..., S, Ev)"
+    v.require_float_tensor("scores", scores, legend, min_dim=2)
+    v.require_float_tensor("value", value, legend, min_dim=2)
+    v.require_same(("scores", "value"), (scores, value), "dtype")
+    v.require_same_size(("scores", scores, -1), ("value", value, -2), "the same number of keys S", legend)
+    if attn_mask is not None:
+        v.check_mask(attn_mask, scores.shape[-2], scores.shape[-1], scores.dtype, scores.device)
+        scores = (
+            scores.masked_fill(~attn_mask, float("-inf"))
+            if attn_mask.dtype == torch.bool
+            else scores + attn_mask
+        )
+    weights = attention_weights(scores)
+    return weights @ value, weights
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau attention with learned ``W_q``, ``W_k`` and ``v_a``.
+
+    Args:
+        query_dim: width ``Eq`` of the queries (decoder states).
+        key_dim: width ``Ek`` of the keys (encoder states).
+        attn_dim: width ``A`` of the hidden layer inside the score.
+
+    Shape:
+        - query: ``(..., L, Eq)``, key: ``(..., S, Ek)``, value: ``(..., S, Ev)``
+        - output: context ``(..., L, Ev)``, weights ``(..., L, S)``
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int) -> None:
+        super().__init__()
+        for name, n in (("query_dim", query_dim), ("key_dim", key_dim), ("attn_dim", attn_dim)):
+            v.require_int(name, n)
+        self.W_q = nn.Parameter(torch.randn(attn_dim, query_dim) / query_dim**0.5)
+        self.W_k = nn.Parameter(torch.randn(attn_dim, key_dim) / key_dim**0.5)
+        self.v_a = nn.Parameter(torch.randn(attn_dim) / attn_dim**0.5)
+
+    def forward(
+        self, query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None
+    ) -> Tuple[Tensor, Tensor]:
+        """Return ``(context, weights)``; ``attn_mask`` is True where attention is allowed."""
+        return attend(additive_score(query, key, self.W_q, self.W_k, self.v_a), value, attn_mask)
+
+
+class LuongAttention(nn.Module):
+    """Luong attention with the "dot" or "general" score.
+
+    Args:
+        query_dim: width of the queries.
+        key_dim: width of the keys (must equal ``query_dim`` for "dot").
+        method: ``"dot"`` (no parameters) or ``"general"`` (a ``(query_dim, key_dim)`` matrix).
+
+    Shape:
+        - query: ``(..., L, Eq)``, key: ``(..., S, Ek)``, value: ``(..., S, Ev)``
+        - output: context ``(..., L, Ev)``, weights ``(..., L, S)``
+    """
+
+    def __init__(self, query_dim: int, key_dim: Optional[int] = None, method: str = "dot") -> None:
+        super().__init__()
+        v.require_int("query_dim", query_dim)
+        key_dim = query_dim if key_dim is None else v.require_int("key_dim", key_dim)
+        self.method = v.require_choice("method", method, ("dot", "general"))
+        if method == "dot" and key_dim != query_dim:
+            raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
+        general = method == "general"
+        self.W = nn.Parameter(torch.randn(query_dim, key_dim) / query_dim**0.5) if general else None
+
+    def forward(
+        self, query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None
+    ) -> Tuple[Tensor, Tensor]:
+        """Return ``(context, weights)``; ``attn_mask`` is True where attention is allowed."""
+        return attend(luong_score(query, key, self.W), value, attn_mask)

@@ -15,12 +15,6 @@ from torch import Tensor
 from . import _validate as v
 
 
-def _require_size(name: str, n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {n!r}")
-    return n
-
-
 def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] = None) -> Tensor:
     """Causal mask aligned to the upper left, as SDPA's ``is_causal=True``.
 
@@ -39,8 +33,8 @@ def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] 
     Shape:
         - output: ``(L, S)``
     """
-    L = _require_size("L", L)
-    S = L if S is None else _require_size("S", S)
+    L = v.require_int("L", L, minimum=0)
+    S = L if S is None else v.require_int("S", S, minimum=0)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
@@ -62,7 +56,7 @@ def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None)
         - output: ``(B, S)``
     """
     if not isinstance(lengths, Tensor):
-        lengths = torch.as_tensor(list(lengths), dtype=torch.long)
+        lengths = torch.as_tensor(v.require_int_sequence("lengths", lengths), dtype=torch.long)
     if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise ValueError(
             f"lengths must be a 1-D integer tensor or a list of ints, got dtype "
@@ -71,7 +65,7 @@ def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None)
     if (lengths < 0).any():
         raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
     longest = int(lengths.max()) if lengths.numel() else 0
-    S = longest if S is None else _require_size("S", S)
+    S = longest if S is None else v.require_int("S", S, minimum=0)
     if longest > S:
         raise ValueError(f"a length ({longest}) exceeds the padded length S={S}")
     positions = torch.arange(S, device=lengths.device)
@@ -135,6 +129,7 @@ def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor
         - output: same as ``mask``
     """
     v.require_tensor("mask", mask)
+    v.require_float_dtype("dtype", dtype)
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be bool (True = may attend), got {mask.dtype}")
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
@@ -167,10 +162,9 @@ def sliding_window_mask(
     Shape:
         - output: ``(L, S)``
     """
-    L = _require_size("L", L)
-    S = L if S is None else _require_size("S", S)
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be a positive int (keys per query), got {window!r}")
+    L = v.require_int("L", L, minimum=0)
+    S = L if S is None else v.require_int("S", S, minimum=0)
+    v.require_int("window", window)
     rows = torch.arange(L, device=device)[:, None]
     cols = torch.arange(S, device=device)[None, :]
     return (cols <= rows) & (cols > rows - window)

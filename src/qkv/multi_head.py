@@ -14,8 +14,9 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .scaling import scaled_dot_product_attention_with_weights
+from ._weights import from_bert_layer, from_torch_module
 from .masking import causal_mask
+from .scaling import scaled_dot_product_attention_with_weights
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -40,8 +41,7 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
     if x.dim() != 3:
         raise ValueError(f"x must have shape (B, L, D), got {v.shape_str(x)}")
     B, L, D = x.shape
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads <= 0:
-        raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
+    v.require_int("num_heads", num_heads)
     if D % num_heads:
         raise ValueError(f"the last dim of x ({D}) is not divisible by num_heads={num_heads}")
     return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
@@ -102,9 +102,10 @@ class MultiHeadAttention(nn.Module):
         dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__()
-        for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-                raise ValueError(f"{name} must be a positive int, got {n!r}")
+        for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads), ("kdim", kdim), ("vdim", vdim)):
+            if n is not None:
+                v.require_int(name, n)
+        v.require_probability("dropout", dropout)
         if embed_dim % num_heads:
             raise ValueError(
                 f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads}); "
@@ -130,6 +131,20 @@ class MultiHeadAttention(nn.Module):
                 f"{name} must have shape {legend.format(w=width)} like the query, "
                 f"got {v.shape_str(t)}"
             )
+
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> bool:
+        """Check the three inputs against the module's widths; return whether they are batched."""
+        v.require_tensor("query", query)
+        batched = query.dim() == 3
+        self._check("query", query, self.embed_dim, batched)
+        self._check("key", key, self.kdim, batched)
+        self._check("value", value, self.vdim, batched)
+        if key.shape[:-1] != value.shape[:-1] or (batched and key.shape[0] != query.shape[0]):
+            raise ValueError(
+                f"query (B, L, D), key (B, S, kdim) and value (B, S, vdim) must agree on B "
+                f"and S, got {v.shape_str(query)}, {v.shape_str(key)}, {v.shape_str(value)}"
+            )
+        return batched
 
     def forward(
         self,
@@ -162,22 +177,13 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        v.require_tensor("query", query)
-        batched = query.dim() == 3
-        self._check("query", query, self.embed_dim, batched)
-        self._check("key", key, self.kdim, batched)
-        self._check("value", value, self.vdim, batched)
+        batched = self._check_inputs(query, key, value)
         if not batched:
             query, key, value = query[None], key[None], value[None]
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask[None]
         B, L, _ = query.shape
         S = key.shape[1]
-        if key.shape[0] != B or value.shape[:2] != key.shape[:2]:
-            raise ValueError(
-                f"query (B, L, D), key (B, S, kdim) and value (B, S, vdim) must agree on B "
-                f"and S, got {v.shape_str(query)}, {v.shape_str(key)}, {v.shape_str(value)}"
-            )
 
         mask = combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
         q = split_heads(self.q_proj(query), self.num_heads)
@@ -207,28 +213,7 @@ class MultiHeadAttention(nn.Module):
         Returns:
             A ``MultiHeadAttention`` on the same device and dtype, computing the same function.
         """
-        from .pretrained import copy_linear  # keeps weight copying in one place
-
-        if not isinstance(module, nn.MultiheadAttention):
-            raise TypeError(f"module must be nn.MultiheadAttention, got {type(module).__name__}")
-        if module.bias_k is not None or module.add_zero_attn:
-            raise ValueError("add_bias_kv and add_zero_attn are not supported by qkv")
-        w = module.out_proj.weight
-        mha = cls(
-            module.embed_dim, module.num_heads, bias=module.in_proj_bias is not None,
-            kdim=module.kdim, vdim=module.vdim, dropout=module.dropout,
-            device=w.device, dtype=w.dtype,
-        )
-        D = module.embed_dim
-        if module._qkv_same_embed_dim:
-            weights = module.in_proj_weight.split(D)
-        else:
-            weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
-        biases = (None,) * 3 if module.in_proj_bias is None else module.in_proj_bias.split(D)
-        for target, weight, b in zip((mha.q_proj, mha.k_proj, mha.v_proj), weights, biases):
-            copy_linear(target, weight, b)
-        copy_linear(mha.out_proj, module.out_proj.weight, module.out_proj.bias)
-        return mha.train(module.training)
+        return from_torch_module(cls, module)
 
     @classmethod
     def from_bert(cls, layer: nn.Module) -> "MultiHeadAttention":
@@ -243,9 +228,7 @@ class MultiHeadAttention(nn.Module):
             A ``MultiHeadAttention`` whose weights, before ``out_proj``, equal the
             layer's attention probabilities on the same hidden states.
         """
-        from .pretrained import bert_attention_parts
-
-        return bert_attention_parts(cls, layer)
+        return from_bert_layer(cls, layer)
 
 
 def combine_masks(
@@ -257,7 +240,21 @@ def combine_masks(
     S: int,
     query: Tensor,
 ) -> Optional[Tensor]:
-    """Merge the three ways of masking into one mask broadcastable to ``(B, H, L, S)``."""
+    """Merge the three ways of masking into one mask broadcastable to ``(B, H, L, S)``.
+
+    Args:
+        attn_mask: bool (True = may attend) or float (added) mask, or ``None``.
+        key_padding_mask: bool ``(B, S)``, True for real tokens, or ``None``.
+        is_causal: add an upper-left causal mask (not together with ``attn_mask``).
+        B, L, S: batch size, queries and keys.
+        query: the (batched) queries, for their dtype and device.
+
+    Returns:
+        One mask, or ``None`` when nothing is masked.
+    """
+    v.require_tensor("query", query)
+    for name, n in (("B", B), ("L", L), ("S", S)):
+        v.require_int(name, n, minimum=0)
     if is_causal:
         if attn_mask is not None:
             raise ValueError("pass either attn_mask or is_causal=True, not both")

@@ -10,13 +10,12 @@ Hugging Face hub instead.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .multi_head import MultiHeadAttention
+from . import _validate as v
 
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 SENTENCE = "The animal didn't cross the street because it was too tired"
@@ -75,51 +74,8 @@ def attentions_and_hidden_states(
         layer the hidden states fed *into* it ``(1, T, D)`` (index ``i`` is the
         input of layer ``i``).
     """
+    v.require_instance("text", text, str, "a str")
     enc = tokenizer(text, return_tensors="pt").to(next(model.parameters()).device)
     out = model(**enc, output_attentions=True, output_hidden_states=True)
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
     return tokens, tuple(out.attentions), tuple(out.hidden_states)
-
-
-def copy_linear(target: nn.Linear, weight: Tensor, bias: Optional[Tensor]) -> None:
-    """Copy ``weight`` and ``bias`` into ``target`` (shapes must match)."""
-    if target.weight.shape != weight.shape:
-        raise ValueError(
-            f"cannot copy a weight of shape {tuple(weight.shape)} into a Linear of shape "
-            f"{tuple(target.weight.shape)}"
-        )
-    with torch.no_grad():
-        target.weight.copy_(weight)
-        if target.bias is not None:
-            if bias is None:
-                target.bias.zero_()
-            else:
-                target.bias.copy_(bias)
-
-
-def bert_attention_parts(cls: type, layer: nn.Module) -> "MultiHeadAttention":
-    """Build ``cls`` (``qkv.MultiHeadAttention``) from a Hugging Face BERT layer.
-
-    Accepts a ``BertLayer``, a ``BertAttention`` or a ``BertSelfAttention``.
-    """
-    attention = getattr(layer, "attention", layer)  # BertLayer -> BertAttention
-    self_attn = getattr(attention, "self", attention)  # BertAttention -> BertSelfAttention
-    output = getattr(attention, "output", None)
-    if not all(isinstance(getattr(self_attn, n, None), nn.Linear) for n in ("query", "key", "value")):
-        raise TypeError(
-            f"layer must be a Hugging Face BertLayer, BertAttention or BertSelfAttention "
-            f"(with .query/.key/.value Linear layers), got {type(layer).__name__}"
-        )
-    q = self_attn.query
-    D, H = q.out_features, self_attn.num_attention_heads
-    mha = cls(q.in_features, H, bias=q.bias is not None, device=q.weight.device, dtype=q.weight.dtype)
-    for name in ("query", "key", "value"):
-        src = getattr(self_attn, name)
-        copy_linear(getattr(mha, name[0] + "_proj"), src.weight, src.bias)
-    if output is not None and isinstance(getattr(output, "dense", None), nn.Linear):
-        copy_linear(mha.out_proj, output.dense.weight, output.dense.bias)
-    else:
-        # A bare BertSelfAttention has no output projection: make ours the identity.
-        eye = torch.eye(D, dtype=q.weight.dtype, device=q.weight.device)
-        copy_linear(mha.out_proj, eye, None)
-    return mha.eval()

@@ -18,6 +18,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from . import _validate as v
 from .scaling import scaled_dot_product_attention
 
 
@@ -62,8 +63,9 @@ def retrieval_batch(
     """
     for name, n in (("batch_size", batch_size), ("num_items", num_items), ("d_addr", d_addr),
                     ("d_content", d_content)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{name} must be a positive int, got {n!r}")
+        v.require_int(name, n)
+    v.require_instance("generator", generator, torch.Generator, "a torch.Generator")
+    v.require_float_dtype("dtype", dtype)
     f = {"generator": generator, "device": generator.device}
     addr = torch.randn(batch_size, num_items, d_addr, dtype=dtype, **f)
     contents = torch.randn(batch_size, num_items, d_content, dtype=dtype, **f)
@@ -106,6 +108,8 @@ class RetrievalHead(nn.Module):
         generator: Optional[torch.Generator] = None,
     ) -> None:
         super().__init__()
+        for name, n in (("d_in", d_in), ("d_out", d_out), ("width", width)):
+            v.require_int(name, n)
 
         def matrix(rows: int, cols: int) -> nn.Parameter:
             return nn.Parameter(torch.randn(rows, cols, generator=generator) / math.sqrt(rows))
@@ -137,6 +141,8 @@ def train_retrieval(
     The loss is the mean squared error between the answer and the target content
     (0 is perfect; always answering zeros gives about 1).
     """
+    v.require_instance("model", model, RetrievalHead, "a qkv.retrieval.RetrievalHead")
+    v.require_int("steps", steps, minimum=0)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
@@ -154,6 +160,8 @@ def evaluate_retrieval(
     model: RetrievalHead, batch: RetrievalBatch
 ) -> Tuple[float, float]:
     """Mean squared error, and accuracy: how often the answer is closest (cosine) to the right item."""
+    v.require_instance("model", model, RetrievalHead, "a qkv.retrieval.RetrievalHead")
+    v.require_instance("batch", batch, RetrievalBatch, "a qkv.retrieval.RetrievalBatch")
     answer = model(batch.query, batch.items)
     mse = (answer - batch.target).square().mean().item()
     cos = torch.cosine_similarity(answer[:, None], batch.contents, dim=-1)

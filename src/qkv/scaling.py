@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, written out step by step.
+"""Scaled dot-product attention, written out step by step, and why it scales (chapter 4).
 
 This is the course's reference: it follows
 :func:`torch.nn.functional.scaled_dot_product_attention` (same argument names,
@@ -11,6 +11,9 @@ convention; convert with :func:`qkv.masking.from_torch_mask`.
 
 Fully masked rows (a query that may attend to nothing) get all-zero weights and
 a zero output, as PyTorch's SDPA does since 2.5, rather than NaN.
+
+Why ``1 / sqrt(E)``: :func:`dot_product_variance` measures that ``q·k`` of unit
+random vectors has variance ``E``, which the scale brings back to 1.
 """
 
 from __future__ import annotations
@@ -22,38 +25,10 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
+from .lookup import attention_weights, softmax
 from .masking import causal_mask
 
 _LEGEND = "query (..., L, E), key (..., S, E), value (..., S, Ev)"
-
-
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """Numerically stable softmax along ``dim``.
-
-    Subtracting the maximum first leaves the result unchanged (softmax is
-    invariant to adding a constant) but keeps ``exp`` from overflowing on large
-    logits. Half-precision inputs are computed in float32 and cast back.
-
-    Args:
-        x: logits, any shape, floating point.
-        dim: the dimension that sums to one.
-
-    Returns:
-        Tensor of the same shape, dtype and device as ``x``. A slice that is
-        ``-inf`` throughout gives NaN, as :func:`torch.softmax` does.
-
-    Shape:
-        - x: ``(*)``
-        - output: ``(*)``
-    """
-    v.require_tensor("x", x)
-    v.require_float("x", x)
-    if not -x.dim() <= dim < max(x.dim(), 1):
-        raise ValueError(f"dim={dim} is out of range for x of shape {v.shape_str(x)}")
-    work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    shifted = work - work.amax(dim=dim, keepdim=True)
-    e = shifted.exp()
-    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
 
 
 def _check_inputs(
@@ -65,34 +40,37 @@ def _check_inputs(
     dropout_p: float,
     scale: Optional[float],
 ) -> None:
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        v.require_tensor(name, t)
-        v.require_min_dim(name, t, 2, _LEGEND)
-        v.require_float(name, t)
-    v.require_same(("query", "key", "value"), (query, key, value), "dtype")
-    v.require_same(("query", "key", "value"), (query, key, value), "device")
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key must have the same last dim E, got query {v.shape_str(query)} "
-            f"and key {v.shape_str(key)}; expected {_LEGEND}"
-        )
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"key and value must have the same sequence length S (dim -2), got key "
-            f"{v.shape_str(key)} and value {v.shape_str(value)}; expected {_LEGEND}"
-        )
-    v.broadcast_batch(("query", "key", "value"), (query, key, value), _LEGEND)
+    v.check_attention_inputs(("query", "key", "value"), (query, key, value), _LEGEND)
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    _check_options(query, key, attn_mask, is_causal, scale, batch)
+    v.require_probability("dropout_p", dropout_p)
+
+
+def _check_options(
+    query: Tensor,
+    key: Tensor,
+    attn_mask: Optional[Tensor],
+    is_causal: bool,
+    scale: Optional[float],
+    batch: Tuple[int, ...],
+) -> None:
+    """The mask (or ``is_causal``) and the scale, against queries and keys already checked."""
     if is_causal and attn_mask is not None:
         raise ValueError(
             "pass either attn_mask or is_causal=True, not both; to combine a causal mask with "
             "another bool mask, pass attn_mask=qkv.causal_mask(L, S) & your_mask"
         )
-    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     v.check_mask(attn_mask, query.shape[-2], key.shape[-2], query.dtype, query.device, batch)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    if scale is not None and not (isinstance(scale, (int, float)) and scale > 0):
-        raise ValueError(f"scale must be a positive number or None (1/sqrt(E)), got {scale!r}")
+    if scale is not None:
+        v.require_positive_number("scale", scale, " or None (1/sqrt(E))")
+
+
+def _check_scores(
+    query: Tensor, key: Tensor, attn_mask: Optional[Tensor], is_causal: bool, scale: Optional[float]
+) -> None:
+    v.check_attention_inputs(("query", "key"), (query, key), _LEGEND)
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    _check_options(query, key, attn_mask, is_causal, scale, batch)
 
 
 def attention_scores(
@@ -119,6 +97,7 @@ def attention_scores(
         - attn_mask: broadcastable to ``(..., L, S)``
         - output: ``(..., L, S)``
     """
+    _check_scores(query, key, attn_mask, is_causal, scale)
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     # Half precision overflows easily in the product; compute the scores in float32.
@@ -133,25 +112,6 @@ def attention_scores(
         else:
             scores = scores + attn_mask.to(work)
     return scores
-
-
-def attention_weights(scores: Tensor, inplace: bool = False) -> Tensor:
-    """Row-wise softmax of the scores; rows that allow no key give zeros.
-
-    With ``inplace=True`` (for scores the caller just made) and no gradient
-    needed, the scores' memory is reused: three fewer ``L x S`` allocations
-    halve the time on CPU, where fresh memory is slow to touch.
-    """
-    row_max = scores.amax(dim=-1, keepdim=True)
-    # A row with no allowed key has max -inf; pin it to 0 so exp gives zeros, not NaN.
-    empty = row_max == float("-inf")
-    shift = row_max.masked_fill(empty, 0.0)
-    if inplace and not scores.requires_grad:
-        e = scores.sub_(shift).exp_()
-        return e.div_(e.sum(dim=-1, keepdim=True).masked_fill_(empty, 1.0))
-    e = (scores - shift).exp()
-    total = e.sum(dim=-1, keepdim=True)
-    return e / total.masked_fill(empty, 1.0)
 
 
 def scaled_dot_product_attention_with_weights(
@@ -219,3 +179,44 @@ def scaled_dot_product_attention(
     return scaled_dot_product_attention_with_weights(
         query, key, value, attn_mask, dropout_p, is_causal, scale
     )[0]
+
+
+def dot_product_variance(
+    d_k: int,
+    n_samples: int,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float32,
+) -> float:
+    """Measured variance of ``q·k`` for ``q, k`` with independent N(0, 1) components.
+
+    Each of the ``d_k`` products ``q_i k_i`` has mean 0 and variance
+    ``E[q_i^2] E[k_i^2] = 1``, and the products are independent, so the sum has
+    variance ``d_k``. This function estimates it from ``n_samples`` pairs, so
+    its answer is ``d_k`` up to sampling error: the relative standard error is
+    about ``sqrt((2 + 6 / d_k) / n_samples)``.
+
+    Args:
+        d_k: length of the vectors (positive int).
+        n_samples: number of independent (q, k) pairs (at least 2).
+        generator: the source of randomness; the samples are drawn on its
+            device, so the same seed gives the same answer.
+        dtype: floating-point dtype of the samples.
+
+    Returns:
+        The unbiased sample variance of the ``n_samples`` dot products.
+    """
+    v.require_int("d_k", d_k)
+    v.require_int("n_samples", n_samples, minimum=2)
+    v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
+                       "; make one with torch.Generator(device).manual_seed(0)")
+    v.require_float_dtype("dtype", dtype)
+    # Draw in chunks of about 2**22 numbers so that d_k = 1024 with a million
+    # samples does not need gigabytes at once.
+    chunk = max(1, 2**22 // d_k)
+    parts = []
+    for start in range(0, n_samples, chunk):
+        n = min(chunk, n_samples - start)
+        q = torch.randn(n, d_k, generator=generator, device=generator.device, dtype=dtype)
+        k = torch.randn(n, d_k, generator=generator, device=generator.device, dtype=dtype)
+        parts.append((q * k).sum(dim=-1))
+    return torch.cat(parts).var().item()

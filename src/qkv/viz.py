@@ -13,6 +13,8 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from . import _validate as v
+
 
 def attention_heatmap(
     weights: torch.Tensor,
@@ -41,7 +43,7 @@ def attention_heatmap(
     Shape:
         - weights: ``(L, S)`` (or ``(1, ..., 1, L, S)``)
     """
-    w = weights.detach().to("cpu", torch.float32)
+    w = v.require_tensor("weights", weights).detach().to("cpu", torch.float32)
     while w.dim() > 2 and w.shape[0] == 1:
         w = w[0]
     if w.dim() != 2:
@@ -123,8 +125,9 @@ def plot_head_grid(
     Shape:
         - weights: ``(layers, H, T, T)``
     """
-    if not isinstance(weights, torch.Tensor) or weights.dim() != 4:
-        raise ValueError(f"weights must be a tensor of shape (layers, H, T, T), got {getattr(weights, 'shape', type(weights))}")
+    v.require_tensor("weights", weights)
+    if weights.dim() != 4:
+        raise ValueError(f"weights must have shape (layers, H, T, T), got {v.shape_str(weights)}")
     layers, H, L, S = weights.shape
     fig, axes = plt.subplots(layers, H, figsize=(cell * H, cell * layers * 1.15), squeeze=False)
     w = weights.detach().float().cpu()
