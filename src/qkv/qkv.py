@@ -16,7 +16,6 @@ from __future__ import annotations
 from torch import Tensor
 
 from . import _validate as v
-from .scaling import dot_product_variance  # noqa: F401  TEMPORARY, see qkv/additive.py
 from .scaling import scaled_dot_product_attention
 
 _X = "x (..., L, D)"
