@@ -124,7 +124,6 @@ def _private_uses(name: str) -> List[str]:
     return bad
 
 
-@pytest.mark.xfail(reason="until the checks branch lands", strict=False)
 @pytest.mark.parametrize("name", [m for m in MODULES if _is_checks(m)])
 def test_checks_use_only_the_public_api(name):
     assert _private_uses(name) == []

@@ -21,6 +21,12 @@ from torch import Tensor, nn
 from . import _validate as v
 from .lookup import AdditiveAttention, additive_score, attend
 
+__all__ = [
+    "ReverseTask",
+    "Seq2Seq",
+    "bahdanau_attention",
+]
+
 BOS, EOS = 0, 1  # token ids; the symbols to reverse are 2 .. 2 + n_symbols - 1
 
 

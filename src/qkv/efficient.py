@@ -26,6 +26,12 @@ from torch import Tensor
 from . import _validate as v
 from .scaling import _check_inputs, scaled_dot_product_attention
 
+__all__ = [
+    "chunked_attention",
+    "kv_cache_step",
+    "triton_attention",
+]
+
 _LOG2_E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * _LOG2_E)
 
 

@@ -17,6 +17,18 @@ from torch import Tensor, nn
 
 from . import _validate as v
 
+__all__ = [
+    "AdditiveAttention",
+    "LuongAttention",
+    "additive_score",
+    "attend",
+    "attention_weights",
+    "hard_lookup",
+    "luong_score",
+    "soft_lookup",
+    "softmax",
+]
+
 _LEGEND = "query (..., L, E), keys (..., S, E), values (..., S, Ev)"
 
 

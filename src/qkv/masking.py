@@ -14,6 +14,15 @@ from torch import Tensor
 
 from . import _validate as v
 
+__all__ = [
+    "causal_mask",
+    "from_torch_mask",
+    "padding_mask",
+    "sliding_window_mask",
+    "to_additive_mask",
+    "to_torch_mask",
+]
+
 
 def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] = None) -> Tensor:
     """Causal mask aligned to the upper left, as SDPA's ``is_causal=True``.

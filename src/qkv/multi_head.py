@@ -18,6 +18,13 @@ from ._weights import from_bert_layer, from_torch_module
 from .masking import causal_mask
 from .scaling import scaled_dot_product_attention_with_weights
 
+__all__ = [
+    "MultiHeadAttention",
+    "combine_masks",
+    "merge_heads",
+    "split_heads",
+]
+
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """Split the last dim into heads and move heads before the sequence.

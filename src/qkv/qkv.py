@@ -18,6 +18,11 @@ from torch import Tensor
 from . import _validate as v
 from .scaling import scaled_dot_product_attention
 
+__all__ = [
+    "cross_attention",
+    "self_attention",
+]
+
 _X = "x (..., L, D)"
 _CTX = "context (..., S, Dc)"
 _WEIGHTS = "W_q (D, E), W_k (Dc, E), W_v (Dc, Ev)"

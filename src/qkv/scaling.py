@@ -28,6 +28,13 @@ from . import _validate as v
 from .lookup import attention_weights, softmax
 from .masking import causal_mask
 
+__all__ = [
+    "attention_scores",
+    "dot_product_variance",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_with_weights",
+]
+
 _LEGEND = "query (..., L, E), key (..., S, E), value (..., S, Ev)"
 
 

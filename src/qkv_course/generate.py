@@ -44,6 +44,7 @@ GENERATORS: List[Generator] = [
     Generator("exercises", "qkv_course.exercises", owns=["exercises/*/*.ipynb"]),
     Generator("colab", "qkv_course.colab", owns=["book/[0-9][0-9]-*.ipynb"]),
     Generator("toc", "qkv_course.toc", owns=["_toc.yml"]),
+    Generator("exports", "qkv_course.exports", owns=["src/qkv/__init__.py", "src/qkv/checks/__init__.py"]),
     Generator("concept-map", "qkv_course.concept_map", owns=["CONTRIBUTING.md"]),
 ]
 
