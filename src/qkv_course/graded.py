@@ -8,6 +8,7 @@ it (a test cell passes when it raised nothing and wrote nothing to stderr).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
@@ -143,14 +144,26 @@ def questions(nb: Any) -> List[Question]:
     return found
 
 
+def jupyter(module: str) -> Any:
+    """Import one of Jupyter's packages (lazily: ``qkv --help`` needs none of them).
+
+    Raises:
+        UsageError: it is not installed (the ``qkv`` package does not require it).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"this needs Jupyter's {module.split('.')[0]}: "
+                         "pip install nbclient ipykernel") from None
+
+
 def read_notebook(path: Path) -> Any:
     """Read a notebook (version 4), or say in one line why the file is not one.
 
     Raises:
         UsageError: the file cannot be read or is not a notebook.
     """
-    import nbformat  # lazily: ``qkv --help`` needs none of Jupyter
-
+    nbformat = jupyter("nbformat")
     try:
         return nbformat.read(str(path), as_version=4)
     except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from .graded import (BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMEOUT, Outcome, Question,
-                     UsageError, cell_outcome, is_graded, outcome_of_error, questions,
-                     read_notebook)
+                     UsageError, cell_outcome, is_graded, jupyter, outcome_of_error,
+                     questions, read_notebook)
 
 _WORDS = {PASS: "pass", BY_HAND: "by hand", TIMEOUT: "TIMEOUT", ERROR: "ERROR"}
 _INDENT = " " * 11
@@ -111,10 +111,9 @@ def execute(nb: Any, folder: Path, timeout: float, kernel: str) -> Any:
     Raises:
         UsageError: the kernel cannot be started.
     """
-    from jupyter_client.kernelspec import NoSuchKernel
-    from nbclient import NotebookClient
-    from nbclient.exceptions import DeadKernelError
-
+    NoSuchKernel = jupyter("jupyter_client.kernelspec").NoSuchKernel
+    NotebookClient = jupyter("nbclient").NotebookClient
+    DeadKernelError = jupyter("nbclient.exceptions").DeadKernelError
     copy_ = copy.deepcopy(nb)
     client = NotebookClient(copy_, timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
                             error_on_timeout=ERROR_ON_TIMEOUT, kernel_name=kernel,

@@ -1,9 +1,6 @@
-"""How a check's failure names what went wrong, and how to read that name back.
-
-The harness writes these wordings; ``qkv progress`` and ``qkv report`` read them back from
-notebook outputs (through :func:`mistake_named` and :func:`not_written`), so the format and
-its parser live side by side here.
-"""
+"""How to read back what a check's failure names: ``qkv progress`` and ``qkv report`` find
+the known mistake (or an answer not written yet) in notebook outputs with
+:func:`mistake_named` and :func:`not_written`."""
 
 from __future__ import annotations
 
@@ -11,18 +8,11 @@ import re
 from typing import Optional
 
 NOT_WRITTEN = "is not written yet (it raises NotImplementedError): replace the `raise` line"
+# The two ways the harness names a mistake: "...: the result matches
+# a known mistake: <name>" and "...: it raised <error>, as '<name>' does". tests/test_report.py
+# and tests/test_progress.py read real checks' messages back, so a new wording fails them.
 _KNOWN_MISTAKE = "the result matches a known mistake: "
 _RAISED_AS = re.compile(r", as '(?P<name>.+)' does$")
-
-
-def known_mistake(name: str) -> str:
-    """What a failure says when the result matches the known mistake ``name``."""
-    return _KNOWN_MISTAKE + name
-
-
-def raised_as(error_line: str, name: str) -> str:
-    """What a failure says when the answer raised what the known mistake ``name`` raises."""
-    return f"it raised {error_line}, as '{name}' does"
 
 
 def mistake_named(message: str) -> Optional[str]:
