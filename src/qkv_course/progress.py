@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``qkv progress``."""
     parser.add_argument("paths", nargs="*", default=["."], metavar="NOTEBOOK_OR_FOLDER",
                         help="assignment notebooks, or folders searched for them (default: .)")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+    parser.add_argument("--timeout", type=int, default=60, metavar="SECONDS",
                         help="how long one cell may run before it is interrupted (default 60)")
     parser.add_argument("--kernel", default="python3",
                         help="the Jupyter kernel to run them in (default python3: this Python)")
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run and report every notebook named; 0 if all autograded tests pass, else 1."""
     if args.timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
+        raise UsageError("--timeout must be a positive whole number of seconds")
     notebooks = find_notebooks([Path(p) for p in args.paths])
     all_pass = True
     for path, nb in notebooks:
@@ -96,7 +96,7 @@ def _read_quietly(path: Path) -> Any:
         return None  # in a folder, a broken file is not what the student asked about
 
 
-def execute(nb: Any, folder: Path, timeout: float, kernel: str) -> Any:
+def execute(nb: Any, folder: Path, timeout: int, kernel: str) -> Any:
     """Run a copy of ``nb`` in a fresh kernel, every cell, errors and timeouts allowed.
 
     Args:
@@ -158,7 +158,7 @@ def format_outcome(name: str, outcome: Outcome, score: str = "", note: str = "",
 
 
 def format_notebook(path: Path, found: List[Question], others: List[Tuple[str, Outcome]],
-                    timeout: float) -> str:
+                    timeout: int) -> str:
     """The report of one executed notebook: its assignment, every question, the totals."""
     lines = [f"{path.parent.name or path.stem}: {path}"]
     width = max([len(q.grade_id) for q in found] + [0])
@@ -167,7 +167,7 @@ def format_notebook(path: Path, found: List[Question], others: List[Tuple[str, O
             lines.append(format_outcome(q.grade_id, q.outcome,
                                         f"{q.points:g} points, graded by hand", width=width))
         else:
-            note = f"(limit: {timeout:g} s per cell)" if q.outcome.status == TIMEOUT else ""
+            note = f"(limit: {timeout} s per cell)" if q.outcome.status == TIMEOUT else ""
             lines.append(format_outcome(q.grade_id, q.outcome, f"{q.earned:g}/{q.points:g}",
                                         note, width))
     if others:
