@@ -1,7 +1,8 @@
 """The ``qkv`` command: one entry point for students and instructors.
 
 Each subcommand lives in its own module and is imported only when it runs, so ``qkv --help``
-is instant and nothing imports nbgrader until a subcommand needs it.
+is instant and nothing imports nbgrader until a subcommand needs it. A subcommand raises
+:class:`~qkv_course.graded.UsageError` for bad usage: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import argparse
 import importlib
 import sys
 from typing import List, Optional
+
+from .graded import UsageError
 
 # name -> (module with add_arguments(parser) and run(args) -> int, one-line help)
 SUBCOMMANDS = {
@@ -31,7 +34,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
     subparser = argparse.ArgumentParser(prog=f"qkv {argv[0]}", description=SUBCOMMANDS[argv[0]][1])
     module.add_arguments(subparser)
-    return int(module.run(subparser.parse_args(argv[1:])) or 0)
+    args = subparser.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except UsageError as e:  # bad usage is one clear line, never a traceback
+        print(f"qkv {argv[0]}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

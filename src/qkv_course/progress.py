@@ -1,0 +1,263 @@
+"""``qkv progress``: run a student's notebooks and say which tests pass, as the autograder would.
+
+Each notebook runs in a fresh kernel, cell after cell, on a copy in memory (the file is never
+written); a failing cell does not stop the ones after it, and a cell that runs too long is
+interrupted. Then every graded cell is reported: pass or fail, its points, and a failure's
+message in full. :func:`in_notebook` gives the same report from inside a running notebook.
+
+Exit status: 0 when every autograded test passes, 1 when one does not, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
+
+from .graded import (BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMEOUT, Outcome, Question,
+                     UsageError, cell_outcome, is_graded, jupyter, outcome_of_error,
+                     questions, read_notebook)
+
+_WORDS = {PASS: "pass", BY_HAND: "by hand", TIMEOUT: "TIMEOUT", ERROR: "ERROR"}
+_INDENT = " " * 11
+# Folders never searched for notebooks: hidden ones (.venv, .ipynb_checkpoints, .git), and
+# installed packages, which may ship nbgrader notebooks of their own.
+_SKIP = ("node_modules", "site-packages", "_build")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``qkv progress``."""
+    parser.add_argument("paths", nargs="*", default=["."], metavar="NOTEBOOK_OR_FOLDER",
+                        help="assignment notebooks, or folders searched for them (default: .)")
+    parser.add_argument("--timeout", type=int, default=60, metavar="SECONDS",
+                        help="how long one cell may run before it is interrupted (default 60)")
+    parser.add_argument("--kernel", default="python3",
+                        help="the Jupyter kernel to run them in (default python3: this Python)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run and report every notebook named; 0 if all autograded tests pass, else 1."""
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive whole number of seconds")
+    notebooks = find_notebooks([Path(p) for p in args.paths])
+    all_pass = True
+    for path, nb in notebooks:
+        executed = execute(nb, path.parent, args.timeout, args.kernel)
+        found = questions(executed)
+        print(format_notebook(path, found, _other_failures(executed), args.timeout))
+        all_pass &= all(q.outcome.status == PASS for q in found if not q.by_hand)
+    return 0 if all_pass else 1
+
+
+def find_notebooks(paths: Iterable[Path]) -> List[Tuple[Path, Any]]:
+    """The assignment notebooks (those with graded cells) among ``paths``, read.
+
+    Args:
+        paths: notebooks, or folders searched (recursively) for notebooks.
+
+    Returns:
+        ``(path, notebook)`` pairs, in the order given (a folder's sorted).
+
+    Raises:
+        UsageError: a path does not exist, a file is not a notebook or has no graded cell,
+            or a folder holds no assignment notebook.
+    """
+    found: List[Tuple[Path, Any]] = []
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"{path}: no such file or folder")
+        if path.is_file():
+            nb = read_notebook(path)
+            if not any(is_graded(c) for c in nb.cells):
+                raise UsageError(f"{path}: no graded cells (not an assignment notebook)")
+            found.append((path, nb))
+            continue
+        inside = [p for p in sorted(path.rglob("*.ipynb")) if not _skipped(p.relative_to(path))]
+        graded = [(p, nb) for p in inside for nb in [_read_quietly(p)]
+                  if nb is not None and any(is_graded(c) for c in nb.cells)]
+        if not graded:
+            raise UsageError(f"{path}: no assignment notebooks (with graded cells) in this folder")
+        found.extend(graded)
+    return found
+
+
+def _skipped(relative: Path) -> bool:
+    return any(part.startswith(".") or part in _SKIP for part in relative.parts[:-1])
+
+
+def _read_quietly(path: Path) -> Any:
+    try:
+        return read_notebook(path)
+    except UsageError:
+        return None  # in a folder, a broken file is not what the student asked about
+
+
+def execute(nb: Any, folder: Path, timeout: int, kernel: str) -> Any:
+    """Run a copy of ``nb`` in a fresh kernel, every cell, errors and timeouts allowed.
+
+    Args:
+        nb: the notebook (left unchanged).
+        folder: the working folder of the kernel (the notebook's own, for relative paths).
+        timeout: seconds one cell may run before the kernel is interrupted.
+        kernel: the kernel's name.
+
+    Returns:
+        the executed copy. If the kernel dies, the cells after that point stay unrun.
+
+    Raises:
+        UsageError: the kernel cannot be started.
+    """
+    NoSuchKernel = jupyter("jupyter_client.kernelspec").NoSuchKernel
+    NotebookClient = jupyter("nbclient").NotebookClient
+    DeadKernelError = jupyter("nbclient.exceptions").DeadKernelError
+    copy_ = copy.deepcopy(nb)
+    client = NotebookClient(copy_, timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
+                            error_on_timeout=ERROR_ON_TIMEOUT, kernel_name=kernel,
+                            resources={"metadata": {"path": str(folder)}})
+    try:
+        # The kernel's own stderr is only its start-up chatter (a student's output comes back
+        # through the notebook's outputs), so it is dropped.
+        client.execute(stderr=subprocess.DEVNULL)
+    except NoSuchKernel:
+        raise UsageError(f"no Jupyter kernel named {kernel!r} (see `jupyter kernelspec list`)"
+                         ) from None
+    except DeadKernelError:
+        pass  # the cells that did not run are reported as such
+    return copy_
+
+
+def _other_failures(nb: Any) -> List[Tuple[str, Outcome]]:
+    """Ungraded cells that failed: often why a test cell after them cannot find an answer."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or is_graded(cell):
+            continue
+        outcome = cell_outcome(cell)
+        if outcome.status in (ERROR, TIMEOUT) and cell.get("outputs"):
+            name = cell.metadata.get("nbgrader", {}).get("grade_id")
+            found.append((f"cell {i + 1}" + (f" ({name})" if name else ""), outcome))
+    return found
+
+
+def format_outcome(name: str, outcome: Outcome, score: str = "", note: str = "",
+                   width: int = 0) -> str:
+    """One reported line (status, name padded to ``width``, score), then a failure's message
+    in full, indented."""
+    status = _WORDS.get(outcome.status, outcome.status.upper())
+    head = f"  {status:<8} {name:<{width}}" + (f"  {score}" if score else "")
+    lines = [head.rstrip()]
+    message = outcome.message if outcome.status != BY_HAND else ""
+    if note:
+        message = f"{message} {note}" if message else note
+    lines += [_INDENT + line for line in message.splitlines()]
+    return "\n".join(lines)
+
+
+def format_notebook(path: Path, found: List[Question], others: List[Tuple[str, Outcome]],
+                    timeout: int) -> str:
+    """The report of one executed notebook: its assignment, every question, the totals."""
+    lines = [f"{path.parent.name or path.stem}: {path}"]
+    width = max([len(q.grade_id) for q in found] + [0])
+    for q in found:
+        if q.by_hand:
+            lines.append(format_outcome(q.grade_id, q.outcome,
+                                        f"{q.points:g} points, graded by hand", width=width))
+        else:
+            note = f"(limit: {timeout} s per cell)" if q.outcome.status == TIMEOUT else ""
+            lines.append(format_outcome(q.grade_id, q.outcome, f"{q.earned:g}/{q.points:g}",
+                                        note, width))
+    if others:
+        lines.append("  other cells that failed (a test after them may not find your answer):")
+        lines += [format_outcome(name, outcome) for name, outcome in others]
+    tests = [q for q in found if not q.by_hand]
+    total = (f"  total: {sum(q.earned for q in tests):g}/{sum(q.points for q in tests):g} points "
+             f"from the tests ({sum(q.outcome.status == PASS for q in tests)} of {len(tests)} "
+             "pass)")
+    by_hand = sum(q.points for q in found if q.by_hand)
+    lines.append(total + (f"; {by_hand:g} more graded by hand" if by_hand else ""))
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- in a notebook
+
+
+@dataclass
+class Summary:
+    """What :func:`in_notebook` found: ``(name, outcome)`` for every check it ran."""
+
+    results: List[Tuple[str, Outcome]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> List[str]:
+        return [name for name, o in self.results if o.status == PASS]
+
+    @property
+    def failed(self) -> List[str]:
+        return [name for name, o in self.results if o.status != PASS]
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.results) and not self.failed
+
+    def __repr__(self) -> str:
+        return f"<progress: {len(self.passed)} of {len(self.results)} checks pass>"
+
+
+def in_notebook(namespace: Optional[Mapping[str, Any]] = None) -> Summary:
+    """Check every answer defined in a running notebook, and print what passes.
+
+    For each ``check_<name>`` of :mod:`qkv.checks` whose ``<name>`` the notebook defines, run
+    the check and print pass or fail, with a failure's message in full. Works where the
+    notebook has no file on disk (Colab). Never raises: an interrupted check (the stop
+    button, during an endless loop) ends the report early.
+
+    Args:
+        namespace: where the answers are defined (default: ``__main__``'s globals, which
+            are the notebook's).
+
+    Returns:
+        a :class:`Summary` of the checks run (none when no answer is defined yet).
+    """
+    ns = vars(sys.modules["__main__"]) if namespace is None else namespace
+    summary = Summary()
+    try:
+        import qkv.checks as checks
+    except Exception as e:  # noqa: BLE001 (a report must not raise)
+        print(f"qkv.checks cannot be imported: {type(e).__name__}: {e}")
+        return summary
+    for name, answer in list(ns.items()):
+        check = getattr(checks, f"check_{name}", None)
+        if f"check_{name}" not in checks.__all__ or _imported(answer):
+            continue
+        outcome, stop = _run_check(check, answer)
+        summary.results.append((name, outcome))
+        print(format_outcome(name, outcome))
+        if stop:
+            break
+    if not summary.results:
+        print("no answers found: define them first (run their cells), then call this again")
+    else:
+        print(f"  {len(summary.passed)} of {len(summary.results)} checks pass")
+    return summary
+
+
+def _imported(answer: Any) -> bool:
+    """Whether ``answer`` came from qkv or torch (imported, so not the student's own)."""
+    module = getattr(answer, "__module__", None) or ""
+    return module.split(".")[0] in ("qkv", "torch")
+
+
+def _run_check(check: Callable[[Any], None], answer: Any) -> Tuple[Outcome, bool]:
+    """Run one check: its outcome, and whether the student interrupted it."""
+    try:
+        check(answer)
+    except KeyboardInterrupt:
+        return Outcome(TIMEOUT, "interrupted (an endless loop?); the checks after it did not "
+                       "run"), True
+    except Exception as e:  # noqa: BLE001 (every failure is reported, none raised)
+        return outcome_of_error(type(e).__name__, str(e)), False
+    return Outcome(PASS), False

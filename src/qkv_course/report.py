@@ -1,0 +1,140 @@
+"""``qkv report COURSE_DIR --out DIR``: which mistakes a class made, after ``nbgrader autograde``.
+
+Reads ``COURSE_DIR/autograded/<student>/<assignment>/*.ipynb`` (their test cells' outputs hold
+the checks' messages, which name the mistakes they recognise) and writes, into ``DIR``:
+
+- ``mistakes.csv``: ``assignment,test,mistake,students``: how many students made each named
+  mistake in each test, plus ``unnamed failure`` (a failure no check recognised),
+  ``not written yet`` (the answer still raises NotImplementedError), ``timeout`` and
+  ``error`` (another exception, e.g. a NameError when the answer is missing); sorted by
+  assignment, test, then count (most first);
+- ``report.html``: one page, working offline: per assignment, a bar chart of those counts
+  and each test's pass rate.
+
+Nothing in ``COURSE_DIR`` is written, moved or deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from .graded import PASS, Question, UsageError, questions, read_notebook
+
+COLUMNS = ("assignment", "test", "mistake", "students")
+
+
+@dataclass
+class Assignment:
+    """What a class did on one assignment.
+
+    Args:
+        name: the assignment, e.g. ``06-masking``.
+        students: who submitted it (has a folder in ``autograded/``).
+        tests: the autograded test cells, in notebook order.
+        passed: test -> how many students passed it.
+        mistakes: ``(test, mistake, students)``, sorted as in ``mistakes.csv``.
+    """
+
+    name: str
+    students: List[str] = field(default_factory=list)
+    tests: List[str] = field(default_factory=list)
+    passed: Counter = field(default_factory=Counter)
+    mistakes: List[Tuple[str, str, int]] = field(default_factory=list)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``qkv report``."""
+    parser.add_argument("course_dir", metavar="COURSE_DIR",
+                        help="the nbgrader course folder (the one holding autograded/)")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="where to write mistakes.csv and report.html (created if needed)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the autograded notebooks, write the CSV and the page; 0 on success."""
+    course = Path(args.course_dir)
+    if not course.is_dir():
+        raise UsageError(f"{course}: no such folder")
+    autograded = course / "autograded"
+    if not autograded.is_dir():
+        raise UsageError(f"{course} has no autograded/ folder: run `nbgrader autograde "
+                         "<assignment>` in it first")
+    assignments = summarise(read_class(autograded))
+    if not assignments:
+        raise UsageError(f"{autograded} holds no autograded notebooks yet")
+    out = Path(args.out)
+    from .report_html import write_html  # matplotlib: only once there is something to draw
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(out / "mistakes.csv", assignments)
+        write_html(out / "report.html", assignments)
+    except OSError as e:
+        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    print(f"{len(assignments)} assignment(s), "
+          f"{len({s for a in assignments for s in a.students})} student(s): wrote "
+          f"{out / 'mistakes.csv'} and {out / 'report.html'}")
+    return 0
+
+
+def read_class(autograded: Path) -> Dict[str, Dict[str, List[Question]]]:
+    """Every autograded submission's questions: ``{assignment: {student: questions}}``.
+
+    A file that is not a notebook is skipped with a warning on stderr.
+    """
+    found: Dict[str, Dict[str, List[Question]]] = {}
+    for notebook in sorted(autograded.glob("*/*/*.ipynb")):
+        assignment_dir = notebook.parent
+        student = assignment_dir.parent.name
+        if student.startswith(".") or assignment_dir.name.startswith("."):
+            continue
+        try:
+            nb = read_notebook(notebook)
+        except UsageError as e:
+            print(f"qkv report: skipped {e}", file=sys.stderr)
+            continue
+        found.setdefault(assignment_dir.name, {}).setdefault(student, []).extend(questions(nb))
+    return found
+
+
+def summarise(by_assignment: Dict[str, Dict[str, List[Question]]]) -> List[Assignment]:
+    """Count, per assignment and test, the students who passed and each kind of failure.
+
+    Each student counts once per test (their first cell of that name); a test a student's
+    notebooks lack counts as not passed. Hand-graded cells are left out.
+    """
+    result = []
+    for name in sorted(by_assignment):
+        a = Assignment(name, sorted(by_assignment[name]))
+        counts: Counter = Counter()
+        for student in a.students:
+            seen = set()
+            for q in by_assignment[name][student]:
+                if q.by_hand or q.grade_id in seen:
+                    continue
+                seen.add(q.grade_id)
+                if q.grade_id not in a.tests:
+                    a.tests.append(q.grade_id)
+                if q.outcome.status == PASS:
+                    a.passed[q.grade_id] += 1
+                else:
+                    counts[q.grade_id, q.outcome.label] += 1
+        a.mistakes = sorted(((t, m, n) for (t, m), n in counts.items()),
+                            key=lambda row: (row[0], -row[2], row[1]))
+        result.append(a)
+    return result
+
+
+def write_csv(path: Path, assignments: List[Assignment]) -> None:
+    """``mistakes.csv``: one row per assignment, test and mistake, with its student count."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        for a in assignments:
+            writer.writerows((a.name, test, mistake, n) for test, mistake, n in a.mistakes)

@@ -1,0 +1,89 @@
+"""Students' answers to assignment 06-masking, as notebook cell sources, and submissions made
+from them: the material of tests/test_progress.py and tests/test_report.py.
+
+Each wrong answer is one known mistake, written the way a student would write it; the
+``(test, outcome)`` it must produce is stated beside it, so a report's counts are known by
+construction.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Dict
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "06-masking"
+SOLUTION = ROOT / "solutions" / ASSIGNMENT / "masking.ipynb"
+EXERCISE = ROOT / "exercises" / ASSIGNMENT / "masking.ipynb"
+
+INVERTED_CAUSAL = '''
+def causal_mask(L, S=None, device=None):
+    S = L if S is None else S
+    return ~torch.ones(L, S, dtype=torch.bool, device=device).tril()
+'''
+
+DIAGONAL_MASKED = '''
+def causal_mask(L, S=None, device=None):
+    S = L if S is None else S
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(-1)
+'''
+
+MISSING_CAUSAL = "# I did not get to this one\n"
+
+LOOPS_WITHOUT_S = '''
+def padding_mask(lengths, S=None):
+    lengths = torch.as_tensor(lengths)
+    while S is None:  # meant to be S = max(lengths): never ends when S is omitted
+        pass
+    return torch.arange(S, device=lengths.device)[None, :] < lengths[:, None]
+'''
+
+INVERTED_PADDING = '''
+def padding_mask(lengths, S=None):
+    lengths = torch.as_tensor(lengths)
+    S = int(lengths.max()) if S is None else S
+    return torch.arange(S, device=lengths.device)[None, :] >= lengths[:, None]
+'''
+
+MISTAKE_NAMES = {
+    INVERTED_CAUSAL: "inverted mask (True marks the future)",
+    DIAGONAL_MASKED: "causal mask off by one (the diagonal is masked)",
+    INVERTED_PADDING: "inverted mask (True marks padding)",
+}
+
+
+def grade_id(cell) -> str:
+    return cell.metadata.get("nbgrader", {}).get("grade_id", "")
+
+
+def solution_answer(grade: str) -> str:
+    """The model answer of a cell, as a student would write it (no nbgrader markers)."""
+    nb = nbformat.read(str(SOLUTION), as_version=4)
+    source = next(c.source for c in nb.cells if grade_id(c) == grade)
+    return re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", source, flags=re.MULTILINE)
+
+
+def sdpa_with_its_own_causal_mask() -> str:
+    """The model attention, building its causal mask inline: a mistake in a student's
+    ``causal_mask`` then fails its own test only, which keeps a class's counts simple."""
+    source = solution_answer("scaled_dot_product_attention")
+    call = "causal_mask(L, S, device=query.device)"
+    assert call in source, "the solution's attention no longer calls causal_mask like this"
+    return source.replace(call, "torch.ones(L, S, dtype=torch.bool, device=query.device).tril()")
+
+
+def submission(answers: Dict[str, str], base: Path = EXERCISE):
+    """The released exercise with the answer cells ``answers`` (grade_id -> source) filled in.
+
+    Answer cells not named keep the model answer; ``base`` is the notebook to start from.
+    """
+    nb = copy.deepcopy(nbformat.read(str(base), as_version=4))
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            cell.source = answers.get(grade_id(cell), solution_answer(grade_id(cell)))
+    return nb

@@ -1,0 +1,120 @@
+"""``qkv progress``: a student's report, from the command (notebooks run in a fresh kernel) and
+from inside a notebook (:func:`qkv_course.progress.in_notebook`)."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+import torch
+
+from masking_submissions import (EXERCISE, INVERTED_CAUSAL, INVERTED_PADDING, LOOPS_WITHOUT_S,
+                                 MISTAKE_NAMES, SOLUTION, submission)
+from qkv.checks.masking import PADDING_MASK
+from qkv_course.cli import main
+from qkv_course.progress import in_notebook
+
+
+def _progress(capsys, *args):
+    code = main(["progress", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _line(out, grade_id):
+    return next(line for line in out.splitlines() if re.match(rf"\s+\S.*\s{grade_id}\s", line))
+
+
+def test_solution_passes_every_test(capsys):
+    code, out, _ = _progress(capsys, SOLUTION, "--timeout", 60)
+    assert code == 0, out
+    for test in ("test_causal_mask", "test_padding_mask", "test_scaled_dot_product_attention"):
+        assert _line(out, test).split()[0] == "pass"
+    assert "total: 7/7 points from the tests (3 of 3 pass)" in out
+
+
+def test_blank_exercise_fails_and_says_what_is_not_written(capsys):
+    code, out, _ = _progress(capsys, EXERCISE.parent, "--timeout", 60)
+    assert code == 1
+    assert _line(out, "test_causal_mask").split()[:1] == ["FAIL"]
+    assert "causal_mask is not written yet" in out
+    assert "total: 0/7 points from the tests (0 of 3 pass)" in out
+
+
+def test_known_mistake_in_full_and_a_timeout_and_the_notebook_untouched(capsys, tmp_path):
+    path = tmp_path / "06-masking" / "masking.ipynb"
+    path.parent.mkdir()
+    nbformat.write(submission({"causal_mask": INVERTED_CAUSAL, "padding_mask": LOOPS_WITHOUT_S}),
+                   str(path))
+    before = path.read_bytes()
+    code, out, err = _progress(capsys, path, "--timeout", 15)
+    assert code == 1
+    assert path.read_bytes() == before  # run in memory, never saved
+    # The mistake's name ends a long line, and its hint follows: both whole.
+    name = MISTAKE_NAMES[INVERTED_CAUSAL]
+    assert re.search(r"causal_mask: wrong on .*: the result matches a known mistake: "
+                     + re.escape(name) + "$", out, re.MULTILINE), out
+    assert "Look at: a bool mask is True where attention is allowed" in out
+    assert "use torch.tril, not triu" in out
+    timeout_line = _line(out, "test_padding_mask")
+    assert timeout_line.split()[0] == "TIMEOUT" and timeout_line.endswith("0/2")
+    assert "ran past its time limit" in out and "(limit: 15 s per cell)" in out
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp / "missing.ipynb", "no such file or folder"),
+    (lambda tmp: _write(tmp / "notes.ipynb", "these are my notes"), "not a notebook"),
+    (lambda tmp: _write(tmp / "plain.ipynb", nbformat.writes(nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("1 + 1")]))), "no graded cells"),
+    (lambda tmp: tmp, "no assignment notebooks"),
+])
+def test_bad_paths_exit_2_with_one_line(capsys, tmp_path, make, message):
+    path = make(tmp_path)
+    code, out, err = _progress(capsys, path)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err and str(path) in err, err
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------- in a notebook
+
+
+def _namespace(*sources):
+    ns = {"torch": torch}
+    for source in sources:
+        exec(source, ns)  # noqa: S102 (the students' answers of masking_submissions)
+    return ns
+
+
+def test_in_notebook_reports_each_defined_answer_in_full(capsys):
+    from qkv import causal_mask as reference  # imported, not the student's: not checked
+
+    ns = _namespace(INVERTED_PADDING, "def causal_mask(L, S=None, device=None):\n"
+                    "    return torch.ones(L, L if S is None else S, dtype=torch.bool, "
+                    "device=device).tril()\n")
+    ns["softmax"] = reference
+    summary = in_notebook(ns)
+    out = capsys.readouterr().out
+    assert summary.passed == ["causal_mask"] and summary.failed == ["padding_mask"]
+    assert not summary.all_passed
+    hint = next(m.hint for m in PADDING_MASK.mistakes if m.name == MISTAKE_NAMES[INVERTED_PADDING])
+    assert f"known mistake: {MISTAKE_NAMES[INVERTED_PADDING]}\n" in out
+    assert f"Look at: {hint}" in out
+    assert "softmax" not in out and "1 of 2 checks pass" in out
+
+
+def test_in_notebook_never_raises(capsys):
+    def padding_mask(lengths, S=None):
+        raise KeyboardInterrupt  # the stop button, pressed during an endless loop
+
+    summary = in_notebook({"padding_mask": padding_mask, "causal_mask": 3})
+    out = capsys.readouterr().out
+    assert [name for name, _ in summary.results] == ["padding_mask"]  # stopped there
+    assert summary.results[0][1].status == "timeout" and "interrupted" in out
+    assert in_notebook({}).results == [] and "no answers found" in capsys.readouterr().out

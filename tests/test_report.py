@@ -1,0 +1,226 @@
+"""``qkv report``: a class's mistakes counted from autograded notebooks.
+
+The slow test grades a synthetic class of 31 submissions of 06-masking with a real
+``nbgrader autograde`` and checks the counts, known by construction, in ``mistakes.csv``
+and the page. The fast tests use hand-made autograded notebooks, whose failure messages
+come from running the real checks on wrong answers.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from masking_submissions import (ASSIGNMENT, DIAGONAL_MASKED, INVERTED_CAUSAL, INVERTED_PADDING,
+                                 LOOPS_WITHOUT_S, MISSING_CAUSAL, MISTAKE_NAMES, ROOT,
+                                 sdpa_with_its_own_causal_mask, submission)
+from qkv.checks import check_causal_mask, check_padding_mask
+from qkv_course.cli import main
+
+CAUSAL, PADDING, SDPA = "test_causal_mask", "test_padding_mask", "test_scaled_dot_product_attention"
+LOOP_TIMEOUT = 15  # seconds per cell for the students whose answer never ends
+
+# (students, their answers, what each of them must get: test -> mistake); None: left blank.
+CLASS = [
+    (10, {}, {}),
+    (7, {"causal_mask": INVERTED_CAUSAL}, {CAUSAL: MISTAKE_NAMES[INVERTED_CAUSAL]}),
+    (5, {"causal_mask": DIAGONAL_MASKED}, {CAUSAL: MISTAKE_NAMES[DIAGONAL_MASKED]}),
+    (3, {"causal_mask": MISSING_CAUSAL}, {CAUSAL: "error"}),  # NameError: causal_mask
+    # The test of the attention also builds a padding mask, and finds the output changed.
+    (3, {"padding_mask": INVERTED_PADDING},
+     {PADDING: MISTAKE_NAMES[INVERTED_PADDING], SDPA: "unnamed failure"}),
+    (2, {"padding_mask": LOOPS_WITHOUT_S}, {PADDING: "timeout"}),
+    (1, None, {CAUSAL: "not written yet", PADDING: "not written yet", SDPA: "not written yet"}),
+]
+
+
+def _snapshot(folder: Path):
+    return {p.relative_to(folder): (p.stat().st_mode, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _report(capsys, course, out):
+    code = main(["report", str(course), "--out", str(out)])
+    return (code, *capsys.readouterr())
+
+
+def _rows(out):
+    with open(out / "mistakes.csv", newline="") as f:
+        return list(csv.reader(f))
+
+
+# --------------------------------------------------------------------------- a real class
+
+
+def _nbgrader(course: Path, *args: str) -> subprocess.Popen:
+    bin_dir = Path(sys.executable).parent  # nbgrader runs alembic from the venv's bin
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.Popen([str(bin_dir / "nbgrader"), *args], cwd=course, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc: subprocess.Popen) -> None:
+    log = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, log[-4000:]
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """Autograde the class with nbgrader; return the folder holding all of ``autograded/``.
+
+    The class is graded in three courses at once (the machine's cores wait less on each
+    kernel's start), one of them for the endless loops with a short time limit per cell;
+    their ``autograded/`` folders are then gathered in one course folder.
+    """
+    tmp = tmp_path_factory.mktemp("report")
+    base = tmp / "base"
+    (base / "solutions").mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", base)
+    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, base / "solutions" / ASSIGNMENT)
+    _finish(_nbgrader(base, "generate_assignment", ASSIGNMENT, "--force", "--create"))
+    release = base / "exercises" / ASSIGNMENT / "masking.ipynb"
+
+    shards = {"a": [], "b": [], "loops": []}  # shard -> [(student, notebook)]
+    expected = {}
+    for group, (count, answers, outcome) in enumerate(CLASS):
+        for i in range(count):
+            student = f"g{group}s{i}"
+            nb = (nbformat.read(str(release), as_version=4) if answers is None else submission(
+                {"scaled_dot_product_attention": sdpa_with_its_own_causal_mask(), **answers},
+                base=release))
+            shard = "loops" if answers == {"padding_mask": LOOPS_WITHOUT_S} else "ab"[len(expected) % 2]
+            shards[shard].append((student, nb))
+            expected[student] = outcome
+    procs = []
+    for shard, students in shards.items():
+        course = tmp / shard
+        shutil.copytree(base, course)
+        for student, nb in students:
+            (course / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
+            nbformat.write(nb, str(course / "submitted" / student / ASSIGNMENT / "masking.ipynb"))
+        timeout = [f"--Execute.timeout={LOOP_TIMEOUT}"] if shard == "loops" else []
+        procs.append(_nbgrader(course, "autograde", ASSIGNMENT, "--force", *timeout))
+    for proc in procs:
+        _finish(proc)
+    gathered = tmp / "class"
+    for shard in shards:
+        shutil.copytree(tmp / shard / "autograded", gathered / "autograded", dirs_exist_ok=True)
+    return gathered, expected
+
+
+@pytest.mark.slow
+def test_report_counts_a_real_class_mistakes(graded_class, capsys, tmp_path):
+    course, expected = graded_class
+    assert len(expected) >= 30
+    before = _snapshot(course)
+    code, out, err = _report(capsys, course, tmp_path / "out")
+    assert code == 0, err
+    assert _snapshot(course) == before  # nothing in the course folder changes
+
+    counts = Counter((test, mistake) for outcome in expected.values()
+                     for test, mistake in outcome.items())
+    rows = sorted(((t, m, n) for (t, m), n in counts.items()), key=lambda r: (r[0], -r[2], r[1]))
+    assert _rows(tmp_path / "out") == [["assignment", "test", "mistake", "students"]] + [
+        [ASSIGNMENT, t, m, str(n)] for t, m, n in rows]
+
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.count("<img") == 1 and "src='data:image/png;base64," in page
+    for test in (CAUSAL, PADDING, SDPA):
+        passed = sum(test not in outcome for outcome in expected.values())
+        assert f"<td>{test}</td><td class='n'>{passed} / {len(expected)}</td>" in page
+
+
+# --------------------------------------------------------------------------- hand-made notebooks
+
+
+def _message(check, source):
+    ns = {"torch": torch}
+    exec(source, ns)  # noqa: S102
+    name = check.__name__[len("check_"):]
+    with pytest.raises(AssertionError) as e:
+        check(ns[name])
+    return str(e.value)
+
+
+def _test_cell(grade_id, *outputs):
+    cell = new_code_cell("check(answer)", outputs=list(outputs), execution_count=3)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "points": 2, "grade_id": grade_id}
+    return cell
+
+
+def _error(ename, evalue=""):
+    return new_output("error", ename=ename, evalue=evalue, traceback=[])
+
+
+def _autograded(course, student, assignment, *cells):
+    folder = course / "autograded" / student / assignment
+    folder.mkdir(parents=True)
+    written = new_markdown_cell("my answer")
+    written.metadata["nbgrader"] = {"grade": True, "solution": True, "points": 1, "grade_id": "why"}
+    nbformat.write(new_notebook(cells=[*cells, written]), str(folder / "nb.ipynb"))
+
+
+@pytest.fixture
+def small_class(tmp_path):
+    course = tmp_path / "course"
+    inverted = _message(check_causal_mask, INVERTED_CAUSAL)
+    padding = _message(check_padding_mask, INVERTED_PADDING)
+    for student in ("ann", "bob", "cy"):
+        _autograded(course, student, "01-one", _test_cell("t1", _error("AssertionError", inverted)),
+                    _test_cell("t2", _error("AssertionError", padding)))
+    _autograded(course, "dee", "01-one", _test_cell("t1", _error("NameError", "name 'f'")),
+                _test_cell("t2", new_output("stream", name="stderr", text="a warning")))
+    _autograded(course, "ann", "02-two", _test_cell("t1", _error("KeyboardInterrupt"),
+                                                    _error("CellTimeoutError")))
+    _autograded(course, "bob", "02-two", _test_cell("t1"))
+    (course / "autograded" / "bob" / "02-two" / "broken.ipynb").write_text("not json")
+    return course
+
+
+def test_small_class_csv_sorted_and_one_chart_per_assignment(small_class, capsys, tmp_path):
+    before = _snapshot(small_class)
+    code, out, err = _report(capsys, small_class, tmp_path / "out")
+    assert code == 0 and "skipped" in err and "broken.ipynb" in err
+    assert _snapshot(small_class) == before
+    assert _rows(tmp_path / "out")[1:] == [
+        ["01-one", "t1", MISTAKE_NAMES[INVERTED_CAUSAL], "3"],
+        ["01-one", "t1", "error", "1"],
+        ["01-one", "t2", MISTAKE_NAMES[INVERTED_PADDING], "3"],
+        ["01-one", "t2", "unnamed failure", "1"],  # stderr output: failed, as nbgrader scores it
+        ["02-two", "t1", "timeout", "1"],
+    ]
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.count("<img") == 2 and "<td>t1</td><td class='n'>0 / 4</td>" in page
+    assert "<td>t1</td><td class='n'>1 / 2</td>" in page and "<td>why<" not in page  # hand-graded
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: (tmp / "nowhere", tmp / "out"), "no such folder"),
+    (lambda tmp: (tmp, tmp / "out"), "has no autograded/ folder"),
+    (lambda tmp: ((tmp / "autograded").mkdir() or tmp, tmp / "out"), "no autograded notebooks"),
+])
+def test_bad_course_folder_exits_2_with_one_line(capsys, tmp_path, make, message):
+    course, out = make(tmp_path)
+    code, stdout, err = _report(capsys, course, out)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_unwritable_out_folder_exits_2_and_changes_nothing(small_class, capsys, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    before = _snapshot(small_class)
+    code, _, err = _report(capsys, small_class, tmp_path / "a_file" / "out")
+    assert code == 2 and "cannot write to" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("qkv report: cannot write")
+    assert _snapshot(small_class) == before
