@@ -38,12 +38,13 @@ class Generator:
         return fn(root)
 
 
-# Every generator, in the order they run (exercises are made from solutions: solutions first).
+# Every generator, in the order they run: the toc first (the Colab copies follow it), solutions
+# before exercises (exercises are made from solutions).
 GENERATORS: List[Generator] = [
+    Generator("toc", "qkv_course.toc", owns=["_toc.yml"]),
     Generator("solutions", "qkv_course.assignments", owns=["solutions/*/*.ipynb"]),
     Generator("exercises", "qkv_course.exercises", owns=["exercises/*/*.ipynb"]),
     Generator("colab", "qkv_course.colab", owns=["book/[0-9][0-9]-*.ipynb"]),
-    Generator("toc", "qkv_course.toc", owns=["_toc.yml"]),
     Generator("exports", "qkv_course.exports", owns=["src/qkv/__init__.py", "src/qkv/checks/__init__.py"]),
     Generator("concept-map", "qkv_course.concept_map", owns=["CONTRIBUTING.md"]),
 ]
