@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 import qkv
 
-from ._attention import FILL_HINT, TORCH_ATTENTION
+from ._attention import FILL_HINT, TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._harness import run_check
@@ -219,10 +219,7 @@ def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_
                for t, n in ((query, "q_proj"), (key, "k_proj"), (value, value_proj)))
     scale = {"head": 1.0 / math.sqrt(D // H), "embed": 1.0 / math.sqrt(D), "head_dim": H / D,
              "none": 1.0}[scale_by]
-    scores = (q @ k.transpose(-2, -1)) * scale
-    if mask is not None:
-        scores = scores.masked_fill(~mask, fill)
-    weights = torch.softmax(scores, dim=-1)
+    weights = attend(q, k, None, mask, factor=lambda E, Ev, s: scale, fill=fill, give="weights")
     if dropout:
         weights = F.dropout(weights, spec.get("dropout", 0.0))
     out = weights @ v
