@@ -11,13 +11,14 @@ import qkv
 
 
 # ----------------------------------------------------------------------------- chunked_attention
-def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, short=False):
+def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, short=False,
+                 fill="finfo", causal_diag=0):
     def chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
                           chunk_size=256):
         L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
         c = 1 / math.sqrt(E) if scale is None else scale
         if is_causal:
-            attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+            attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(causal_diag)
         if materialise:
             s = query @ key.transpose(-2, -1) * c
             if attn_mask is not None:
@@ -33,7 +34,8 @@ def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, s
                 s = q @ key[..., j0:j1, :].transpose(-2, -1)
                 if attn_mask is not None:
                     blk = attn_mask[..., i0:i0 + chunk_size, j0:j1]
-                    s = s.masked_fill(~blk, -1e9) if blk.dtype == torch.bool else s + blk
+                    low = torch.finfo(s.dtype).min if fill == "finfo" else fill
+                    s = s.masked_fill(~blk, low) if blk.dtype == torch.bool else s + blk
                 vj = value[..., j0:j1, :]
                 if m is None and first_max == "zero":
                     m = torch.zeros_like(s[..., :1])
@@ -64,11 +66,17 @@ CHUNKED_RIGHT = {"online softmax": make_chunked()}
 CHUNKED_WRONG.update({
     "initial max 0": (make_chunked(first_max="zero"), "starts at 0 instead of -inf"),
     "chunk one key short": (make_chunked(short=True), "chunk bounds off by one"),
+    "causal mask hides the diagonal": (make_chunked(causal_diag=-1),
+                                       "causal mask off by one (the diagonal is masked)"),
+    "-1e9 fill (overflows in float16)": (make_chunked(fill=-1e9), "a finite fill like -1e9"),
+    "float32's finfo.min fill (overflows in float16)":
+        (make_chunked(fill=torch.finfo(torch.float32).min), "torch.finfo(scores.dtype).min"),
 })
 
 
 # ----------------------------------------------------------------------------- kv_cache_step
-def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=False, cat_dim=-2):
+def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=False, cat_dim=-2,
+            scale_by="E", diag=0, fill=float("-inf")):
     def kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None):
         if k_cache is None:
             k_all, v_all = key, value
@@ -78,11 +86,12 @@ def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=Fa
             k_all, v_all = torch.cat([k_cache, key], dim=cat_dim), torch.cat([v_cache, value], dim=cat_dim)
         k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
         L, S = query.shape[-2], k_att.shape[-2]
-        c = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+        d = query.shape[-1] if scale_by == "E" else S  # S: the number of keys (the mistake)
+        c = 1 / math.sqrt(d) if scale is None else scale
         s = query @ k_att.transpose(-2, -1) * c
         if mask == "bottom_right":
-            allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
-            s = s.masked_fill(~allowed, float("-inf"))
+            allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L + diag)
+            s = s.masked_fill(~allowed, fill)
         elif mask == "is_causal":
             allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
             s = s.masked_fill(~allowed, float("-inf"))
@@ -106,7 +115,12 @@ KV_WRONG = {
     "attends to the old cache only": (make_kv(attend_new=False), "only to the old cache"),
     "new before old": (make_kv(new_first=True), "put before the cache"),
     "returns the old caches": (make_kv(return_old=True), "old caches returned"),
-    "concatenated on the wrong dim": (make_kv(cat_dim=-1), "wrong on"),
+    "concatenated on the wrong dim": (make_kv(cat_dim=-1), "the cache appended on the wrong dim"),
+    "concatenated on the heads dim": (make_kv(cat_dim=1), "the cache appended on the wrong dim"),
+    "scaled by 1/sqrt(S)": (make_kv(scale_by="S"), "scaled by 1/sqrt(S)"),
+    "mask hides the new token itself": (make_kv(diag=-1), "causal mask off by one (each new token"),
+    "mask shows one future token": (make_kv(diag=1), "causal mask off by one (one future key"),
+    "-1e9 fill (overflows in float16)": (make_kv(fill=-1e9), "a finite fill like -1e9"),
     "calls the reference": (lambda *a, **k: qkv.kv_cache_step(*a, **k), "qkv.kv_cache_step"),
 }
 KV_RIGHT = {"softmax by hand": make_kv(), "torch SDPA with a bottom-right mask": kv_with_sdpa}

@@ -26,6 +26,17 @@ def split_reshape_only(x, num_heads):
     return x.reshape(B, num_heads, L, D // num_heads)
 
 
+def split_transpose_first(x, num_heads):
+    B, L, D = x.shape
+    x = x.transpose(1, 2)  # (B, D, L)
+    return x.reshape(B, num_heads, L, D // num_heads)
+
+
+def split_transpose_first_view(x, num_heads):
+    B, L, D = x.shape
+    return x.transpose(1, 2).view(B, num_heads, L, D // num_heads)
+
+
 def merge_ok(x):
     B, H, L, Dh = x.shape
     return x.transpose(1, 2).reshape(B, L, H * Dh)
@@ -40,33 +51,45 @@ def merge_reshape_only(x):
     return x.reshape(B, L, H * Dh)
 
 
+def merge_last_two_swapped(x):
+    B, H, L, Dh = x.shape
+    return x.transpose(2, 3).reshape(B, L, H * Dh)
+
+
 def merge_view(x):
     B, H, L, Dh = x.shape
     return x.transpose(1, 2).view(B, L, H * Dh)
 
 
-SPLIT_WRONG = {"reshape without transpose": (split_reshape_only, "reshape without transpose")}
+SPLIT_WRONG = {
+    "reshape without transpose": (split_reshape_only, "reshape without transpose"),
+    "transposing first": (split_transpose_first, "transposing before the reshape"),
+    "transposing first, then view": (split_transpose_first_view, "transposing before the reshape"),
+}
 SPLIT_RIGHT = {"view + permute": split_ok, "unflatten": split_unflatten}
 MERGE_WRONG = {
     "reshape without transpose": (merge_reshape_only, "reshape without transpose"),
     "view on a non-contiguous tensor": (merge_view, "contiguous"),
+    "last two dims swapped": (merge_last_two_swapped, "the last two axes swapped"),
 }
 MERGE_RIGHT = {"transpose + reshape": merge_ok, "cat of heads": merge_cat}
 
 
 # ----------------------------------------------------------------------------- MultiHeadAttention
-def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=False):
+def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=False,
+             fill=float("-inf"), value_proj="v_proj", dropout="eval"):
     class MHA(nn.Module):
         def __init__(self, embed_dim, num_heads, bias=True, kdim=None, vdim=None, dropout=0.0,
                      device=None, dtype=None):
             super().__init__()
             f = {"device": device, "dtype": dtype}
-            self.embed_dim, self.num_heads = embed_dim, num_heads
+            self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
             self.head_dim = embed_dim // num_heads
             self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
             self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **f)
             self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **f)
             self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
+            self.drop = nn.Dropout(dropout)
 
         def forward(self, query, key=None, value=None, key_padding_mask=None, need_weights=False,
                     attn_mask=None, average_attn_weights=True, is_causal=False):
@@ -79,7 +102,7 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
             S, H = key.shape[1], self.num_heads
             q = self.q_proj(query).view(B, L, H, -1).transpose(1, 2)
             k = self.k_proj(key).view(B, S, H, -1).transpose(1, 2)
-            v = self.v_proj(value).view(B, S, H, -1).transpose(1, 2)
+            v = getattr(self, value_proj)(value).view(B, S, H, -1).transpose(1, 2)
             allowed = torch.ones(B, 1, L, S, dtype=torch.bool, device=query.device)
             if is_causal:
                 allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
@@ -91,12 +114,20 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
                 w = None
             else:
-                d = self.head_dim if scale_by == "head" else self.embed_dim
+                d = {"head": math.sqrt(self.head_dim), "embed": math.sqrt(self.embed_dim),
+                     "head_dim": self.head_dim}[scale_by]
                 if einsum:
-                    s = torch.einsum("bhle,bhse->bhls", q, k) / math.sqrt(d)
+                    s = torch.einsum("bhle,bhse->bhls", q, k) / d
                 else:
-                    s = q @ k.transpose(-2, -1) / math.sqrt(d)
-                w = s.masked_fill(~allowed, -1e9).softmax(-1)
+                    s = q @ k.transpose(-2, -1) / d
+                w = s.masked_fill(~allowed, torch.finfo(s.dtype).min if fill == "finfo" else fill)
+                w = w.softmax(-1)
+                if dropout == "module":
+                    w = self.drop(w)
+                elif dropout == "always":
+                    w = F.dropout(w, self.dropout)  # training defaults to True, even in eval
+                else:
+                    w = F.dropout(w, self.dropout, training=self.training)
                 out = w @ v
             out = out.transpose(1, 2).reshape(B, L, D)
             if out_proj:
@@ -120,5 +151,14 @@ MHA_WRONG = {
     "F.scaled_dot_product_attention inside": (make_mha(builtin_attention=True),
                                               "torch.nn.functional.scaled_dot_product_attention"),
     "inherits the reference": (MHASubclass, "qkv.MultiHeadAttention"),
+    "scaled by 1/head_dim": (make_mha(scale_by="head_dim"), "1/head_dim instead of 1/sqrt"),
+    "V projected with k_proj": (make_mha(value_proj="k_proj"), "value projected with k_proj"),
+    "dropout left on in eval": (make_mha(dropout="always"), "dropout left on in eval mode"),
+    "-1e9 fill (overflows in float16)": (make_mha(fill=-1e9), "a finite fill like -1e9"),
 }
-MHA_RIGHT = {"matmul": make_mha(), "einsum": make_mha(einsum=True)}
+MHA_RIGHT = {
+    "matmul": make_mha(),
+    "einsum": make_mha(einsum=True),
+    "nn.Dropout module": make_mha(dropout="module"),
+    "finfo.min fill of the scores' dtype": make_mha(fill="finfo"),
+}

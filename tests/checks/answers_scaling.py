@@ -39,9 +39,12 @@ def make_sdpa(scale_rule="sqrt", mask_mode="before", causal_diag=0, softmax="tor
                 allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(causal_diag)
             attn_mask = allowed
         if attn_mask is not None and mask_mode != "after":
-            if attn_mask.dtype == torch.bool:
+            if attn_mask.dtype == torch.bool and mask_mode == "add":
+                scores = scores + attn_mask  # the bool mask added as if it were a float one
+            elif attn_mask.dtype == torch.bool:
                 m = attn_mask if mask_mode == "inverted" else ~attn_mask
-                scores = scores.masked_fill(m, fill)
+                scores = scores.masked_fill(m, torch.finfo(scores.dtype).min if fill == "finfo"
+                                            else fill)
             else:
                 scores = scores + attn_mask
         if give == "scores":
@@ -83,16 +86,18 @@ SDPA_WRONG = {
     "wrong device": (make_sdpa(device_bug=True), "device="),
     "fixed dtype": (make_sdpa(dtype_bug=True, upcast=True), "dtype"),
     "inputs modified in place": (make_sdpa(inplace=True), "inputs modified in place"),
+    "bool mask added as 0/1": (make_sdpa(mask_mode="add"), "a bool mask added to the scores as 0/1"),
+    "-1e9 fill (overflows in float16)": (make_sdpa(fill=-1e9), "a finite fill like -1e9"),
 }
 
 SDPA_RIGHT = {
     "matmul, scale after": make_sdpa(),
     "scale before the product": make_sdpa(order="before"),
     "einsum": make_sdpa(einsum=True),
-    "large negative fill": make_sdpa(fill=-1e9),
+    "large negative fill that fits float16": make_sdpa(fill=-3e4),
     "hand-written stable softmax": make_sdpa(softmax="stable"),
     "float64 inside": make_sdpa(upcast=True),
-    "finfo.min fill": make_sdpa(fill=torch.finfo(torch.float32).min),
+    "finfo.min fill of the scores' dtype": make_sdpa(fill="finfo"),
 }
 
 

@@ -40,6 +40,9 @@ QKV_ATTENTION = {
     qkv.MultiHeadAttention.forward: "qkv.MultiHeadAttention",
 }
 
+#: What a student needs when a finite fill overflows the dtype of the scores.
+FILL_HINT = ("a finite fill like -1e9 overflows in float16 (its largest value is 65504): use "
+             "float('-inf') or torch.finfo(scores.dtype).min")
 SCALE_HINT = "multiply the scores by scale, or by 1/sqrt(E) with E = query.shape[-1] when scale is None"
 _CONSTANTS = (2, 3, 4, 5, 6, 8, 16, 32, 64, 128, 256, 512)
 
@@ -58,15 +61,19 @@ def transposed_key(key: Tensor, key_t: Any = None) -> Tensor:
     return key.transpose(*key_t)
 
 
-def _masked(scores: Tensor, mask: Optional[Tensor], mask_mode: str) -> Tuple[Tensor, Optional[Tensor]]:
-    """Apply ``mask`` as ``mask_mode`` says; return the scores and the bool mask still to apply."""
+def _masked(scores: Tensor, mask: Optional[Tensor], mask_mode: str,
+            fill: float = float("-inf")) -> Tuple[Tensor, Optional[Tensor]]:
+    """Apply ``mask`` as ``mask_mode`` says; return the scores and the bool mask still to apply.
+
+    ``fill`` is what masked scores become (a finite one, like -1e9, overflows in float16).
+    """
     if mask is not None and mask.dtype != torch.bool:
         if mask_mode != "ignored":
             scores = scores + mask
         mask = None
     if mask is not None:
         if mask_mode == "before":
-            scores = scores.masked_fill(~mask, float("-inf"))
+            scores = scores.masked_fill(~mask, fill)
         elif mask_mode == "inverted":
             scores = scores.masked_fill(mask, float("-inf"))
         elif mask_mode == "multiply":
@@ -78,12 +85,14 @@ def attend(query: Tensor, key: Tensor, value: Optional[Tensor] = None, attn_mask
            dropout_p: float = 0.0, is_causal: bool = False, scale=None, *,
            factor: Optional[Callable[[int, int, Any], float]] = None, key_t: Any = None,
            mask_mode: str = "before", causal_diag: int = 0, causal_align: str = "top",
-           dim: int = -1, stable: bool = True, give: str = "output") -> Tensor:
+           dim: int = -1, stable: bool = True, give: str = "output",
+           fill: float = float("-inf")) -> Tensor:
     """Attention with switches that reproduce common mistakes (all off: the right answer).
 
     ``factor(E, Ev, scale)`` gives the factor applied to the scores; ``key_t`` a
     wrong transpose of the key (``"T"`` or a pair of axes); ``mask_mode`` one of
-    before/inverted/after/ignored/multiply; ``causal_diag``/``causal_align`` a
+    before/inverted/after/ignored/multiply, or ``"added"`` (a bool ``attn_mask`` added to
+    the scores as 0/1); ``fill`` the value masked scores get; ``causal_diag``/``causal_align`` a
     shifted causal mask; ``dim`` the softmax axis; ``stable=False`` the softmax
     without the maximum subtracted; ``give`` output/weights/scores/raw.
     """
@@ -96,13 +105,15 @@ def attend(query: Tensor, key: Tensor, value: Optional[Tensor] = None, attn_mask
     raw = query @ transposed_key(key, key_t)
     scores = raw * c
     L, S = scores.shape[-2], scores.shape[-1]
+    if mask_mode == "added" and attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask, mask_mode = attn_mask.to(scores.dtype), "before"  # True/False become 1/0
     mask = attn_mask
     if is_causal:
         diag = causal_diag + (S - L if causal_align == "bottom" else 0)
         mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(diag)
         if causal_align == "ignored":
             mask = None
-    scores, mask = _masked(scores, mask, mask_mode)
+    scores, mask = _masked(scores, mask, mask_mode, fill)
     if give == "raw":
         return raw
     if give == "scores":
@@ -152,6 +163,13 @@ def _mask_mistakes(a: Callable[..., Any]) -> List[Mistake]:
                 mask_hint + ": fill the scores with -inf where the mask is False "
                 "(masked_fill(~attn_mask, -inf)); nn.MultiheadAttention uses the opposite",
                 partial(a, mask_mode="inverted")),
+        Mistake("a bool mask added to the scores as 0/1",
+                "adding a bool attn_mask adds 1 where it is True and 0 where it is False: "
+                "nothing is hidden; " + mask_hint + ": fill the scores with -inf where it is "
+                "False (masked_fill(~attn_mask, float('-inf'))); only a float mask is added",
+                partial(a, mask_mode="added")),
+        Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
+                partial(a, fill=-1e9)),
         Mistake("mask ignored", "apply attn_mask (bool: -inf where False; float: add it) and "
                 "is_causal before the softmax", partial(a, mask_mode="ignored")),
         Mistake("masking by multiplying the scores by the mask",

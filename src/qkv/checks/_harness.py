@@ -25,8 +25,8 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
-from ._compare import (_clone, _float64, _isinstance, _same, _Tensor, _where_differs, close,
-                       shape_str)
+from ._compare import _clone, _float64, _isinstance, _same, _Tensor, close
+from ._describe import describe
 from ._exercise import Case, Exercise, Mistake
 from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
 from ._inputs import devices
@@ -207,12 +207,8 @@ def _judge_value(run: _Run, got: Any) -> None:
     m = _match_mistake(exercise, run.args, run.kwargs, got, None, expected, run.rtol, run.atol)
     if m is not None:
         run.fail(f"the result matches a known mistake: {m.name}", m.hint)
-    if _isinstance(got, _Tensor) and tuple(got.shape) != tuple(expected.shape):
-        legend = f" = {exercise.legend}" if exercise.legend else ""
-        run.fail(f"the result has shape {shape_str(got.shape)}, expected "
-                 f"{shape_str(expected.shape)}{legend}")
-    run.fail(_where_differs(got, expected) if _isinstance(got, _Tensor)
-             else "the result differs from the reference")
+    # No known mistake: say what the difference looks like (a permutation, a factor, ...).
+    run.fail(*describe(got, expected, run.rtol, run.atol, exercise.legend))
 
 
 def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,

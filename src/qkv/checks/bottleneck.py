@@ -14,6 +14,7 @@ import torch
 import qkv
 
 from ._exercise import Case, Exercise, Mistake
+from ._half import half_case, via_float32
 from ._inputs import randn
 from ._pairs import pick, picked, run_pair
 
@@ -85,6 +86,7 @@ def _cases() -> List[Case]:
         Case("B=4, S=7, Hd=3, He=5, A=6", make(4, 7, 3, 5, 6), f64),
         Case("B=2, S=6, Hd=He=A=4 and large scores (v_a times 1000)", make(2, 6, 4, 4, 4, 1000.0), f32,
              rtol=1e-3, atol=1e-4),
+        half_case("B=2, S=5, Hd=4, He=6, A=5", make(2, 5, 4, 6, 5), torch.bfloat16),
     ]
 
 
@@ -94,12 +96,12 @@ _FORBID_REF = {qkv.bahdanau_attention: "qkv.bahdanau_attention",
                qkv.AdditiveAttention.forward: "qkv.AdditiveAttention"}
 
 BAHDANAU_WEIGHTS = Exercise(
-    name="bahdanau_attention", reference=picked(qkv.bahdanau_attention, 1), cases=_cases(),
+    name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 1)), cases=_cases(),
     mistakes=_mistakes(1), run_student=pick(1, "context, weights"), forbid_ref=_FORBID_REF,
     legend="(B, S) for the weights",
 )
 BAHDANAU_CONTEXT = Exercise(
-    name="bahdanau_attention", reference=picked(qkv.bahdanau_attention, 0), cases=_cases(),
+    name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 0)), cases=_cases(),
     mistakes=_mistakes(0), run_student=pick(0, "context, weights"), forbid_ref=_FORBID_REF,
     legend="(B, He) for the context",
 )

@@ -11,9 +11,10 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from ._attention import FILL_HINT, QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
+from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import bool_mask
 
@@ -73,6 +74,22 @@ def _short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None
             return _online(query, key, value, attn_mask.masked_fill(~allowed, float("-inf")),
                            False, scale, chunk_size)
     return _online(query, key, value, allowed, False, scale, chunk_size)
+
+
+def _close_or_empty_row(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    """:func:`close`, except that a row where ``expected`` is all NaN matches any row.
+
+    Such a row is a query left with nothing to attend to by a mistake (a causal mask
+    that hides the diagonal leaves query 0 no key); an answer with that mistake leaves
+    it NaN, zero or a plain average, depending on its fill and guards, and is the same
+    mistake each time. The reference never returns NaN (a fully masked row gives zeros),
+    so on the reference this is :func:`close` itself.
+    """
+    if not (isinstance(got, Tensor) and isinstance(expected, Tensor)) or got.dim() == 0 \
+            or tuple(got.shape) != tuple(expected.shape):
+        return close(got, expected, rtol, atol)
+    empty = torch.isnan(expected).all(dim=-1, keepdim=True)
+    return close(got.masked_fill(empty, 0.0), expected.masked_fill(empty, 0.0), rtol, atol)
 
 
 def _sdpa_order(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -144,6 +161,8 @@ def _cases() -> List[Case]:
              make((2,), 3, 5, 4, 3, 16), f32),
         Case("input whose scores are all very negative (near -1000), L=4, S=7, chunk_size=3",
              _negative_scores, f64),
+        half_case("batched input (B=2) with L=5, S=7, E=4, Ev=3, chunk_size=3 and a bool mask",
+                  make((2,), 5, 7, 4, 3, 3, "bool")),
     ]
 
 
@@ -164,10 +183,11 @@ _MISTAKES = [
 ] + [Mistake(m.name, m.hint, _sdpa_order(m.fn)) for m in attention_mistakes()]
 
 CHUNKED_ATTENTION = Exercise(
-    name="chunked_attention", reference=qkv.chunked_attention, cases=_cases(),
+    name="chunked_attention", reference=via_float32(qkv.chunked_attention), cases=_cases(),
     mistakes=_MISTAKES, forbid_torch=TORCH_ATTENTION,
     forbid_ref={**QKV_ATTENTION, qkv.softmax: "qkv.softmax"},
-    legend="(..., L, Ev)",
+    compare=_close_or_empty_row, legend="(..., L, Ev)",
+    error_hints=[("without overflow", FILL_HINT)],
 )
 
 
@@ -187,23 +207,31 @@ def check_chunked_attention(chunked_attention: Callable[..., Tensor], seed: int 
 
 # ----------------------------------------------------------------------------- kv_cache_step
 def _kv_step(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask="bottom_right",
-             attend_new=True, new_first=False, return_old=False):
-    """kv_cache_step with switches for its mistakes (the defaults: the right answer)."""
+             diag=0, attend_new=True, new_first=False, return_old=False, cat_dim=-2,
+             scale_by="E", fill=float("-inf")):
+    """kv_cache_step with switches for its mistakes (the defaults: the right answer).
+
+    ``mask``: bottom_right (right), upper_left (SDPA's is_causal) or None, shifted by
+    ``diag``; ``cat_dim`` the axis the cache grows along; ``scale_by``: E (right), S (the
+    number of keys) or none; ``fill`` the value masked scores get. As an answer does, the
+    mask is built and applied even when it hides nothing (one new token).
+    """
     old_k, old_v = k_cache, v_cache
     if k_cache is not None:
-        parts_k = [key, k_cache] if new_first else [k_cache, key]
-        parts_v = [value, v_cache] if new_first else [v_cache, value]
-        k_all, v_all = torch.cat(parts_k, dim=-2), torch.cat(parts_v, dim=-2)
+        pairs = ((key, k_cache), (value, v_cache)) if new_first else ((k_cache, key), (v_cache, value))
+        k_all, v_all = (torch.cat(p, dim=cat_dim) for p in pairs)
     else:
         k_all, v_all = key, value
     k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
     L, S = query.shape[-2], k_att.shape[-2]
-    allowed = None
-    if mask == "bottom_right" and L > 1:
-        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
-    elif mask == "upper_left":  # SDPA's is_causal: with L=1 the query sees only key 0
-        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-    out = qkv.scaled_dot_product_attention(query, k_att, v_att, attn_mask=allowed, scale=scale)
+    if scale is None:
+        scale = {"E": 1.0 / math.sqrt(query.shape[-1]), "S": 1.0 / math.sqrt(S), "none": 1.0}[scale_by]
+    scores = (query @ k_att.transpose(-2, -1)) * scale
+    if mask is not None:
+        shift = diag + (S - L if mask == "bottom_right" else 0)
+        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(shift)
+        scores = scores.masked_fill(~allowed, fill)
+    out = torch.softmax(scores, dim=-1) @ v_att
     if return_old:
         return out, old_k, old_v
     return out, k_all, v_all
@@ -233,22 +261,32 @@ def _kv_cases() -> List[Case]:
         return build
 
     f32, f64 = torch.float32, torch.float64
+    # Several new tokens first: with one, a mask hiding the new token's own key and
+    # attending only to the old cache give the same result, and would be confused.
     return [
+        Case("L=3 new tokens at once after P=4 cached ones (B=2, H=1)",
+             make((2, 1), 4, 3, 4, 3), f64),
         Case("one new token (L=1) after P=5 cached ones, B=2, H=2, E=4, Ev=3",
              make((2, 2), 5, 1, 4, 3), f32),
         Case("the first token: empty cache (k_cache=v_cache=None), L=1",
              make((2, 2), 0, 1, 4, 3), f32),
-        Case("L=3 new tokens at once after P=4 cached ones (B=2, H=1)",
-             make((2, 1), 4, 3, 4, 3), f64),
         Case("a prompt of L=5 tokens into an empty cache (B=1, H=2)",
              make((1, 2), 0, 5, 6, 2), f64),
         Case("one new token after P=7 cached ones with scale=0.3",
              make((2, 1), 7, 1, 4, 4, scale=0.3), f64),
+        half_case("L=3 new tokens at once after P=4 cached ones (B=2, H=2)", make((2, 2), 4, 3, 4, 3)),
     ]
 
 
+_CAT_DIM = "the cache appended on the wrong dim"
+_CAT_DIM_HINT = ("the cache grows along the sequence axis: torch.cat([k_cache, key], dim=-2) "
+                 "(B, H, P, E) + (B, H, L, E) -> (B, H, P + L, E)")
+_KV_SCALE_HINT = ("scale by 1/sqrt(E), E = query.shape[-1] the width of queries and keys (or by "
+                  "scale when it is given), not by the number of keys")
+
+
 KV_CACHE_STEP = Exercise(
-    name="kv_cache_step", reference=qkv.kv_cache_step, cases=_kv_cases(),
+    name="kv_cache_step", reference=via_float32(qkv.kv_cache_step), cases=_kv_cases(),
     mistakes=[
         Mistake("the causal mask aligned to the upper left (is_causal=True)",
                 "the L new tokens are the LAST L of the S keys: new token i sits at position "
@@ -267,7 +305,23 @@ KV_CACHE_STEP = Exercise(
         Mistake("the old caches returned instead of the appended ones",
                 "return (output, new_k_cache, new_v_cache), the caches with the new rows added",
                 partial(_kv_step, return_old=True)),
+        *(Mistake(f"{_CAT_DIM} (dim={d} instead of dim=-2)", _CAT_DIM_HINT,
+                  partial(_kv_step, cat_dim=d)) for d in (-1, -3, -4)),
+        Mistake("scaled by 1/sqrt(S), the number of keys, instead of 1/sqrt(E)", _KV_SCALE_HINT,
+                partial(_kv_step, scale_by="S")),
+        Mistake("no scaling", _KV_SCALE_HINT, partial(_kv_step, scale_by="none")),
+        Mistake("the causal mask off by one (each new token's own key is masked)",
+                "new token i sits at position S - L + i and sees itself: "
+                "torch.ones(L, S, dtype=torch.bool).tril(S - L), not tril(S - L - 1)",
+                partial(_kv_step, diag=-1)),
+        Mistake("the causal mask off by one (one future key is allowed)",
+                "new token i may see keys 0 .. S - L + i only: tril(S - L), not tril(S - L + 1)",
+                partial(_kv_step, diag=1)),
+        Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
+                partial(_kv_step, fill=-1e9)),
     ],
+    error_hints=[("Sizes of tensors must match except in dimension", f"{_CAT_DIM}? {_CAT_DIM_HINT}"),
+                 ("without overflow", FILL_HINT)],
     forbid_ref={qkv.kv_cache_step: "qkv.kv_cache_step"},
     compare=_kv_close,
     legend="(output (B, H, L, Ev), k_cache (B, H, P + L, E), v_cache (B, H, P + L, Ev))",

@@ -18,6 +18,7 @@ import qkv
 
 from ._attention import QKV_ATTENTION, TORCH_ATTENTION
 from ._exercise import Case, Exercise
+from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import bool_mask, randn
 from ._lookup_mistakes import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
@@ -65,6 +66,8 @@ def _softmax_cases() -> List[Case]:
         Case("input (3, 6) with large logits (near 1000)", make((3, 6), -1, big=1000.0), f32),
         Case("input (2, 4, 3) with large logits (near 1000) and dim=1",
              make((2, 4, 3), 1, big=1000.0), f64),
+        half_case("input (3, 6) with -inf entries (masked positions)",
+                  make((3, 6), -1, neg_inf=True)),
     ]
 
 
@@ -89,6 +92,8 @@ def _soft_cases() -> List[Case]:
         Case("one query, S=5 entries, E=4, Ev=3, default temperature", make((), 1, 5, 4, 3), f32),
         Case("large scores (near 900), L=3, S=4, E=4, Ev=2", make((2,), 3, 4, 4, 2, 1.0, big=30.0),
              f32, rtol=2e-3, atol=1e-4),
+        half_case("batched (B=2) L=3, S=5, E=4, Ev=3 with temperature=2.0",
+                  make((2,), 3, 5, 4, 3, 2.0)),
     ]
 
 
@@ -106,6 +111,8 @@ def _additive_cases() -> List[Case]:
         Case("batched (B=2) L=4, S=3, Eq=Ek=A=5", make((2,), 4, 3, 5, 5, 5), f64),
         Case("batched (B=2, H=3) L=2, S=6, Eq=3, Ek=4, A=5", make((2, 3), 2, 6, 3, 4, 5), f64),
         Case("L=1 query, S=4 keys, Eq=Ek=A=3", make((3,), 1, 4, 3, 3, 3), f32),
+        half_case("batched (B=2) L=3, S=4, Eq=4, Ek=5, A=6", make((2,), 3, 4, 4, 5, 6),
+                  torch.bfloat16),
     ]
 
 
@@ -124,6 +131,7 @@ def _luong_cases() -> List[Case]:
         Case("dot score, batched (B=2, H=3) L=4, S=6, E=5", make((2, 3), 4, 6, 5, 5, False), f64),
         Case("general score, batched (B=2) L=3, S=4, Eq=Ek=5", make((2,), 3, 4, 5, 5, True), f64),
         Case("general score, batched (B=2, H=2) L=2, S=5, Eq=3, Ek=6", make((2, 2), 2, 5, 3, 6, True), f32),
+        half_case("general score, batched (B=2) L=3, S=4, Eq=4, Ek=5", make((2,), 3, 4, 4, 5, True)),
     ]
 
 
@@ -131,7 +139,7 @@ def _luong_cases() -> List[Case]:
 
 
 SOFTMAX = Exercise(
-    name="softmax", reference=qkv.softmax, cases=_softmax_cases(),
+    name="softmax", reference=via_float32(qkv.softmax), cases=_softmax_cases(),
     mistakes=SOFTMAX_MISTAKES, forbid_torch=TORCH_SOFTMAX,
     forbid_ref={qkv.softmax: "qkv.softmax", qkv.attention_weights: "qkv's reference weights"},
     legend="the input's shape",
@@ -141,20 +149,20 @@ _SOFT_FORBID_REF = {**QKV_ATTENTION, qkv.soft_lookup: "qkv.soft_lookup",
                     qkv.hard_lookup: "qkv.hard_lookup"}
 
 SOFT_LOOKUP_WEIGHTS = Exercise(
-    name="soft_lookup", reference=picked(qkv.soft_lookup, 1), cases=_soft_cases(),
+    name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 1)), cases=_soft_cases(),
     mistakes=soft_mistakes(1), run_student=pick(1, "output, weights"),
     forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
     legend="(..., L, S) for the weights",
 )
 SOFT_LOOKUP_OUTPUT = Exercise(
-    name="soft_lookup", reference=picked(qkv.soft_lookup, 0), cases=_soft_cases(),
+    name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 0)), cases=_soft_cases(),
     mistakes=soft_mistakes(0), run_student=pick(0, "output, weights"),
     forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
     legend="(..., L, Ev) for the output",
 )
 
 ADDITIVE_SCORE = Exercise(
-    name="additive_score", reference=qkv.additive_score, cases=_additive_cases(),
+    name="additive_score", reference=via_float32(qkv.additive_score), cases=_additive_cases(),
     mistakes=ADDITIVE_MISTAKES,
     forbid_ref={qkv.additive_score: "qkv.additive_score",
                 qkv.AdditiveAttention.forward: "qkv.AdditiveAttention"},
@@ -162,7 +170,7 @@ ADDITIVE_SCORE = Exercise(
 )
 
 LUONG_SCORE = Exercise(
-    name="luong_score", reference=qkv.luong_score, cases=_luong_cases(),
+    name="luong_score", reference=via_float32(qkv.luong_score), cases=_luong_cases(),
     mistakes=LUONG_MISTAKES, forbid_torch=TORCH_ATTENTION,
     forbid_ref={**QKV_ATTENTION, qkv.luong_score: "qkv.luong_score",
                 qkv.LuongAttention.forward: "qkv.LuongAttention"},

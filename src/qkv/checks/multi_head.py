@@ -12,13 +12,18 @@ from torch import Tensor, nn
 
 import qkv
 
-from ._attention import TORCH_ATTENTION
+from ._attention import FILL_HINT, TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
+from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import bool_mask, randn
 
 __all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
 
+_TRANSPOSE_FIRST = "transposing before the reshape (the features and positions are mixed)"
+_TRANSPOSE_FIRST_HINT = ("split the features first, then move the heads: x.reshape(B, L, H, D // H)"
+                         ".transpose(1, 2); transposing x first cuts each head out of the "
+                         "(D, L) layout, across positions")
 _TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "
                    "puts features of different positions into one head")
 
@@ -34,6 +39,8 @@ def _split_variant(x, num_heads, *, how="ok"):
         return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
     if how == "no transpose":
         return x.reshape(B, L, num_heads, D // num_heads)
+    if how == "transpose first":
+        return x.transpose(1, 2).reshape(B, num_heads, L, D // num_heads)
     return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
 
 
@@ -45,6 +52,8 @@ def _merge_variant(x, *, how="ok"):
         return x.permute(0, 2, 3, 1).reshape(B, L, Dh * H)
     if how == "mean":
         return x.mean(dim=1)
+    if how == "last two":
+        return x.transpose(-2, -1).reshape(B, L, H * Dh)
     return x.transpose(1, 2).reshape(B, L, H * Dh)
 
 
@@ -60,6 +69,7 @@ def _split_cases() -> List[Case]:
         Case("input (B=1, L=5, D=12) with num_heads=3", make(1, 5, 12, 3), f64),
         Case("input (B=3, L=4, D=6) with num_heads=6", make(3, 4, 6, 6), f32),
         Case("input (B=2, L=4, D=8) with num_heads=4 (L equals num_heads)", make(2, 4, 8, 4), f64),
+        half_case("input (B=2, L=3, D=6) with num_heads=2", make(2, 3, 6, 2), torch.bfloat16),
     ]
 
 
@@ -79,6 +89,7 @@ def _merge_cases() -> List[Case]:
         Case("non-contiguous input (B=1, H=3, L=5, Dh=2), as split_heads returns it",
              make(1, 3, 5, 2, True), f64),
         Case("input (B=3, H=4, L=4, Dh=3) (L equals H)", make(3, 4, 4, 3, False), f32),
+        half_case("input (B=2, H=3, L=2, Dh=4)", make(2, 3, 2, 4, False), torch.bfloat16),
     ]
 
 
@@ -92,8 +103,13 @@ SPLIT_HEADS = Exercise(
         Mistake("transpose missing (heads after the positions)",
                 "the result is (B, H, L, D // H): transpose(1, 2) after the reshape",
                 partial(_split_variant, how="no transpose")),
+        Mistake(_TRANSPOSE_FIRST, _TRANSPOSE_FIRST_HINT, partial(_split_variant, how="transpose first")),
     ],
     forbid_ref={qkv.split_heads: "qkv.split_heads"}, legend="(B, H, L, D // H)",
+    # x.transpose(1, 2).view(...) raises rather than returning a wrong tensor.
+    error_hints=[("view size is not compatible",
+                  f"{_TRANSPOSE_FIRST}? {_TRANSPOSE_FIRST_HINT} (view needs a contiguous tensor, "
+                  f"and a transposed one is not)")],
 )
 
 MERGE_HEADS = Exercise(
@@ -106,6 +122,10 @@ MERGE_HEADS = Exercise(
                 partial(_merge_variant, how="interleaved")),
         Mistake("heads averaged instead of concatenated",
                 "keep every head: the result is (B, L, H * Dh)", partial(_merge_variant, how="mean")),
+        Mistake("the last two axes swapped (transpose(2, 3) instead of transpose(1, 2))",
+                "bring the heads next to the features: x.transpose(1, 2) gives (B, L, H, Dh), "
+                "then reshape to (B, L, H * Dh); transposing L and Dh mixes positions",
+                partial(_merge_variant, how="last two")),
     ],
     forbid_ref={qkv.merge_heads: "qkv.merge_heads"}, legend="(B, L, H * Dh)",
     error_hints=[("view size is not compatible",
@@ -141,8 +161,9 @@ _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
     """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
     __tracebackhide__ = True
+    extra = {"dropout": spec["dropout"]} if "dropout" in spec else {}
     module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
-                 device=spec["device"], dtype=spec["dtype"])
+                 device=spec["device"], dtype=spec["dtype"], **extra)
     for name in _PROJECTIONS:
         layer = getattr(module, name, None)
         if not isinstance(layer, nn.Linear):
@@ -173,7 +194,14 @@ def _run_student(student, spec, *inputs, **kwargs):
 
 def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_weights=False,
                  attn_mask=None, average_attn_weights=True, is_causal=False, *,
-                 out_proj=True, scale_by="head", split="ok", merge="ok", invert_padding=False):
+                 out_proj=True, scale_by="head", split="ok", merge="ok", invert_padding=False,
+                 value_proj="v_proj", dropout=False, fill=float("-inf")):
+    """The module's forward with switches for its mistakes (defaults: the right answer).
+
+    ``scale_by``: head (1/sqrt(head_dim)), embed (1/sqrt(embed_dim)), head_dim (1/head_dim)
+    or none; ``value_proj`` the projection applied to the value; ``dropout`` applies
+    dropout to the weights even in eval mode (``F.dropout``'s default training=True).
+    """
     key = query if key is None else key
     value = key if value is None else value
     batched = query.dim() == 3
@@ -188,9 +216,13 @@ def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_
     W, b = spec["weights"], spec["biases"]
     mask = qkv.combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
     q, k, v = (_split_variant(F.linear(t, W[n], b[n]), H, how=split)
-               for t, n in ((query, "q_proj"), (key, "k_proj"), (value, "v_proj")))
-    scale = 1.0 / math.sqrt(D) if scale_by == "embed" else (1.0 if scale_by == "none" else None)
-    out, weights = qkv.scaled_dot_product_attention_with_weights(q, k, v, mask, scale=scale)
+               for t, n in ((query, "q_proj"), (key, "k_proj"), (value, value_proj)))
+    scale = {"head": 1.0 / math.sqrt(D // H), "embed": 1.0 / math.sqrt(D), "head_dim": H / D,
+             "none": 1.0}[scale_by]
+    weights = attend(q, k, None, mask, factor=lambda E, Ev, s: scale, fill=fill, give="weights")
+    if dropout:
+        weights = F.dropout(weights, spec.get("dropout", 0.0))
+    out = weights @ v
     out = _merge_variant(out, how=merge)
     if out_proj:
         out = F.linear(out, W["out_proj"], b["out_proj"])
@@ -210,6 +242,7 @@ def _mha_cases() -> List[Case]:
             spec = {
                 "embed_dim": D, "num_heads": H, "kdim": kd, "vdim": vd,
                 "device": device, "dtype": dtype,
+                **({"dropout": options["dropout"]} if "dropout" in options else {}),
                 "weights": {n: randn(gen, D, w, device=device, dtype=dtype) / math.sqrt(w)
                             for n, w in widths.items()},
                 "biases": {n: randn(gen, D, device=device, dtype=dtype) * 0.1 for n in widths},
@@ -247,11 +280,15 @@ def _mha_cases() -> List[Case]:
         Case("B=2, L=3, S=5, embed_dim=8, num_heads=2 with need_weights=True "
              "(the averaged weights are compared too)",
              make((2,), 3, 5, 8, 2, need_weights=True), f64),
+        Case("B=2, L=S=4, embed_dim=8, num_heads=2, built with dropout=1.0 and put in eval mode "
+             "(no dropout in eval)", make((2,), 4, 4, 8, 2, dropout=1.0), f32),
+        half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_padding_mask and is_causal=True",
+                  make((2,), 5, 5, 8, 2, padding=True, is_causal=True)),
     ]
 
 
 MULTI_HEAD_ATTENTION = Exercise(
-    name="MultiHeadAttention", reference=_reference, cases=_mha_cases(),
+    name="MultiHeadAttention", reference=via_float32(_reference), cases=_mha_cases(),
     mistakes=[
         Mistake("no output projection", "apply out_proj to the merged heads",
                 partial(_mha_variant, out_proj=False)),
@@ -260,6 +297,18 @@ MULTI_HEAD_ATTENTION = Exercise(
                 "num_heads", partial(_mha_variant, scale_by="embed")),
         Mistake("no scaling", "scale each head's scores by 1/sqrt(head_dim)",
                 partial(_mha_variant, scale_by="none")),
+        Mistake("scaled by 1/head_dim instead of 1/sqrt(head_dim)",
+                "divide each head's scores by math.sqrt(head_dim), not by head_dim",
+                partial(_mha_variant, scale_by="head_dim")),
+        Mistake("the value projected with k_proj instead of v_proj",
+                "keys come from k_proj(key), values from v_proj(value)",
+                partial(_mha_variant, value_proj="k_proj")),
+        Mistake("dropout left on in eval mode",
+                "F.dropout(x, p) drops even after module.eval() (its training argument defaults "
+                "to True): pass training=self.training, or use an nn.Dropout module",
+                partial(_mha_variant, dropout=True)),
+        Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
+                partial(_mha_variant, fill=-1e9)),
         Mistake("reshape without transpose when splitting heads", _TRANSPOSE_HINT,
                 partial(_mha_variant, split="reshape")),
         Mistake("reshape without transpose when merging heads",
@@ -276,6 +325,7 @@ MULTI_HEAD_ATTENTION = Exercise(
     legend="like the query: (B, L, embed_dim)",
     error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
                   "your module creates"),
+                 ("without overflow", FILL_HINT),
                  ("unexpected keyword argument", "keep the signature of qkv.MultiHeadAttention "
                   "(the check passes kdim, vdim, device and dtype, and forward's keyword "
                   "arguments)")],

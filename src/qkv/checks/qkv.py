@@ -19,6 +19,7 @@ import qkv
 
 from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
+from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import randn
 
@@ -127,6 +128,7 @@ def _cases(cross: bool) -> List[Case]:
                  f64),
             Case("batched x (B=4, L=4, D=4) with E=Ev=4 (B = L = E)", make((4,), 4, 4, 4, 4), f64),
             Case("a single token (L=1, D=3) with E=2, Ev=3", make((), 1, 3, 2, 3), f32),
+            half_case("batched x (B=2, L=4, D=6) with E=4, Ev=3", make((2,), 4, 6, 4, 3)),
         ]
     return [
         Case("unbatched x (L=3, D=6) and context (S=5, Dc=4), E=3, Ev=2",
@@ -139,11 +141,13 @@ def _cases(cross: bool) -> List[Case]:
              make((3,), 2, 5, 3, 5, S=4, Dc=6, ctx_batch=()), f32),
         Case("x with two batch dims (2, 2, L=3, D=4) and context (2, 2, S=5, Dc=3), E=2, Ev=4",
              make((2, 2), 3, 4, 2, 4, S=5, Dc=3), f64),
+        half_case("batched x (B=2, L=3, D=4) and context (B=2, S=5, Dc=6), E=4, Ev=3",
+                  make((2,), 3, 4, 4, 3, S=5, Dc=6), torch.bfloat16),
     ]
 
 
 SELF_ATTENTION = Exercise(
-    name="self_attention", reference=qkv.self_attention, cases=_cases(cross=False),
+    name="self_attention", reference=via_float32(qkv.self_attention), cases=_cases(cross=False),
     mistakes=_mistakes(_self, cross=False), forbid_torch=TORCH_ATTENTION, forbid_ref=_FORBID_REF,
     legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT), ("x.T", "transpose only the last two axes: "
@@ -151,7 +155,7 @@ SELF_ATTENTION = Exercise(
 )
 
 CROSS_ATTENTION = Exercise(
-    name="cross_attention", reference=qkv.cross_attention, cases=_cases(cross=True),
+    name="cross_attention", reference=via_float32(qkv.cross_attention), cases=_cases(cross=True),
     mistakes=_mistakes(_cross, cross=True), forbid_torch=TORCH_ATTENTION,
     forbid_ref=_FORBID_REF, legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT + "; keys and values come from context"),

@@ -19,10 +19,11 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from ._attention import FILL_HINT, QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise
 from ._guard import Guard
+from ._half import half_case, via_float32
 from ._harness import _first_line, _quiet, run_check
 from ._inputs import bool_mask, devices, randn
 
@@ -71,6 +72,9 @@ def _attention_cases(with_value: bool = True) -> List[Case]:
              make((2,), 4, 5, 4, 3, big=30.0), f32, rtol=2e-3, atol=1e-4),
         Case("input with large logits (scores near 800) and L=4, S=5, E=4, Ev=3",
              make((2,), 4, 5, 4, 3, big=40.0), f64),
+        # Last: the mistakes that do not depend on precision are named above.
+        half_case("batched input (B=2, H=2) with L=4, S=6, E=8, Ev=4 and a bool mask (L, S)",
+                  make((2, 2), 4, 6, 8, 4, "bool")),
     ]
 
 
@@ -90,19 +94,21 @@ def _scores_close(got, expected, rtol, atol) -> bool:
 
 
 ATTENTION_SCORES = Exercise(
-    name="attention_scores", reference=qkv.attention_scores,
+    name="attention_scores", reference=via_float32(qkv.attention_scores),
     cases=_attention_cases(with_value=False),
     mistakes=attention_mistakes(give="scores", with_value=False),
     forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION, compare=_scores_close,
-    legend="(..., L, S)",
+    legend="(..., L, S)", error_hints=[("without overflow", FILL_HINT)],
 )
 
 SCALED_DOT_PRODUCT_ATTENTION = Exercise(
-    name="scaled_dot_product_attention", reference=qkv.scaled_dot_product_attention,
+    name="scaled_dot_product_attention",
+    reference=via_float32(qkv.scaled_dot_product_attention),
     cases=_attention_cases(), mistakes=attention_mistakes(),
     forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION,
     legend="(..., L, Ev)",
-    error_hints=[("x.T", "transpose only the last two axes: key.transpose(-2, -1)")],
+    error_hints=[("x.T", "transpose only the last two axes: key.transpose(-2, -1)"),
+                 ("without overflow", FILL_HINT)],
 )
 
 

@@ -1,0 +1,210 @@
+"""What is wrong with a result that matches no known mistake, in words a student can act on.
+
+When a student's result differs from the reference and none of the exercise's
+:class:`~._exercise.Mistake` variants reproduces it, :func:`describe` looks for the
+shape of the difference: NaN or inf where the reference is finite, values right only
+to a lower precision, the right values with the axes in another order, a constant
+factor, weights whose rows do not sum to one or that land on masked keys, some batch
+elements or some rows right and others not. Each finding is one ``_Finder``; the
+first that applies is reported, followed by where the largest difference lies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ._compare import _isinstance, _Tensor, _where_differs, close, shape_str
+
+# (tolerance, dtype name) from the finest to the coarsest: a result right only to one
+# of these was computed (in part) in that dtype.
+_PRECISIONS = ((1e-4, 1e-5, "float32"), (1e-2, 1e-2, "float16"), (4e-2, 4e-2, "bfloat16"))
+_MAX_LISTED = 4
+
+Finding = Tuple[str, str]  # (what is wrong, what to look at)
+
+
+def _f64(t: Tensor) -> Tensor:
+    return t.detach().to("cpu", torch.float64)
+
+
+def _listed(indices: Sequence[int]) -> str:
+    shown = ", ".join(str(i) for i in indices[:_MAX_LISTED])
+    return shown + (", ..." if len(indices) > _MAX_LISTED else "")
+
+
+def _nonfinite(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+    bad = ~torch.isfinite(got) & torch.isfinite(want)
+    if not bool(bad.any()):
+        return None
+    nan, n = int(torch.isnan(got)[bad].sum()), int(bad.sum())
+    kind = "NaN" if nan == n else "inf" if nan == 0 else "NaN or inf"
+    return (f"{n} value(s) are {kind} where the reference is finite",
+            "NaN comes from exp overflowing (subtract the row maximum first), from 0/0, or from "
+            "-inf - (-inf) in a row with nothing to attend to; inf from exp or a sum overflowing, "
+            "or from a finite fill (-1e9) overflowing a half-precision dtype")
+
+
+def _precision(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+    for r, a, name in _PRECISIONS:
+        if r > rtol and close(got, want, r, a):
+            return (f"the values are right only to {name} precision (within {r:g} relative), "
+                    f"not to the inputs' precision (within {rtol:g})",
+                    f"part of the computation ran in {name}: a tensor created with a fixed dtype "
+                    f"(torch.tensor(...), torch.ones(...) without dtype=), or a .float()/.half() "
+                    f"along the way; take dtype= from the inputs")
+    return None
+
+
+def _permutation(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+    """The reference with its axes in another order (a transpose or a permute)."""
+    n = want.dim()
+    if n < 2 or n > 6 or sorted(got.shape) != sorted(want.shape):
+        return None
+    for perm in itertools.permutations(range(n)):
+        if list(perm) == list(range(n)) or tuple(want.shape[p] for p in perm) != tuple(got.shape):
+            continue
+        if close(got, want.permute(*perm), rtol, atol):
+            moved = [f"axis {i} holds the reference's axis {p}" for i, p in enumerate(perm) if i != p]
+            return (f"the right values with the axes in another order (got shape "
+                    f"{shape_str(got.shape)}, expected {shape_str(want.shape)}: "
+                    f"{'; '.join(moved)})",
+                    "look for a transpose or permute of the wrong axes (a .T on a batched tensor, "
+                    "transpose(0, 1) instead of transpose(-2, -1)), or one that is missing")
+    return None
+
+
+def _nice(c: float) -> str:
+    """``c`` in words when it is a simple factor: 2, 1/4, sqrt(8), 1/sqrt(8)."""
+    for value, word in ((c, ""), (1.0 / c, "1/")):
+        k = round(value)
+        if k >= 2 and abs(value - k) < 1e-3 * k:
+            return f"{word}{k}"
+        k2 = round(value * value)
+        if k2 >= 2 and abs(value * value - k2) < 1e-3 * k2:
+            return f"{word}sqrt({k2})"
+    return f"{c:.4g}"
+
+
+def _factor(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+    big = want.abs() > max(10 * atol, 1e-6)
+    if not bool(big.any()) or not bool((got[~big].abs() <= 10 * atol + 1e-6).all()):
+        return None
+    ratios = got[big] / want[big]
+    c = float(ratios.median())
+    if not math.isfinite(c) or abs(c - 1.0) < 1e-3 or abs(c) < 1e-6:
+        return None
+    if not close(got, want * c, rtol, atol):
+        return None
+    nice = _nice(c)
+    said = f"{c:.4g}" + ("" if nice == f"{c:.4g}" else f" (= {nice})")
+    return (f"the result is the reference times {said}: right up to a constant factor",
+            "look for a scale applied twice, in the wrong place or with the wrong size, or a "
+            "normalisation by a constant")
+
+
+def _is_weights(want: Tensor) -> bool:
+    """Whether ``want`` looks like attention weights: non-negative rows summing to one."""
+    if want.dim() < 1 or want.shape[-1] < 2 or bool((want < 0).any()):
+        return False
+    return close(want.sum(-1), torch.ones_like(want[..., 0]), 0.0, 1e-3)
+
+
+def _weights(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+    if not _is_weights(want):
+        return None
+    leak = (want == 0) & (got.abs() > atol)
+    if bool(leak.any()):
+        idx = tuple(int(i) for i in leak.nonzero()[0])
+        return (f"{int(leak.sum())} weight(s) land on masked keys (where the reference's weight "
+                f"is 0), e.g. at index {idx}: {float(got[idx]):.4g}",
+                "a masked key must get weight exactly 0: fill its score with -inf before the "
+                "softmax (a bool mask is True where attention is allowed)")
+    sums = got.sum(-1)
+    off = (sums - 1).abs() > 1e-3
+    if bool(off.any()):
+        row = tuple(int(i) for i in off.nonzero()[0])
+        axis = ""
+        if got.dim() >= 2 and bool(((got.sum(-2) - 1).abs() < 1e-3).all()):
+            axis = " (they sum to one down the columns: the softmax ran over axis -2)"
+        return (f"the rows of the weights do not sum to one: row {row} sums to "
+                f"{float(sums[row]):.4g}{axis}",
+                "each query's weights over the keys are a softmax over the last axis: "
+                "exp(s - max) / exp(s - max).sum(-1, keepdim=True)")
+    return None
+
+
+def _some_right(got: Tensor, want: Tensor, rtol: float, atol: float, axis: int,
+                what: str) -> Optional[Finding]:
+    n = want.shape[axis]
+    if n < 2:
+        return None
+    right = [i for i in range(n)
+             if close(got.select(axis, i), want.select(axis, i), rtol, atol)]
+    if not right:
+        return None
+    wrong = [i for i in range(n) if i not in right]
+    return (f"right for {what} {_listed(right)} but not for {what} {_listed(wrong)} "
+            f"(along axis {axis} of the result)",
+            "look for what differs between them: a fixed index ([0]), a mask or sequence that "
+            "is not broadcast along that axis, or a position-dependent offset (a causal mask "
+            "off by one)" if what == "rows" else
+            "each batch element must be computed the same way: look for a fixed index ([0]), "
+            "a .T or transpose(0, 1) that mixes the batch, or a mask not broadcast over the batch")
+
+
+def _batch(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+    for axis in range(want.dim() - 2):
+        found = _some_right(got, want, rtol, atol, axis, "batch elements")
+        if found:
+            return found
+    return None
+
+
+def _rows(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+    if want.dim() < 2:
+        return None
+    return _some_right(got, want, rtol, atol, want.dim() - 2, "rows")
+
+
+_SAME_SHAPE: List[Callable[[Tensor, Tensor, float, float], Optional[Finding]]] = [
+    _nonfinite, _precision, _permutation, _factor, _weights, _batch, _rows,
+]
+
+
+def describe(got: object, expected: object, rtol: float, atol: float,
+             legend: str = "") -> Finding:
+    """Say what is wrong with ``got``, a result that matches no known mistake.
+
+    Args:
+        got: the student's result.
+        expected: the reference's result (different from ``got``).
+        rtol, atol: the tolerances of the comparison that failed.
+        legend: the expected shape in words, e.g. ``"(..., L, Ev)"``.
+
+    Returns:
+        ``(what, hint)``: what is wrong (with where the largest difference is, when the
+        shapes agree) and what to look at (``""`` when nothing specific is known).
+    """
+    if not (_isinstance(got, _Tensor) and _isinstance(expected, _Tensor)):
+        return "the result differs from the reference", ""
+    g, w = _f64(got), _f64(expected)
+    if tuple(g.shape) != tuple(w.shape):
+        found = _permutation(g, w, rtol, atol)
+        if found:
+            return found
+        legend = f" = {legend}" if legend else ""
+        return (f"the result has shape {shape_str(g.shape)}, expected "
+                f"{shape_str(w.shape)}{legend}", "")
+    detail = _where_differs(got, expected)
+    if got.dtype == torch.bool or expected.dtype == torch.bool:
+        return detail, ""
+    for finder in _SAME_SHAPE:
+        found = finder(g, w, rtol, atol)
+        if found:
+            return f"{found[0]}; {detail}", found[1]
+    return detail, ""
