@@ -62,7 +62,7 @@ def test_a_wrong_first_argument_is_named_in_the_error(name):
         (lambda: qkv.additive_score(torch.zeros(3, 4), torch.zeros(5, 6, dtype=torch.float64),
                                     torch.zeros(7, 4), torch.zeros(7, 6), torch.zeros(7)), TypeError,
          ["dtype", "key: torch.float64"]),
-        (lambda: qkv.MultiHeadAttention(8, 2, dropout=1.0), ValueError, ["dropout", "[0, 1)", "1.0"]),
+        (lambda: qkv.MultiHeadAttention(8, 2, dropout=1.5), ValueError, ["dropout", "[0, 1]", "1.5"]),
         (lambda: qkv.MultiHeadAttention(8, True), ValueError, ["num_heads", "positive int", "True"]),
         (lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(4, 8), torch.zeros(5, 8), torch.zeros(6, 8)),
          ValueError, ["agree on B and S", "(5, 8)", "(6, 8)"]),

@@ -57,9 +57,9 @@ def require_positive_number(name: str, x: object, note: str = "") -> float:
 
 
 def require_probability(name: str, p: object) -> float:
-    """Raise ``ValueError`` unless ``p`` is a number in ``[0, 1)`` (a dropout probability)."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1), got {p!r}")
+    """Raise ``ValueError`` unless ``p`` is a number in ``[0, 1]`` (a dropout probability, as torch's)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {p!r}")
     return p
 
 
