@@ -49,3 +49,13 @@ def built_book() -> Path:
     )
     assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
     return ROOT / "_build" / "html"
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test: the models are tiny, and on a shared machine extra threads
+    only add contention."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

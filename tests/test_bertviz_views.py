@@ -3,6 +3,8 @@
 import json
 import re
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -32,7 +34,8 @@ def test_as_bertviz_attention_layouts():
         bv.as_bertviz_attention([])
 
 
-@pytest.mark.parametrize("render", [bv.head_view_html, bv.model_view_html])
+@pytest.mark.parametrize("render", [partial(bv.view_html, "head_view"), partial(bv.view_html, "model_view")],
+                         ids=["head_view", "model_view"])
 def test_views_point_at_local_libraries_first(render):
     html = render(weights(), TOKENS, lib_url="../_static/vendor/")
     # no <script src> to the CDN is left; the CDN appears only as the second choice
@@ -48,7 +51,7 @@ def test_views_point_at_local_libraries_first(render):
 
 
 def test_without_lib_url_bertviz_html_is_unchanged_in_substance():
-    html = bv.head_view_html(weights(), TOKENS)
+    html = bv.view_html("head_view", weights(), TOKENS)
     assert f'<script src="{bv.CDN["require"]}"></script>' in html
 
 
@@ -59,7 +62,7 @@ def test_localize_refuses_unknown_layout():
 
 def test_token_count_must_match():
     with pytest.raises(ValueError, match="tokens has 3"):
-        bv.head_view_html(weights(), TOKENS[:3])
+        bv.view_html("head_view", weights(), TOKENS[:3])
 
 
 def test_display_objects():

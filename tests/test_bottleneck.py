@@ -17,13 +17,6 @@ from qkv.bottleneck import (
 )
 
 
-@pytest.fixture
-def one_thread():
-    # The models are tiny: threads only add overhead (and the machine is shared).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_reverse_task_batches():

@@ -46,13 +46,6 @@ def test_scale_one_means_unscaled_scores():
     torch.testing.assert_close(head(b.query, b.items), ((w @ (b.items @ head.W_v)) @ head.W_o)[:, 0])
 
 
-@pytest.fixture
-def one_thread():
-    # Tiny tensors: on a busy machine extra threads only add contention.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_a_separate_head_learns_the_task(one_thread):

@@ -115,6 +115,14 @@ def require_min_dim(name: str, t: Tensor, n: int, legend: str) -> None:
         raise ValueError(f"{name} must have shape {legend}, got {shape_str(t)} ({t.dim()} dims)")
 
 
+def require_dim(name: str, t: object, n: int, legend: str) -> Tensor:
+    """Raise unless ``t`` is a tensor with exactly ``n`` dimensions, shaped as ``legend`` says."""
+    require_tensor(name, t)
+    if t.dim() != n:
+        raise ValueError(f"{name} must have shape {legend}, got {shape_str(t)}")
+    return t
+
+
 def require_float_tensor(name: str, t: object, legend: Optional[str] = None, min_dim: int = 0) -> Tensor:
     """The three rules every data argument follows: a tensor, floating point, enough dims."""
     t = require_tensor(name, t)

@@ -133,7 +133,31 @@ def localize(html: str, lib_url: str) -> str:
     return body + '<script type="text/javascript">\n' + loader + "\n</script>\n"
 
 
-def _render(kind: str, attention: Any, tokens: Sequence[str], lib_url: Optional[str], kwargs: dict) -> str:
+_VIEWS = ("head_view", "model_view")
+
+
+def view_html(
+    kind: str,
+    attention: Union[Tensor, Sequence[Tensor]],
+    tokens: Sequence[str],
+    lib_url: Optional[str] = None,
+    **kwargs: Any,
+) -> str:
+    """HTML of one of bertviz's views: ``"head_view"`` (one layer at a time, lines from token to
+    token) or ``"model_view"`` (a thumbnail for every layer and head).
+
+    Args:
+        kind: ``"head_view"`` or ``"model_view"``.
+        attention: weights as :func:`as_bertviz_attention` accepts them.
+        tokens: the ``T`` tokens.
+        lib_url: folder of the local libraries (see :func:`localize`); ``None``
+            keeps bertviz's CDN addresses.
+        **kwargs: passed to bertviz's view (e.g. ``layer=``, ``heads=``, ``include_layers=``).
+
+    Returns:
+        A self-contained HTML fragment.
+    """
+    v.require_choice("kind", kind, _VIEWS)
     try:
         import bertviz
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -147,57 +171,15 @@ def _render(kind: str, attention: Any, tokens: Sequence[str], lib_url: Optional[
     return html if lib_url is None else localize(html, lib_url)
 
 
-def head_view_html(
-    attention: Union[Tensor, Sequence[Tensor]],
-    tokens: Sequence[str],
-    lib_url: Optional[str] = None,
-    **kwargs: Any,
-) -> str:
-    """HTML of bertviz's ``head_view`` (one layer at a time, lines from token to token).
-
-    Args:
-        attention: weights as :func:`as_bertviz_attention` accepts them.
-        tokens: the ``T`` tokens.
-        lib_url: folder of the local libraries (see :func:`localize`); ``None``
-            keeps bertviz's CDN addresses.
-        **kwargs: passed to ``bertviz.head_view`` (e.g. ``layer=``, ``heads=``).
-
-    Returns:
-        A self-contained HTML fragment.
-    """
-    return _render("head_view", attention, tokens, lib_url, kwargs)
-
-
-def model_view_html(
-    attention: Union[Tensor, Sequence[Tensor]],
-    tokens: Sequence[str],
-    lib_url: Optional[str] = None,
-    **kwargs: Any,
-) -> str:
-    """HTML of bertviz's ``model_view`` (a thumbnail for every layer and head).
-
-    Args:
-        attention: weights as :func:`as_bertviz_attention` accepts them.
-        tokens: the ``T`` tokens.
-        lib_url: folder of the local libraries (see :func:`localize`); ``None``
-            keeps bertviz's CDN addresses.
-        **kwargs: passed to ``bertviz.model_view`` (e.g. ``include_layers=``).
-
-    Returns:
-        A self-contained HTML fragment.
-    """
-    return _render("model_view", attention, tokens, lib_url, kwargs)
-
-
 def head_view(attention: Any, tokens: Sequence[str], lib_url: Optional[str] = None, **kwargs: Any) -> Any:
-    """:func:`head_view_html` wrapped for display in a notebook (an ``IPython.display.HTML``)."""
+    """:func:`view_html` of the head view, for display in a notebook (an ``IPython.display.HTML``)."""
     from IPython.display import HTML
 
-    return HTML(head_view_html(attention, tokens, lib_url, **kwargs))
+    return HTML(view_html("head_view", attention, tokens, lib_url, **kwargs))
 
 
 def model_view(attention: Any, tokens: Sequence[str], lib_url: Optional[str] = None, **kwargs: Any) -> Any:
-    """:func:`model_view_html` wrapped for display in a notebook (an ``IPython.display.HTML``)."""
+    """:func:`view_html` of the model view, for display in a notebook (an ``IPython.display.HTML``)."""
     from IPython.display import HTML
 
-    return HTML(model_view_html(attention, tokens, lib_url, **kwargs))
+    return HTML(view_html("model_view", attention, tokens, lib_url, **kwargs))

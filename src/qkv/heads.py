@@ -218,9 +218,7 @@ def top_heads(weights: Tensor, query: int, key: int, k: int = 3) -> List[Tuple[i
     Shape:
         - weights: ``(layers, H, T, T)``
     """
-    v.require_tensor("weights", weights)
-    if weights.dim() != 4:
-        raise ValueError(f"weights must have shape (layers, H, T, T), got {v.shape_str(weights)}")
+    v.require_dim("weights", weights, 4, "(layers, H, T, T)")
     layers, H, L, S = weights.shape
     v.require_int("query", query, minimum=0)
     v.require_int("key", key, minimum=0)

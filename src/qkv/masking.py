@@ -24,6 +24,12 @@ __all__ = [
 ]
 
 
+def _sizes(L: object, S: object) -> tuple:
+    """``(L, S)`` checked as sizes (``S=None`` means ``L``)."""
+    L = v.require_int("L", L, minimum=0)
+    return L, (L if S is None else v.require_int("S", S, minimum=0))
+
+
 def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] = None) -> Tensor:
     """Causal mask aligned to the upper left, as SDPA's ``is_causal=True``.
 
@@ -42,8 +48,7 @@ def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] 
     Shape:
         - output: ``(L, S)``
     """
-    L = v.require_int("L", L, minimum=0)
-    S = L if S is None else v.require_int("S", S, minimum=0)
+    L, S = _sizes(L, S)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
@@ -160,19 +165,16 @@ def sliding_window_mask(
     outside the band, such as ``chunked_attention(..., window=...)``, does less.
 
     Args:
-        L: number of queries.
-        S: number of keys (``None`` means ``L``).
+        L, S, device: as for :func:`causal_mask`.
         window: keys each query may see, itself included (a positive int).
-        device: where to create the mask.
 
     Returns:
-        Bool mask, ``True`` where attention is allowed.
+        Bool mask, ``True`` where attention is allowed (inside the window).
 
     Shape:
         - output: ``(L, S)``
     """
-    L = v.require_int("L", L, minimum=0)
-    S = L if S is None else v.require_int("S", S, minimum=0)
+    L, S = _sizes(L, S)
     v.require_int("window", window)
     rows = torch.arange(L, device=device)[:, None]
     cols = torch.arange(S, device=device)[None, :]

@@ -125,9 +125,7 @@ def plot_head_grid(
     Shape:
         - weights: ``(layers, H, T, T)``
     """
-    v.require_tensor("weights", weights)
-    if weights.dim() != 4:
-        raise ValueError(f"weights must have shape (layers, H, T, T), got {v.shape_str(weights)}")
+    v.require_dim("weights", weights, 4, "(layers, H, T, T)")
     layers, H, L, S = weights.shape
     fig, axes = plt.subplots(layers, H, figsize=(cell * H, cell * layers * 1.15), squeeze=False)
     w = weights.detach().float().cpu()
