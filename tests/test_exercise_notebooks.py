@@ -1,11 +1,8 @@
 """Static properties of the notebooks: no outputs, the set-up cell and its repository address."""
 
-import re
-from pathlib import Path
-
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+from qkv_course.config import ROOT, repository_url
 
 
 def _grade_id(cell):
@@ -20,8 +17,7 @@ def test_solution_notebooks_carry_no_outputs():
 
 
 def test_setup_cell_installs_from_the_configured_repository():
-    config = (ROOT / "_config.yml").read_text()
-    url = re.search(r"^repository:\s*\n\s+url:\s*(\S+)", config, re.MULTILINE).group(1)
+    url = repository_url()
     for folder in ("solutions", "exercises"):
         for nb_path in (ROOT / folder).glob("*/*.ipynb"):
             setup = nbformat.read(str(nb_path), as_version=4).cells[1]
