@@ -32,8 +32,9 @@ c.OverwriteCells.add_missing_cells = True
 # A student who is not in the gradebook yet is added when their submission is graded.
 c.Autograde.create_student = True
 
-# zip_collect: how to read the student id and the notebook name from the files of an LMS
-# download (downloaded/<assignment>/archive/*.zip). The pattern is matched against the whole
-# path of each extracted file; this one reads ".../<student_id>_<notebook>.ipynb". Adapt it
-# to your LMS's naming (see book/instructors.md).
-c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/_]+)_(?P<file_id>[^/]+\.ipynb)$"
+# zip_collect: how to map each file of an LMS download (downloaded/<assignment>/archive/) to a
+# student. qkv_course's collector reads "<student id>_<notebook>.ipynb", where <notebook> is one
+# of the assignment's released notebooks, so ids may hold "_", "-" and "."; a file it cannot map
+# stops the collection with an error naming it (nbgrader's own collector would skip it silently
+# and the student would get a zero). See book/instructors.md.
+c.ZipCollectApp.collector_plugin = "qkv_course.collect.StudentFileCollector"

@@ -1,0 +1,56 @@
+"""``nbgrader zip_collect`` with the course's collector: ids with _ - . work, strays stop it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from qkv_course.config import ROOT
+
+ASSIGNMENT = "06-masking"
+NOTEBOOK = "masking.ipynb"
+
+
+def _course(tmp_path: Path, files: list[str]) -> Path:
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    shutil.copytree(ROOT / "exercises" / ASSIGNMENT, tmp_path / "exercises" / ASSIGNMENT)
+    archive = tmp_path / "downloaded" / ASSIGNMENT / "archive"
+    archive.mkdir(parents=True)
+    released = (ROOT / "exercises" / ASSIGNMENT / NOTEBOOK).read_bytes()
+    with zipfile.ZipFile(archive / "download.zip", "w") as zf:
+        for name in files:
+            zf.writestr(f"submissions/{name}", released)
+    return tmp_path
+
+
+def _zip_collect(course: Path) -> subprocess.CompletedProcess:
+    # nbgrader runs alembic: this Python's bin goes first on PATH.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run([sys.executable, "-m", "nbgrader", "zip_collect", ASSIGNMENT, "--force"],
+                          cwd=course, capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.slow
+def test_ids_with_underscores_dashes_and_dots_reach_their_student(tmp_path):
+    ids = ["frank_li", "anne-marie", "j.doe", "x_y_z-1.2"]
+    course = _course(tmp_path, [f"{i}_{NOTEBOOK}" for i in ids])
+    proc = _zip_collect(course)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for i in ids:
+        assert (course / "submitted" / i / ASSIGNMENT / NOTEBOOK).is_file(), (i, proc.stderr)
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == sorted(ids)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stray", ["frank_li_masking_v2.ipynb", "notes.txt", "_masking.ipynb"])
+def test_a_file_that_maps_to_no_student_stops_the_collection(tmp_path, stray):
+    course = _course(tmp_path, [f"alice_{NOTEBOOK}", stray])
+    proc = _zip_collect(course)
+    assert proc.returncode != 0
+    assert stray in proc.stderr and "zip_collect:" in proc.stderr, proc.stderr
