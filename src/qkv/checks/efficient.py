@@ -11,9 +11,10 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from ._attention import TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
+from ._guard import _tensors, harness
 from ._harness import run_check
 from ._inputs import bool_mask
 
@@ -82,27 +83,58 @@ def _sdpa_order(fn: Callable[..., Any]) -> Callable[..., Any]:
     return adapted
 
 
-class MaterialiseWatch:
-    """Notices a floating tensor as large as the full ``(..., L, S)`` score matrix."""
+_SPAN_HINT = ("visit the keys chunk_size at a time: keep only a running maximum, sum and output "
+              "per query, so that no tensor made from the queries spans all S keys (no (..., L, S) "
+              "scores, and no full row (..., 1, S) per query either)")
+
+
+class KeySpanWatch:
+    """Notices a floating tensor that spans all S keys and is not made from the keys,
+    values or mask alone: a full row (or matrix) of scores or weights.
+
+    It follows every tensor the answer creates, at the level of torch's operators (so
+    nothing escapes it: views, in-place updates, tensors built from Python numbers), with
+    the inputs it derives from. Chunking holds at most ``chunk_size`` keys' scores at a
+    time, so any tensor with an axis of length S that derives from the queries (or from
+    fresh numbers) means the softmax saw every key at once, whether the answer builds the
+    full ``(L, S)`` matrix or one row of it per query. It only looks where S is told apart
+    from every other size (S longer than ``chunk_size`` and equal to no other axis).
+    """
 
     def __init__(self, args: tuple, kwargs: dict) -> None:
-        query, key = args[0], args[1]
+        query, key, value = args[:3]
         chunk = kwargs.get("chunk_size", args[6] if len(args) > 6 else 256)
-        self.L, self.S = query.shape[-2], key.shape[-2]
-        self.active = chunk < min(self.L, self.S)
+        mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+        self.S = key.shape[-2]
+        others = {query.shape[-2], query.shape[-1], value.shape[-1], *query.shape[:-2],
+                  *key.shape[:-2], *value.shape[:-2]}
+        self.active = chunk < self.S and self.S not in others
         self.problem: Optional[Tuple[str, str]] = None
-        self._inputs = {t.untyped_storage().data_ptr() for t in (*args, *kwargs.values())
-                        if isinstance(t, Tensor)}
+        self._labels: dict = {}
+        self._keep: list = []  # holds followed tensors so that their ids are not reused
+        for t, label in ((query, "q"), (key, "k"), (value, "v"), (mask, "m")):
+            if isinstance(t, Tensor):
+                self._follow(t, frozenset(label))
 
-    def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        if self.problem is not None or not self.active or not isinstance(out, Tensor):
+    @harness
+    def _follow(self, t: Tensor, labels: frozenset) -> None:
+        self._labels[id(t)] = self._labels.get(id(t), frozenset()) | labels
+        self._keep.append(t)
+
+    @harness
+    def observe_op(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        if self.problem is not None or not self.active:
             return
-        if (out.is_floating_point() and out.dim() >= 2
-                and tuple(out.shape[-2:]) == (self.L, self.S)
-                and out.untyped_storage().data_ptr() not in self._inputs):
-            self.problem = ("it builds the full (L, S) score matrix",
-                            "visit the keys chunk_size at a time; keep only a running maximum, "
-                            "sum and output per query (no tensor of shape (..., L, S))")
+        labels = frozenset().union(*(self._labels.get(id(t), frozenset("n"))
+                                     for t in _tensors((args, kwargs), []))) or frozenset("n")
+        for t in _tensors(out, []):
+            self._follow(t, labels)
+            labels_t = self._labels[id(t)]
+            if (t.is_floating_point() and self.S in tuple(t.shape)
+                    and not labels_t <= frozenset("kvm")):
+                self.problem = (f"it makes a tensor of shape {tuple(t.shape)} that spans all "
+                                f"S={self.S} keys (a full row of scores or weights)", _SPAN_HINT)
+                return
 
 
 def _negative_scores(gen, device, dtype):
@@ -165,24 +197,24 @@ _MISTAKES = [
 
 CHUNKED_ATTENTION = Exercise(
     name="chunked_attention", reference=qkv.chunked_attention, cases=_cases(),
-    mistakes=_MISTAKES, forbid_torch=TORCH_ATTENTION,
-    forbid_ref={**QKV_ATTENTION, qkv.softmax: "qkv.softmax"},
+    mistakes=_MISTAKES, forbid=TORCH_ATTENTION, watch=KeySpanWatch,
     legend="(..., L, Ev)",
 )
 
 
-def check_chunked_attention(chunked_attention: Callable[..., Tensor], seed: int = 0) -> None:
+def check_chunked_attention(chunked_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
     chunk_size=256)`` against :func:`qkv.chunked_attention`.
 
-    Besides the output, the check watches the tensors the answer creates: one of
-    the full ``(..., L, S)`` size means the chunking was skipped.
+    Besides the output, the check watches the tensors the answer creates
+    (:class:`KeySpanWatch`): one made from the queries that spans all S keys (the full
+    ``(..., L, S)`` scores, or a full row of them per query) means the chunking was skipped.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_check(CHUNKED_ATTENTION, chunked_attention, seed, watch_factory=MaterialiseWatch)
+    run_check(CHUNKED_ATTENTION, chunked_attention, seed)
 
 
 # ----------------------------------------------------------------------------- kv_cache_step
@@ -268,13 +300,13 @@ KV_CACHE_STEP = Exercise(
                 "return (output, new_k_cache, new_v_cache), the caches with the new rows added",
                 partial(_kv_step, return_old=True)),
     ],
-    forbid_ref={qkv.kv_cache_step: "qkv.kv_cache_step"},
+    forbid=TORCH_ATTENTION,
     compare=_kv_close,
     legend="(output (B, H, L, Ev), k_cache (B, H, P + L, E), v_cache (B, H, P + L, Ev))",
 )
 
 
-def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: int = 0) -> None:
+def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] = 0) -> None:
     """Check ``kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None)``
     against :func:`qkv.kv_cache_step`: it must return ``(output, k_cache, v_cache)``.
 

@@ -1,0 +1,219 @@
+"""Watching every call the student's code makes, at any depth: :class:`CallWatch`.
+
+A profile function (:func:`sys.setprofile`) sees each Python function called and each
+built-in called from Python, however deeply nested, under whatever name it was imported,
+and even when torch's own modes are switched off. While the student's code runs it refuses:
+
+- any function of the course package (:mod:`qkv` and :mod:`qkv.checks`), also a fresh
+  copy loaded from disk (recognised by its code, see :mod:`._integrity`), except the
+  harness's own code (:func:`harness`);
+- any built-in, torch operator (``torch.ops...``) or library function (torch, numpy,
+  scipy, ...) whose name matches the exercise's :class:`~._exercise.Forbidden` patterns;
+- what only serves to get around the checks: frames and the garbage collector's object
+  lists, switching the watch off, starting threads or processes, torch's mode stacks
+  (taken off from outside torch), TorchScript and ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import builtins
+import gc
+import os
+import sys
+import sysconfig
+from types import CodeType
+from typing import Any, Callable, Dict, Optional
+
+import torch
+import torch._ops
+import torch.overrides
+import torch.utils._python_dispatch as _pd
+
+from . import _integrity
+from ._exercise import Forbidden
+
+_getattr = builtins.getattr
+_id = builtins.id
+_setprofile = sys.setprofile
+_getprofile = sys.getprofile
+_settrace = sys.settrace
+_gettrace = sys.gettrace
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_LIBRARY_DIRS = tuple({os.path.join(p, "") for p in (_TORCH_DIR, *(
+    sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")))})
+# torch.compile and what runs a compiled function (torch._dynamo itself also runs for other
+# reasons: torch wraps some of its functions in torch._dynamo.disable).
+_COMPILE_FILE = os.path.join(_TORCH_DIR, "_dynamo", "eval_frame.py")
+_COMPILE_NAMES = ("_TorchDynamoContext", "OptimizeContext", "OptimizedModule", "optimize",
+                  "_optimize")
+
+_TORCH_COMPILE = torch.compile.__code__
+_OPCALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
+# Python functions of torch that take torch's modes off the stack: fine from torch, not from a cell.
+_MODE_CODE = {f.__code__ for f in (_pd._pop_mode, _pd._push_mode, _pd._disable_current_modes,
+                                   torch.overrides._pop_mode, torch.overrides._push_mode)}
+_MODE_BUILTINS = {_id(_getattr(torch._C, n)) for n in (
+    "_pop_torch_function_stack", "_push_on_torch_function_stack", "_pop_torch_dispatch_stack",
+    "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode")}
+
+
+def _refused() -> Dict[int, str]:
+    out = {
+        sys._getframe: "reads the call stack (sys._getframe)",
+        sys._current_frames: "reads the call stack (sys._current_frames)",
+        sys.setprofile: "switches the checks' watch off (sys.setprofile)",
+        sys.settrace: "installs a trace function (sys.settrace)",
+        sys.addaudithook: "installs an audit hook",
+        gc.get_objects: "searches the garbage collector's objects",
+        gc.get_referrers: "searches the garbage collector's objects",
+        gc.get_referents: "searches the garbage collector's objects",
+        _thread.start_new_thread: "starts a thread",
+    }
+    for name in ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve"):
+        if hasattr(os, name):
+            out[getattr(os, name)] = f"starts a process (os.{name})"
+    if hasattr(_thread, "start_joinable_thread"):
+        out[_thread.start_joinable_thread] = "starts a thread"
+    return {_id(f): why for f, why in out.items()}
+
+
+_REFUSED = _refused()
+_REFUSED_KEEP = list(_REFUSED)  # the ids above stay valid: the functions are module attributes
+
+
+def _library_name(code: CodeType) -> Optional[str]:
+    """``torch.nn.functional.softmax`` for code in an installed library, else ``None``."""
+    path = code.co_filename
+    for d in _LIBRARY_DIRS:
+        if path.startswith(d):
+            rel = path[len(d):].rsplit(".", 1)[0].replace(os.sep, ".")
+            if rel.endswith(".__init__"):
+                rel = rel[: -len(".__init__")]
+            return f"{rel}.{code.co_qualname}"
+    return None
+
+
+def _builtin_name(fn: Any) -> str:
+    owner = _getattr(fn, "__self__", None)
+    name = _getattr(fn, "__qualname__", None) or _getattr(fn, "__name__", "?")
+    if owner is not None and type(owner).__name__ == "module":
+        return f"{owner.__name__}.{_getattr(fn, '__name__', name)}"
+    module = _getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module else name
+
+
+def _from_torch(frame: Any) -> bool:
+    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
+
+
+class CallWatch:
+    """The profile function of one guarded run; :meth:`start` and :meth:`stop` bracket it.
+
+    Args:
+        forbid: what the exercise blocks besides the course package (whose harness code,
+            marked with :func:`._integrity.harness`, is allowed).
+        trip: ``trip(message)`` records the refusal and raises.
+    """
+
+    def __init__(self, forbid: Forbidden, trip: Callable[[str], None]) -> None:
+        self._forbid = forbid
+        self._trip = trip
+        self._code_names = {f.__code__: name for f, name in forbid.names.items()
+                            if isinstance(_getattr(f, "__code__", None), CodeType)}
+        self._builtin_names = {_id(f): name for f, name in forbid.names.items()}
+        self._keep = list(forbid.names)
+        self._seen: Dict[int, Any] = {}
+        self._seen_keep: list = []
+        self._cseen: Dict[str, Optional[str]] = {}
+        self._saved = (None, None)
+        self.hook = self._make_hook()
+
+    def _classify(self, code: CodeType) -> Any:
+        """``None`` (allowed), a refusal message, or a marker for a check at each call."""
+        own = _integrity.course_code(code)
+        if own is not None:
+            return f"calls {own}"
+        if code in _OPCALLS:
+            return _OPCALLS
+        if code in _MODE_CODE:
+            return _MODE_CODE
+        name = self._code_names.get(code)
+        if name is not None:
+            return f"calls {name}"
+        lib = _library_name(code)
+        if lib is None:
+            return None
+        if code is _TORCH_COMPILE or (code.co_filename == _COMPILE_FILE
+                                      and code.co_qualname.startswith(_COMPILE_NAMES)):
+            return "compiles code (torch.compile); the checks run your code as it is written"
+        if self._forbid.matches(code.co_qualname):
+            return f"calls {lib}"
+        return None
+
+    def _builtin(self, fn: Any) -> Optional[str]:
+        name = self._builtin_names.get(_id(fn))
+        if name is not None:
+            return f"calls {name}"
+        qual = _getattr(fn, "__qualname__", "") or ""
+        if qual in self._cseen:
+            return self._cseen[qual]
+        verdict = f"calls {_builtin_name(fn)}" if self._forbid.matches(qual) else None
+        self._cseen[qual] = verdict
+        return verdict
+
+    def _make_hook(self) -> Callable[[Any, str, Any], None]:
+        seen, keep, classify, builtin = self._seen, self._seen_keep, self._classify, self._builtin
+        # The hook's own code is the course's: it runs as a profile function, unwatched.
+        refused, trip, forbid = _REFUSED, self._trip, self._forbid
+
+        def hook(frame, event, arg):
+            if event == "call":
+                code = frame.f_code
+                verdict = seen.get(_id(code), seen)
+                if verdict is seen:
+                    verdict = seen[_id(code)] = classify(code)
+                    keep.append(code)
+                if verdict is None:
+                    return
+                if verdict is _OPCALLS:
+                    op = frame.f_locals.get("self")
+                    name = str(_getattr(op, "_qualified_op_name", None) or _getattr(op, "_name", ""))
+                    if forbid.matches(name):
+                        trip(f"calls torch.ops.{name.replace('::', '.')}")
+                elif verdict is _MODE_CODE:
+                    if not _from_torch(frame.f_back):
+                        trip("takes torch's modes off (the checks' guard among them)")
+                else:
+                    trip(verdict)
+            elif event == "c_call":
+                why = refused.get(_id(arg))
+                if why is not None:
+                    if frame.f_code is not _STOP:  # the watch removing itself
+                        trip(f"{why}; the checks do not allow it while your code runs")
+                elif _id(arg) in _MODE_BUILTINS and not _from_torch(frame):
+                    trip("takes torch's modes off (the checks' guard among them)")
+                else:
+                    verdict = builtin(arg)
+                    if verdict is not None:
+                        trip(verdict)
+
+        return hook
+
+    def start(self) -> None:
+        """Install the watch (and put a trace function aside: it would run unwatched)."""
+        self._saved = (_getprofile(), _gettrace())
+        _settrace(None)
+        _setprofile(self.hook)
+
+    @_integrity.harness
+    def stop(self) -> bool:
+        """Remove the watch, restore what was there; whether it was still installed."""
+        intact = _getprofile() is self.hook
+        _setprofile(self._saved[0])
+        _settrace(self._saved[1])
+        return intact
+
+
+_STOP = CallWatch.stop.__code__
