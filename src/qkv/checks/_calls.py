@@ -41,8 +41,10 @@ _settrace = sys.settrace
 _gettrace = sys.gettrace
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_LIBRARY_DIRS = tuple({os.path.join(p, "") for p in (_TORCH_DIR, *(
-    sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")))})
+# The most specific first: a virtual environment's site-packages lies inside its lib folder.
+_LIBRARY_DIRS = tuple(sorted({os.path.join(p, "") for p in (*(
+    sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")),)},
+    key=len, reverse=True))
 # torch.compile and what runs a compiled function (torch._dynamo itself also runs for other
 # reasons: torch wraps some of its functions in torch._dynamo.disable).
 _COMPILE_FILE = os.path.join(_TORCH_DIR, "_dynamo", "eval_frame.py")

@@ -172,11 +172,13 @@ def _restore(kind: str, obj: Any, saved: Any, _zip=zip, _all=all, _len=len, _tup
     if kind in ("module", "world", "class"):
         # Names added to a class shadow inherited ones; added to a course module, builtins
         # (a module added there is a submodule imported since); added to torch or Python's
-        # modules, nothing that existed: those are left alone.
+        # modules, nothing that existed: those are left alone. A module's dunder names
+        # (Python adds __warningregistry__ when a warning is shown) change no behaviour.
         now = obj.__dict__
         extra = [] if kind == "world" else [k for k in now if k not in saved and not (
-            kind == "module" and _isinstance(now[k], _ModuleType))]
-        changed = [k for k, v in saved.items() if now.get(k, saved) is not v]
+            kind == "module" and (_isinstance(now[k], _ModuleType) or k.startswith("__")))]
+        changed = [k for k, v in saved.items() if now.get(k, saved) is not v
+                   and not (kind == "module" and k.startswith("__"))]
         for k in extra:
             (_type.__delattr__ if kind == "class" else _ModuleType.__delattr__)(obj, k)
         for k in changed:

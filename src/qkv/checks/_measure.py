@@ -3,8 +3,8 @@ tests that the numbers behave like a measurement and not like a formula.
 
 The student's function gets ``(d_k, n_samples, generator)`` and returns one number. It is
 called on every seed in one pass inside the guard (:func:`measure`), while a watcher counts
-the random numbers it draws (any seeded random ``aten`` operator). Then: each answer must
-draw at least ``2 * n_samples * d_k`` numbers (q and k), the same seed must give the same
+the random numbers it draws (any seeded random ``aten`` operator). Then: each call must
+draw at least ``2 * n_samples * d_k`` numbers (q and k, :func:`judge_draws`), the same seed must give the same
 answer and another seed another (:func:`judge_generator`), and over many seeds the answers
 must spread as a sample variance does (:func:`judge_spread`): a formula plus a little noise
 is too steady, whatever generator the noise comes from.
@@ -58,8 +58,7 @@ def _fail(where: str, what: str, hint: str = "", note: str = "") -> None:
                          + (f"\nLook at: {hint}" if hint else "") + note)
 
 
-def _value(got: Any, error: Optional[BaseException], drawn: int, d: int, n: int, where: str,
-           note: str) -> float:
+def _value(got: Any, error: Optional[BaseException], where: str, note: str) -> float:
     """One answer as a number, or a failure naming what is wrong with it."""
     __tracebackhide__ = True
     if isinstance(error, NotImplementedError):
@@ -76,21 +75,19 @@ def _value(got: Any, error: Optional[BaseException], drawn: int, d: int, n: int,
         _fail(where, f"it returned {got!r}, expected one finite number",
               "return the variance as a float (e.g. dots.var().item()) or a one-element tensor",
               note)
-    if drawn < 2 * n * d:
-        _fail(where, f"it draws {drawn} random numbers; a measurement of n_samples pairs (q, k) "
-              f"of d_k numbers each draws at least {2 * n * d}",
-              "measure: draw q and k (n_samples x d_k each) from the generator and return the "
-              "variance of their dot products, not the formula", note)
     return value
 
 
 def measure(student: Callable[..., Any], plan: Sequence[Tuple[int, int]], n: int,
-            device: torch.device, where: Callable[[int], str], note: str = "") -> List[float]:
-    """Call ``student(d, n, generator)`` for each ``(d, seed)`` of ``plan``; return the answers.
+            device: torch.device, where: Callable[[int], str], note: str = ""
+            ) -> List[Tuple[float, int]]:
+    """Call ``student(d, n, generator)`` for each ``(d, seed)`` of ``plan``.
+
+    Returns:
+        ``(answer, random numbers drawn)`` for each.
 
     Raises:
-        AssertionError: on delegation, an exception, an answer that is not a finite number,
-            or one that drew fewer random numbers than a measurement needs.
+        AssertionError: on delegation, an exception, or an answer that is not a finite number.
     """
     __tracebackhide__ = True
     inputs = [((d, n, torch.Generator(device).manual_seed(s)), {}) for d, s in plan]
@@ -105,8 +102,18 @@ def measure(student: Callable[..., Any], plan: Sequence[Tuple[int, int]], n: int
     if problems:
         _fail(last, f"your code changed {'; '.join(problems)} while the check ran; the checks "
               "refuse that", note=note)
-    return [_value(got, error, c.drawn, d, n, where(d), note)
+    return [(_value(got, error, where(d), note), c.drawn)
             for (d, _), (got, error), c in zip(plan, results, counts)]
+
+
+def judge_draws(drawn: int, d: int, n: int, where: str, note: str = "") -> None:
+    """Fail unless a call drew at least the ``2 * n * d`` numbers of n pairs (q, k)."""
+    __tracebackhide__ = True
+    if drawn < 2 * n * d:
+        _fail(where, f"it draws {drawn} random numbers; a measurement of n_samples pairs (q, k) "
+              f"of d_k numbers each draws at least {2 * n * d}",
+              "measure: draw q and k (n_samples x d_k each) from the generator and return the "
+              "variance of their dot products, not the formula", note)
 
 
 def judge_generator(value: float, again: Sequence[float], where: str, note: str = "") -> None:

@@ -24,7 +24,7 @@ from ._compare import close, is_tensor
 from ._exercise import Case, Exercise
 from ._harness import run_check
 from ._inputs import bool_mask, devices, randn
-from ._measure import SPREAD_SEEDS, judge_generator, judge_spread, measure
+from ._measure import SPREAD_SEEDS, judge_draws, judge_generator, judge_spread, measure
 from ._run import fresh_seed, seed_note
 
 __all__ = [
@@ -218,14 +218,17 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any],
         plan = [(d, s + i) for i, d in enumerate(VARIANCE_DIMS)]
         plan += [(VARIANCE_DIMS[0], s), (VARIANCE_DIMS[0], s + 1)]  # reproducible, and not fixed
         plan += [(VARIANCE_DIMS[0], s + 100 + k) for k in range(SPREAD_SEEDS)]
-        values = measure(dot_product_variance, plan, VARIANCE_SAMPLES, device,
-                         lambda d: _variance_where(d, device), note)
+        answers = measure(dot_product_variance, plan, VARIANCE_SAMPLES, device,
+                          lambda d: _variance_where(d, device), note)
+        values = [v for v, _ in answers]
         k = len(VARIANCE_DIMS)
         for (d, _), value in zip(plan, values[:k]):
             try:
                 _judge_estimate(value, d, _variance_where(d, device))
             except AssertionError as e:
                 raise AssertionError(f"{e}{note}") from None
+        for (d, _), (_, drawn) in zip(plan, answers):
+            judge_draws(drawn, d, VARIANCE_SAMPLES, _variance_where(d, device), note)
         where = _variance_where(VARIANCE_DIMS[0], device)
         judge_generator(values[0], values[k:k + 2], where, note)
         se = variance_tolerance(VARIANCE_DIMS[0], VARIANCE_SAMPLES) / VARIANCE_SIGMAS
