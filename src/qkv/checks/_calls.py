@@ -167,6 +167,8 @@ class CallWatch:
 
     def _make_hook(self) -> Callable[[Any, str, Any], None]:
         seen, keep, classify, builtin = self._seen, self._seen_keep, self._classify, self._builtin
+        inner: Dict[int, bool] = {}  # code id -> called from the checks' own code
+        internal = _integrity.internal
         # The hook's own code is the course's: it runs as a profile function, unwatched.
         refused, trip, forbid = _REFUSED, self._trip, self._forbid
 
@@ -180,6 +182,9 @@ class CallWatch:
                 if verdict is None:
                     return
                 if verdict is _OPCALLS:
+                    caller = frame.f_back.f_code
+                    if inner.get(_id(caller)) or internal(caller):
+                        return  # the dispatch guard running an operator it has checked
                     op = frame.f_locals.get("self")
                     name = str(_getattr(op, "_qualified_op_name", None) or _getattr(op, "_name", ""))
                     if forbid.matches(name):
@@ -190,10 +195,16 @@ class CallWatch:
                 else:
                     trip(verdict)
             elif event == "c_call":
+                caller = frame.f_code
+                ours = inner.get(_id(caller))
+                if ours is None:
+                    ours = inner[_id(caller)] = internal(caller)
+                    keep.append(caller)
+                if ours:
+                    return
                 why = refused.get(_id(arg))
                 if why is not None:
-                    if frame.f_code is not _STOP:  # the watch removing itself
-                        trip(f"{why}; the checks do not allow it while your code runs")
+                    trip(f"{why}; the checks do not allow it while your code runs")
                 elif _id(arg) in _MODE_BUILTINS and not _from_torch(frame):
                     trip("takes torch's modes off (the checks' guard among them)")
                 else:
@@ -217,5 +228,3 @@ class CallWatch:
         _settrace(self._saved[1])
         return intact
 
-
-_STOP = CallWatch.stop.__code__

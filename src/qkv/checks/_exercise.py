@@ -9,6 +9,7 @@ reference through its attributes, and what it could do below them is undone by
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
@@ -77,6 +78,9 @@ class Forbidden:
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", MappingProxyType(dict(self.names)))
         object.__setattr__(self, "patterns", tuple(p.lower() for p in self.patterns))
+        # One search in C per name: the guard asks for every operator the answer runs.
+        object.__setattr__(self, "_search", re.compile(
+            "|".join(re.escape(p) for p in self.patterns) or "(?!)").search)
 
     def __or__(self, other: "Forbidden") -> "Forbidden":
         return Forbidden({**self.names, **other.names},
@@ -85,8 +89,7 @@ class Forbidden:
     @harness  # the guard asks it while the student's code runs
     def matches(self, name: str) -> bool:
         """Whether a function or operator called ``name`` is blocked."""
-        low = name.lower()
-        return any(p in low for p in self.patterns)
+        return self._search(name.lower()) is not None
 
 
 NOTHING = Forbidden()

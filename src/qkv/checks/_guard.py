@@ -57,21 +57,25 @@ class _FunctionGuard(TorchFunctionMode):
     def __init__(self, guard: "Guard") -> None:
         super().__init__()
         self._guard = guard
+        self._verdicts: dict = {}
+        self._keep: list = []
 
     @harness
     def __torch_function__(self, func, types, args=(), kwargs=None):
         g = self._guard
-        name = g._forbid.names.get(func)
-        if name is None and g._forbid.matches(_torch_name(func)):
-            name = f"torch's {_torch_name(func)}"
-        if name is not None:
-            g.trip(f"calls {name}")
+        verdict = self._verdicts.get(id(func), self)
+        if verdict is self:  # first time: by name, else by pattern (kept, with func, by id)
+            verdict = g._forbid.names.get(func)
+            if verdict is None and g._forbid.matches(_torch_name(func)):
+                verdict = f"torch's {_torch_name(func)}"
+            self._verdicts[id(func)] = verdict
+            self._keep.append(func)
+        if verdict is not None:
+            g.trip(f"calls {verdict}")
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        for w in g._watchers:
-            observe = getattr(w, "observe", None)
-            if observe is not None:
-                observe(func, args, kwargs, out)
+        for observe in g._observe:
+            observe(func, args, kwargs, out)
         return out
 
 
@@ -79,22 +83,21 @@ class _DispatchGuard(TorchDispatchMode):
     def __init__(self, guard: "Guard") -> None:
         super().__init__()
         self._guard = guard
-        self._names: dict = {}
+        self._refused: dict = {}
 
     @harness
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         g = self._guard
-        name = self._names.get(func)
-        if name is None:
-            name = self._names[func] = func.name()
-        if g._forbid.matches(name):
-            g.trip(f"calls torch's {name.replace('::', '.')} (inside another torch function)")
+        refused = self._refused.get(id(func))
+        if refused is None:  # operators live as long as torch: their ids stay theirs
+            name = func.name()
+            refused = self._refused[id(func)] = g._forbid.matches(name) and name
+        if refused:
+            g.trip(f"calls torch's {refused.replace('::', '.')} (inside another torch function)")
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        for w in g._watchers:
-            observe = getattr(w, "observe_op", None)
-            if observe is not None:
-                observe(func, args, kwargs, out)
+        for observe in g._observe_op:
+            observe(func, args, kwargs, out)
         return out
 
 
@@ -119,7 +122,7 @@ class Guard:
         self.tripped: Optional[str] = None
         self._exercise = exercise
         self._forbid = forbid
-        self._watchers = list(watchers)
+        self.watch(watchers)
         self._modes = (_FunctionGuard(self), _DispatchGuard(self))
         self._trip = self.trip  # one bound method, recognised again in stop()
         self._thread: Optional[int] = None
@@ -138,7 +141,8 @@ class Guard:
     @harness
     def watch(self, watchers: Sequence[Any]) -> None:
         """Show the student's next call to ``watchers`` (see the class's docstring)."""
-        self._watchers = list(watchers)
+        self._observe = [w.observe for w in watchers if hasattr(w, "observe")]
+        self._observe_op = [w.observe_op for w in watchers if hasattr(w, "observe_op")]
 
     @harness
     def _scripted_call(self, *args: Any, **kwargs: Any) -> None:
@@ -251,13 +255,21 @@ class DeviceWatch:
             for t in _tensors(out, []):
                 self._ids.discard(id(t))
             return
-        tensors = [t for t in _tensors((args, kwargs), []) if t.dim() > 0]
-        followed = any(id(t) in self._ids for t in tensors)
-        derived = any(id(t) in self._inputs and id(t) not in self._ids for t in tensors)
+        # Flat loops, no helper calls: this runs for every torch call the answer makes.
+        ids, inputs = self._ids, self._inputs
+        followed = derived = False
+        for a in (*args, *kwargs.values()):
+            for t in (a if type(a) in (list, tuple) else (a,)):
+                if type(t) is _Tensor and t.dim() > 0:
+                    if id(t) in ids:
+                        followed = True
+                    elif id(t) in inputs:
+                        derived = True
         if followed and derived:
             self.problem = ("a tensor created without device= is combined with the inputs",
                             _WRONG_DEVICE)
-        elif followed:
-            self._add(self._ids, out)
-        elif derived:
-            self._add(self._inputs, out)
+        elif followed or derived:
+            for t in (out if type(out) in (list, tuple) else (out,)):
+                if type(t) is _Tensor and t.dim() > 0:
+                    (ids if followed else inputs).add(id(t))
+                    self._keep.append(t)

@@ -45,6 +45,7 @@ _id, _type, _isinstance, _getattr = builtins.id, builtins.type, builtins.isinsta
 _setattr = object.__setattr__
 _QKV_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _HARNESS: Set[CodeType] = set()
+_INTERNAL: Set[CodeType] = set()  # harness code that calls no student-given callable
 _CODES: Dict[CodeType, str] = {}  # the course's code (compared by content) -> readable name
 _RECORDS: list = []  # what heal() restores, see _record
 _CHECK_MODULES: Set[int] = set()
@@ -71,10 +72,25 @@ def state(obj: Any) -> Any:
     return obj
 
 
-def harness(fn: Callable) -> Callable:
-    """Mark ``fn`` as harness code: it runs inside the guard and may be called there."""
-    _HARNESS.update(_codes(fn.__code__))  # with its comprehensions and inner functions
+def harness(fn: Callable = None, *, calls_student: bool = False) -> Callable:
+    """Mark ``fn`` as harness code: it runs inside the guard and may be called there.
+
+    Built-ins it calls are not looked at (it is the checks' own code), unless
+    ``calls_student``: it calls what the student gave (a function, a class), which could
+    be a built-in itself.
+    """
+    if fn is None:
+        return lambda f: harness(f, calls_student=calls_student)
+    codes = list(_codes(fn.__code__))  # with its comprehensions and inner functions
+    _HARNESS.update(codes)
+    if not calls_student:
+        _INTERNAL.update(codes)
     return fn
+
+
+def internal(code: CodeType) -> bool:
+    """Whether ``code`` is harness code calling only what the checks chose (see :func:`harness`)."""
+    return code in _INTERNAL
 
 
 def course_code(code: CodeType) -> Optional[str]:
@@ -288,7 +304,7 @@ class Session:
 
 
 _WORLD_SAVED: list = []
-for _s in (_HARNESS, _CODES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE, _WORLD_SAVED):
+for _s in (_HARNESS, _INTERNAL, _CODES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE, _WORLD_SAVED):
     state(_s)
 
 

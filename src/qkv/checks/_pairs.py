@@ -22,7 +22,7 @@ def pick(i: int, what: str) -> Callable[..., Any]:
         i: which item to keep.
         what: the pair's items in words, e.g. ``"output, weights"``, for the message.
     """
-    @harness  # it runs inside the guard, around the student's call
+    @harness(calls_student=True)  # it runs inside the guard, around the student's call
     def run(student, *args, **kwargs):
         result = student(*args, **kwargs)
         if not isinstance(result, (tuple, list)) or len(result) != 2:

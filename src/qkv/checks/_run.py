@@ -90,7 +90,7 @@ def checking() -> Iterator[Session]:
         torch.set_num_threads(threads)
 
 
-@harness
+@harness(calls_student=True)
 def _call_all(guard: Guard, student: Any, run_student: Optional[Callable[..., Any]],
               inputs: Sequence[Args], watchers: Sequence[list], session: Session,
               _start=Guard.start, _stop=Guard.stop, _watch=Guard.watch,

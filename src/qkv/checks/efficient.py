@@ -14,7 +14,7 @@ import qkv
 from ._attention import TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
-from ._guard import _tensors, harness
+from ._guard import harness
 from ._harness import run_check
 from ._inputs import bool_mask
 
@@ -113,28 +113,34 @@ class KeySpanWatch:
         self._labels: dict = {}
         self._keep: list = []  # holds followed tensors so that their ids are not reused
         for t, label in ((query, "q"), (key, "k"), (value, "v"), (mask, "m")):
-            if isinstance(t, Tensor):
-                self._follow(t, frozenset(label))
-
-    @harness
-    def _follow(self, t: Tensor, labels: frozenset) -> None:
-        self._labels[id(t)] = self._labels.get(id(t), frozenset()) | labels
-        self._keep.append(t)
+            if type(t) is Tensor:
+                self._labels[id(t)] = frozenset(label)
+                self._keep.append(t)
 
     @harness
     def observe_op(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         if self.problem is not None or not self.active:
             return
-        labels = frozenset().union(*(self._labels.get(id(t), frozenset("n"))
-                                     for t in _tensors((args, kwargs), []))) or frozenset("n")
-        for t in _tensors(out, []):
-            self._follow(t, labels)
-            labels_t = self._labels[id(t)]
-            if (t.is_floating_point() and self.S in tuple(t.shape)
-                    and not labels_t <= frozenset("kvm")):
+        labels, known = _NONE, self._labels
+        for a in (*args, *kwargs.values()):
+            for t in (a if type(a) in (list, tuple) else (a,)):
+                if type(t) is Tensor:
+                    # A tensor never seen: fresh numbers, unless it is a number (0-dim).
+                    labels = labels | known.get(id(t), _NONE if t.dim() == 0 else _FRESH)
+        labels = labels or _FRESH
+        for t in (out if type(out) in (list, tuple) else (out,)):
+            if type(t) is not Tensor:
+                continue
+            labels_t = known[id(t)] = known.get(id(t), _NONE) | labels
+            self._keep.append(t)
+            if (not labels_t <= _INPUTS and t.is_floating_point()
+                    and self.S in tuple(t.shape)):
                 self.problem = (f"it makes a tensor of shape {tuple(t.shape)} that spans all "
                                 f"S={self.S} keys (a full row of scores or weights)", _SPAN_HINT)
                 return
+
+
+_NONE, _FRESH, _INPUTS = frozenset(), frozenset("n"), frozenset("kvm")
 
 
 def _negative_scores(gen, device, dtype):

@@ -139,7 +139,7 @@ def check_merge_heads(merge_heads: Callable[..., Tensor], seed: Optional[int] = 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
-@harness  # runs inside the guard: builds the student's module, then calls it
+@harness(calls_student=True)  # runs inside the guard: builds the student's module, calls it
 def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
     """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
     __tracebackhide__ = True
@@ -168,7 +168,7 @@ def _reference(spec, *inputs, **kwargs):
     return _forward(qkv.MultiHeadAttention, spec, *inputs, **kwargs)
 
 
-@harness
+@harness(calls_student=True)
 def _run_student(student, spec, *inputs, **kwargs):
     __tracebackhide__ = True
     return _forward(student, spec, *inputs, **kwargs)
