@@ -19,9 +19,11 @@ from __future__ import annotations
 import _thread
 import builtins
 import gc
+import inspect
 import os
 import sys
 import sysconfig
+import traceback
 from types import CodeType
 from typing import Any, Callable, Dict, Optional
 
@@ -53,12 +55,25 @@ _COMPILE_NAMES = ("_TorchDynamoContext", "OptimizeContext", "OptimizedModule", "
 
 _TORCH_COMPILE = torch.compile.__code__
 _OPCALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
-# Python functions of torch that take torch's modes off the stack: fine from torch, not from a cell.
-_MODE_CODE = {f.__code__ for f in (_pd._pop_mode, _pd._push_mode, _pd._disable_current_modes,
-                                   torch.overrides._pop_mode, torch.overrides._push_mode)}
-_MODE_BUILTINS = {_id(_getattr(torch._C, n)) for n in (
+# What libraries may use but a cell may not (it would reach the guard, or frames): torch's mode
+# stacks (the guard's modes are on them) and the standard library's frame helpers. Python
+# functions, then built-ins, each with what calling it from a cell amounts to.
+_MODES = "reaches torch's modes (the checks' guard among them)"
+_FRAMES = "reads the call stack"
+_LIBRARY_ONLY: Dict[CodeType, str] = {
+    **{f.__code__: _MODES for f in (
+        _pd._pop_mode, _pd._push_mode, _pd._disable_current_modes, _pd._get_current_dispatch_mode,
+        _pd._get_current_dispatch_mode_stack, torch.overrides._pop_mode,
+        torch.overrides._push_mode, torch.overrides._get_current_function_mode,
+        torch.overrides._get_current_function_mode_stack)},
+    **{f.__code__: f"{_FRAMES} ({f.__module__}.{f.__name__})" for f in (
+        inspect.currentframe, inspect.stack, inspect.trace, inspect.getouterframes,
+        inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb)},
+}
+_LIBRARY_ONLY_BUILTINS = {_id(_getattr(torch._C, n)): _MODES for n in (
     "_pop_torch_function_stack", "_push_on_torch_function_stack", "_pop_torch_dispatch_stack",
-    "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode")}
+    "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode",
+    "_get_function_stack_at", "_get_dispatch_stack_at", "_get_dispatch_mode")}
 
 
 def _refused() -> Dict[int, str]:
@@ -66,6 +81,7 @@ def _refused() -> Dict[int, str]:
         sys._getframe: "reads the call stack (sys._getframe)",
         sys._current_frames: "reads the call stack (sys._current_frames)",
         sys.setprofile: "switches the checks' watch off (sys.setprofile)",
+        sys.getprofile: "reaches the checks' watch (sys.getprofile)",
         sys.settrace: "installs a trace function (sys.settrace)",
         sys.addaudithook: "installs an audit hook",
         gc.get_objects: "searches the garbage collector's objects",
@@ -106,8 +122,10 @@ def _builtin_name(fn: Any) -> str:
     return f"{module}.{name}" if module else name
 
 
-def _from_torch(frame: Any) -> bool:
-    return frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR)
+@_integrity.harness
+def from_library(frame: Any) -> bool:
+    """Whether ``frame`` runs code of an installed library (torch, the standard library, ...)."""
+    return frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS + ("<frozen",))
 
 
 class CallWatch:
@@ -139,8 +157,8 @@ class CallWatch:
             return f"calls {own}"
         if code in _OPCALLS:
             return _OPCALLS
-        if code in _MODE_CODE:
-            return _MODE_CODE
+        if code in _LIBRARY_ONLY:
+            return _LIBRARY_ONLY
         name = self._code_names.get(code)
         if name is not None:
             return f"calls {name}"
@@ -167,6 +185,7 @@ class CallWatch:
 
     def _make_hook(self) -> Callable[[Any, str, Any], None]:
         seen, keep, classify, builtin = self._seen, self._seen_keep, self._classify, self._builtin
+        library = from_library
         inner: Dict[int, bool] = {}  # code id -> called from the checks' own code
         internal = _integrity.internal
         # The hook's own code is the course's: it runs as a profile function, unwatched.
@@ -189,9 +208,10 @@ class CallWatch:
                     name = str(_getattr(op, "_qualified_op_name", None) or _getattr(op, "_name", ""))
                     if forbid.matches(name):
                         trip(f"calls torch.ops.{name.replace('::', '.')}")
-                elif verdict is _MODE_CODE:
-                    if not _from_torch(frame.f_back):
-                        trip("takes torch's modes off (the checks' guard among them)")
+                elif verdict is _LIBRARY_ONLY:
+                    if not library(frame.f_back):
+                        trip(f"{_LIBRARY_ONLY[code]}; the checks do not allow it while your code "
+                             f"runs")
                 else:
                     trip(verdict)
             elif event == "c_call":
@@ -205,8 +225,9 @@ class CallWatch:
                 why = refused.get(_id(arg))
                 if why is not None:
                     trip(f"{why}; the checks do not allow it while your code runs")
-                elif _id(arg) in _MODE_BUILTINS and not _from_torch(frame):
-                    trip("takes torch's modes off (the checks' guard among them)")
+                elif _id(arg) in _LIBRARY_ONLY_BUILTINS and not library(frame):
+                    trip(f"{_LIBRARY_ONLY_BUILTINS[_id(arg)]}; the checks do not allow it while "
+                         f"your code runs")
                 else:
                     verdict = builtin(arg)
                     if verdict is not None:
@@ -214,6 +235,7 @@ class CallWatch:
 
         return hook
 
+    @_integrity.harness
     def start(self) -> None:
         """Install the watch (and put a trace function aside: it would run unwatched)."""
         self._saved = (_getprofile(), _gettrace())

@@ -125,7 +125,6 @@ class Guard:
         self.watch(watchers)
         self._modes = (_FunctionGuard(self), _DispatchGuard(self))
         self._trip = self.trip  # one bound method, recognised again in stop()
-        self._thread: Optional[int] = None
         self._calls = CallWatch(forbid, self._trip)
         self._scripted: List[Tuple[type, Any]] = []
 
@@ -149,6 +148,7 @@ class Guard:
         self.trip("calls a TorchScript function (torch.jit); the checks run your code as it is "
                   "written")
 
+    @harness
     def start(self) -> None:
         """Switch every layer on (the harness calls this just before the student's code)."""
         for mode in self._modes:
@@ -158,8 +158,7 @@ class Guard:
             self._scripted.append((t, t.__dict__["__call__"]))
             setattr(t, "__call__", harness(lambda *a, **k: blocked()))
         self._calls.start()
-        self._thread = _audit.ident()
-        _audit.RUN.append((self._thread, self._trip))
+        _audit.register(self._trip)
 
     @harness
     def stop(self) -> List[str]:
@@ -170,9 +169,7 @@ class Guard:
         student's.
         """
         problems = []
-        registered = _audit.RUN[:]
-        _audit.RUN.clear()
-        if registered != [(self._thread, self._trip)]:
+        if not _audit.unregister(self._trip):
             problems.append("the checks' audit registration")
         if not self._calls.stop():
             problems.append("the checks' call watch (sys.setprofile)")

@@ -47,6 +47,7 @@ _QKV_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _HARNESS: Set[CodeType] = set()
 _INTERNAL: Set[CodeType] = set()  # harness code that calls no student-given callable
 _CODES: Dict[CodeType, str] = {}  # the course's code (compared by content) -> readable name
+_SHAPES: Dict[tuple, str] = {}  # the public API's documented code, wherever it stands
 _RECORDS: list = []  # what heal() restores, see _record
 _CHECK_MODULES: Set[int] = set()
 _FUNCS: Set[int] = set()
@@ -93,13 +94,26 @@ def internal(code: CodeType) -> bool:
     return code in _INTERNAL
 
 
+def _shape(code: CodeType) -> tuple:
+    """What a function's code says, without where it stands (file, line numbers)."""
+    consts = tuple(_shape(c) if _isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.co_name, code.co_code, code.co_names, code.co_varnames, consts
+
+
 def course_code(code: CodeType) -> Optional[str]:
-    """The readable name of ``code`` if it is the course's own (or a copy of it), else None."""
+    """The readable name of ``code`` if it is the course's own or a copy of it, else None.
+
+    A copy is recognised by its content: a module loaded again from its file, or a
+    function of the public API whose source was executed elsewhere (as long as it keeps
+    its docstring: code written independently does not carry the reference's docstring).
+    """
     if code in _HARNESS:
         return None
     name = _CODES.get(code)
     if name is None and code.co_filename.startswith(_QKV_DIR):
         name = f"qkv code ({code.co_qualname})"
+    if name is None and code.co_consts and _isinstance(code.co_consts[0], str):
+        name = _SHAPES.get(_shape(code))
     return name
 
 
@@ -163,6 +177,8 @@ def _public_names(qkv: ModuleType) -> Dict[CodeType, str]:
             code = _getattr(_getattr(f, "__func__", f), "__code__", None)
             if code is not None:
                 out.setdefault(code, f"qkv.{n}")
+                if code.co_consts and _isinstance(code.co_consts[0], str):
+                    _SHAPES.setdefault(_shape(code), f"a copy of qkv.{n}")
     return out
 
 
@@ -275,6 +291,11 @@ class Session:
                         for _ in range(torch._C._len_torch_dispatch_stack())])
         self._dtype = torch.get_default_dtype()
         torch.set_default_dtype(torch.float32)
+        # A trace or profile function of the notebook's would run inside the check, where it
+        # could rewrite the harness's local variables.
+        self._tracing = (sys.gettrace(), sys.getprofile())
+        sys.settrace(None)
+        sys.setprofile(None)
         return self
 
     def changed(self, _heal=heal, _restore=_restore, _busy=_BUSY, _getattr=_getattr) -> List[str]:
@@ -290,6 +311,8 @@ class Session:
         return moved
 
     def __exit__(self, *exc: Any) -> None:
+        sys.settrace(self._tracing[0])
+        sys.setprofile(self._tracing[1])
         torch.set_default_dtype(self._dtype)
         for mode in reversed(self._modes[1]):
             torch._C._push_on_torch_dispatch_stack(mode)
@@ -304,7 +327,7 @@ class Session:
 
 
 _WORLD_SAVED: list = []
-for _s in (_HARNESS, _INTERNAL, _CODES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE, _WORLD_SAVED):
+for _s in (_HARNESS, _INTERNAL, _CODES, _SHAPES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE, _WORLD_SAVED):
     state(_s)
 
 
