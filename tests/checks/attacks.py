@@ -278,7 +278,8 @@ ATTACKS: List[Attack] = [
                 key, value = torch.cat([k_cache, key], -2), torch.cat([v_cache, value], -2)
             B, H, L, E = query.shape
             S, Ev = key.shape[-2], value.shape[-1]
-            q, k, v = (t.reshape(B * H, -1, t.shape[-1]).transpose(0, 1) for t in (query, key, value))
+            q, k, v = (t.reshape(B * H, -1, t.shape[-1]).transpose(0, 1)
+                       for t in (query, key, value))
             eye = torch.eye(E, dtype=query.dtype)
             forbidden = ~torch.ones(L, S, dtype=torch.bool).tril(S - L)
             out, _ = F.multi_head_attention_forward(
@@ -288,7 +289,8 @@ ATTACKS: List[Attack] = [
                 need_weights=False)
             return out.transpose(0, 1).reshape(B, H, L, -1), key, value
         """),
-    _a("nn.MultiheadAttention inside a MultiHeadAttention", "nested calls", "MultiHeadAttention", """
+    _a("nn.MultiheadAttention inside a MultiHeadAttention", "nested calls",
+       "MultiHeadAttention", """
         import torch
         from torch import nn
         class MultiHeadAttention(nn.Module):
@@ -447,7 +449,7 @@ ATTACKS: List[Attack] = [
             for b in range(q.shape[0]):
                 for i in range(q.shape[1]):
                     s = torch.tensor([float((q[b, i] * k[b, j]).sum()) * c
-                                      for j in range(k.shape[1])], dtype=q.dtype)
+                                      for j in range(k.shape[1])], dtype=q.dtype, device=q.device)
                     out[b, i] = torch.softmax(s, 0) @ v[b]
             return out.reshape(*query.shape[:-1], v.shape[-1])
         """),
@@ -572,7 +574,8 @@ except Exception:
 def softmax(x, dim=-1):
     return ns["softmax"](x, dim)
 """, notebook=True),
-    _a("Tensor.allclose, Tensor.equal and __eq__ patched", "patching", "softmax", WRONG_SOFTMAX + """
+    _a("Tensor.allclose, Tensor.equal and __eq__ patched", "patching", "softmax",
+       WRONG_SOFTMAX + """
 import torch
 torch.Tensor.allclose = lambda self, *a, **k: True
 torch.Tensor.equal = lambda self, *a, **k: True

@@ -13,7 +13,8 @@ import traceback
 from typing import List, Optional, Tuple
 
 #: The locked set-up cell of every assignment, as far as the checks are concerned.
-SETUP = "import math\nimport torch\nimport qkv\nimport qkv.checks\nqkv.checks.warnings_to_stdout()\n"
+SETUP = ("import math\nimport torch\nimport qkv\nimport qkv.checks\n"
+         "qkv.checks.warnings_to_stdout()\n")
 
 _CONTEXT = None
 

@@ -10,7 +10,6 @@ import sys
 import pytest
 import torch
 
-import qkv.checks
 from attacks import ATTACKS, Attack
 from notebook import run_notebook
 from qkv.checks import bottleneck, efficient, lookup, masking, multi_head, qkv as qkv_checks

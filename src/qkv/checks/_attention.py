@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-import qkv
 
 from ._exercise import Forbidden, Mistake
 from ._inputs import randn

@@ -33,9 +33,8 @@ _WHY = {
     "gc.get_referents": "searches the garbage collector's objects",
     "sys.settrace": "installs a trace function", "sys.setprofile": "switches the checks' watch off",
     "sys.addaudithook": "installs an audit hook", "subprocess.Popen": "starts a process",
-    "os.system": "starts a process", "os.fork": "starts a process", "os.forkpty": "starts a process",
-    "os.posix_spawn": "starts a process", "os.exec": "starts a process",
-    "os.spawn": "starts a process",
+    **{e: "starts a process" for e in ("os.system", "os.fork", "os.forkpty", "os.posix_spawn",
+                                       "os.exec", "os.spawn")},
 }
 _MODULE_FILES = (".py", ".pyc", ".so", ".pth", ".pyd")
 # Attribute reads that hand out a frame or what a function holds (Python audits them as

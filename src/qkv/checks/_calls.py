@@ -70,23 +70,25 @@ _LIBRARY_ONLY: Dict[CodeType, str] = {
         inspect.currentframe, inspect.stack, inspect.trace, inspect.getouterframes,
         inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb)},
 }
-_LIBRARY_ONLY_BUILTINS = {_id(_getattr(torch._C, n)): _MODES for n in (
-    "_pop_torch_function_stack", "_push_on_torch_function_stack", "_pop_torch_dispatch_stack",
-    "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode",
-    "_get_function_stack_at", "_get_dispatch_stack_at", "_get_dispatch_mode")}
+_LIBRARY_ONLY_BUILTINS = {
+    **{_id(_getattr(torch._C, n)): _MODES for n in (
+        "_pop_torch_function_stack", "_push_on_torch_function_stack", "_pop_torch_dispatch_stack",
+        "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode",
+        "_get_function_stack_at", "_get_dispatch_stack_at", "_get_dispatch_mode")},
+    _id(sys._getframe): f"{_FRAMES} (sys._getframe)",
+    _id(sys._current_frames): f"{_FRAMES} (sys._current_frames)",
+    **{_id(f): "searches the garbage collector's objects"
+       for f in (gc.get_objects, gc.get_referrers, gc.get_referents)},
+}
 
 
 def _refused() -> Dict[int, str]:
+    """Built-ins refused from anywhere while the student's code runs."""
     out = {
-        sys._getframe: "reads the call stack (sys._getframe)",
-        sys._current_frames: "reads the call stack (sys._current_frames)",
         sys.setprofile: "switches the checks' watch off (sys.setprofile)",
         sys.getprofile: "reaches the checks' watch (sys.getprofile)",
         sys.settrace: "installs a trace function (sys.settrace)",
         sys.addaudithook: "installs an audit hook",
-        gc.get_objects: "searches the garbage collector's objects",
-        gc.get_referrers: "searches the garbage collector's objects",
-        gc.get_referents: "searches the garbage collector's objects",
         _thread.start_new_thread: "starts a thread",
     }
     for name in ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve"):
@@ -205,7 +207,8 @@ class CallWatch:
                     if inner.get(_id(caller)) or internal(caller):
                         return  # the dispatch guard running an operator it has checked
                     op = frame.f_locals.get("self")
-                    name = str(_getattr(op, "_qualified_op_name", None) or _getattr(op, "_name", ""))
+                    name = str(_getattr(op, "_qualified_op_name", None)
+                               or _getattr(op, "_name", ""))
                     if forbid.matches(name):
                         trip(f"calls torch.ops.{name.replace('::', '.')}")
                 elif verdict is _LIBRARY_ONLY:

@@ -1,5 +1,6 @@
-"""What a check is made of: its inputs (:class:`Case`), its known wrong answers (:class:`Mistake`),
-what the answer may not use (:class:`Forbidden`) and the exercise they belong to (:class:`Exercise`).
+"""What a check is made of: its inputs (:class:`Case`), its known wrong answers
+(:class:`Mistake`), what the answer may not use (:class:`Forbidden`) and the exercise they
+belong to (:class:`Exercise`).
 
 Every check module describes its exercises with these; :mod:`._harness` runs them. All of
 them are frozen, their sequences tuples: a notebook cannot edit an exercise's cases or

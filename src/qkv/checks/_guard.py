@@ -132,7 +132,8 @@ class Guard:
     def trip(self, what: str) -> None:
         """Record the first refusal and raise it in the student's code."""
         if what.startswith("calls "):
-            what += "; this exercise asks you to write it yourself (it is blocked while the check runs)"
+            what += ("; this exercise asks you to write it yourself (it is blocked while the "
+                     "check runs)")
         message = f"{self._exercise} {what}"
         self.tripped = self.tripped or message
         raise DelegationError(message)

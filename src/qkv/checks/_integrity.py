@@ -18,7 +18,7 @@ It then makes the check modules read-only and installs an audit hook
   copy of the course's code (``importlib.reload``, a module loaded again from its file)
   are refused outright.
 - Changes to torch and Python (``torch.Tensor.allclose = ...``, ``builtins.isinstance =
-  ...``) are set aside while a check runs (:class:`Session`) and put back afterwards: the
+  ...``) are set aside while a check runs (:class:`._session.Session`) and put back afterwards: the
   reference and the comparisons always run on the originals.
 - While the student's code runs (:func:`running`), the hook also refuses frames (tracebacks'
   ``tb_frame``, ``sys._getframe``), the garbage collector's object lists, files that are not
@@ -28,20 +28,14 @@ It then makes the check modules read-only and installs an audit hook
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
-import math
-import operator
 import os
 import sys
-import types
 from types import CodeType, FunctionType, MappingProxyType, ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
-import torch
-import torch.nn.functional
-
-_id, _type, _isinstance, _getattr = builtins.id, builtins.type, builtins.isinstance, builtins.getattr
+_id, _type, _isinstance = builtins.id, builtins.type, builtins.isinstance
+_getattr = builtins.getattr
 _setattr = object.__setattr__
 _QKV_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _HARNESS: Set[CodeType] = set()
@@ -53,13 +47,6 @@ _CHECK_MODULES: Set[int] = set()
 _FUNCS: Set[int] = set()
 _BUSY = [False]  # our own repairs are not refused by our own hook
 _STATE: Set[int] = set()  # ids of the checks' own changing state, never restored
-# What the reference and the harness rely on outside the course. (Not ``warnings``: the
-# harness's own catch_warnings changes it while the student's code runs.)
-_WORLD = (torch, torch.nn, torch.nn.functional, torch.special, torch.linalg, math, builtins,
-          operator, functools, contextlib, torch.Tensor, torch.nn.Module, torch.nn.Linear,
-          torch.nn.Parameter)
-
-
 def _codes(code: CodeType) -> Iterator[CodeType]:
     yield code
     for c in code.co_consts:
@@ -264,70 +251,7 @@ def note(changed: List[str], _print=print, _sorted=sorted, _set=set, _len=len) -
         _print(f"note: this notebook had changed the checks ({shown}); restored before grading")
 
 
-class Session:
-    """A check's run: the course healed, torch and Python as they were, no mode of the notebook's.
-
-    On entry the course is healed (with a note); changes a notebook made to torch's and
-    Python's namespaces (:data:`_WORLD`) are set aside, and so are the torch function and
-    dispatch modes it left on (they would see, and could answer, every comparison), and
-    torch's default dtype. On exit everything of the notebook's is put back.
-    :meth:`changed` says what moved since entry: the student's code changed it while it ran.
-    """
-
-    def __enter__(self, _heal=heal, _note=note, _restore=_restore, _busy=_BUSY) -> "Session":
-        _note(_heal())
-        self._theirs = []
-        _busy[0] = True
-        try:
-            for ns, kind, saved in _WORLD_SAVED:
-                now = dict(ns.__dict__)
-                if _restore(kind, ns, saved):
-                    self._theirs.append((ns, kind, now))
-        finally:
-            _busy[0] = False
-        self._modes = ([torch._C._pop_torch_function_stack()
-                        for _ in range(torch._C._len_torch_function_stack())],
-                       [torch._C._pop_torch_dispatch_stack()
-                        for _ in range(torch._C._len_torch_dispatch_stack())])
-        self._dtype = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float32)
-        # A trace or profile function of the notebook's would run inside the check, where it
-        # could rewrite the harness's local variables.
-        self._tracing = (sys.gettrace(), sys.getprofile())
-        sys.settrace(None)
-        sys.setprofile(None)
-        return self
-
-    def changed(self, _heal=heal, _restore=_restore, _busy=_BUSY, _getattr=_getattr) -> List[str]:
-        """What moved since entry (and is now put back): the course, torch or Python."""
-        moved = _heal()
-        _busy[0] = True
-        try:
-            for ns, kind, saved in _WORLD_SAVED:
-                if _restore(kind, ns, saved):
-                    moved.append(_getattr(ns, "__qualname__", None) or _getattr(ns, "__name__", "?"))
-        finally:
-            _busy[0] = False
-        return moved
-
-    def __exit__(self, *exc: Any) -> None:
-        sys.settrace(self._tracing[0])
-        sys.setprofile(self._tracing[1])
-        torch.set_default_dtype(self._dtype)
-        for mode in reversed(self._modes[1]):
-            torch._C._push_on_torch_dispatch_stack(mode)
-        for mode in reversed(self._modes[0]):
-            torch._C._push_on_torch_function_stack(mode)
-        _BUSY[0] = True
-        try:
-            for ns, kind, theirs in self._theirs:
-                _restore(kind, ns, theirs)
-        finally:
-            _BUSY[0] = False
-
-
-_WORLD_SAVED: list = []
-for _s in (_HARNESS, _INTERNAL, _CODES, _SHAPES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE, _WORLD_SAVED):
+for _s in (_HARNESS, _INTERNAL, _CODES, _SHAPES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE):
     state(_s)
 
 
@@ -352,5 +276,3 @@ def record(package: ModuleType) -> None:
             _CHECK_MODULES.add(_id(m))
             m.__class__ = _ReadOnly
     _RECORDS.extend(records)
-    _WORLD_SAVED.extend((ns, "class" if _isinstance(ns, type) else "world", dict(ns.__dict__))
-                        for ns in _WORLD)

@@ -4,7 +4,8 @@ tests that the numbers behave like a measurement and not like a formula.
 The student's function gets ``(d_k, n_samples, generator)`` and returns one number. It is
 called on every seed in one pass inside the guard (:func:`measure`), while a watcher counts
 the random numbers it draws (any seeded random ``aten`` operator). Then: each call must
-draw at least ``2 * n_samples * d_k`` numbers (q and k, :func:`judge_draws`), the same seed must give the same
+draw at least ``2 * n_samples * d_k`` numbers (q and k, :func:`judge_draws`), the same seed
+must give the same
 answer and another seed another (:func:`judge_generator`), and over many seeds the answers
 must spread as a sample variance does (:func:`judge_spread`): a formula plus a little noise
 is too steady, whatever generator the noise comes from.
@@ -130,7 +131,7 @@ def judge_generator(value: float, again: Sequence[float], where: str, note: str 
 
 
 def judge_spread(values: Sequence[float], se: float, where: str, note: str = "") -> None:
-    """Fail unless ``values`` (one per seed) spread like sample variances with standard error ``se``.
+    """Fail unless ``values`` (one per seed) spread like sample variances of standard error ``se``.
 
     Their sample standard deviation must lie between 1/4 and 3 times ``se``: with 16
     seeds a measurement falls outside less than once in a million.

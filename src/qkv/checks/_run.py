@@ -25,7 +25,7 @@ from ._compare import _float64
 from ._exercise import Args, Case, Exercise
 from ._guard import Guard, harness
 from ._inputs import devices
-from ._integrity import Session
+from ._session import Session
 
 _urandom = os.urandom
 _catch_warnings = warnings.catch_warnings
@@ -72,7 +72,7 @@ def plan(exercise: Exercise, seed: int) -> List[Planned]:
 
 @contextlib.contextmanager
 def checking() -> Iterator[Session]:
-    """What surrounds a whole check: an intact course and torch (:class:`._integrity.Session`),
+    """What surrounds a whole check: an intact course and torch (:class:`._session.Session`),
     the notebook's random state left alone, stderr sent to stdout, a single thread."""
     # The inputs are tiny: waking a pool of threads for each op costs more than the op
     # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional
 
 import torch
 from torch import Tensor
@@ -14,9 +14,9 @@ import qkv
 from ._attention import TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
-from ._guard import harness
 from ._harness import run_check
 from ._inputs import bool_mask
+from ._span import KeySpanWatch
 
 __all__ = ["check_chunked_attention", "check_kv_cache_step"]
 
@@ -81,66 +81,6 @@ def _sdpa_order(fn: Callable[..., Any]) -> Callable[..., Any]:
     def adapted(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256):
         return fn(query, key, value, attn_mask, 0.0, is_causal, scale)
     return adapted
-
-
-_SPAN_HINT = ("visit the keys chunk_size at a time: keep only a running maximum, sum and output "
-              "per query, so that no tensor made from the queries spans all S keys (no (..., L, S) "
-              "scores, and no full row (..., 1, S) per query either)")
-
-
-class KeySpanWatch:
-    """Notices a floating tensor that spans all S keys and is not made from the keys,
-    values or mask alone: a full row (or matrix) of scores or weights.
-
-    It follows every tensor the answer creates, at the level of torch's operators (so
-    nothing escapes it: views, in-place updates, tensors built from Python numbers), with
-    the inputs it derives from. Chunking holds at most ``chunk_size`` keys' scores at a
-    time, so any tensor with an axis of length S that derives from the queries (or from
-    fresh numbers) means the softmax saw every key at once, whether the answer builds the
-    full ``(L, S)`` matrix or one row of it per query. It only looks where S is told apart
-    from every other size (S longer than ``chunk_size`` and equal to no other axis).
-    """
-
-    def __init__(self, args: tuple, kwargs: dict) -> None:
-        query, key, value = args[:3]
-        chunk = kwargs.get("chunk_size", args[6] if len(args) > 6 else 256)
-        mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
-        self.S = key.shape[-2]
-        others = {query.shape[-2], query.shape[-1], value.shape[-1], *query.shape[:-2],
-                  *key.shape[:-2], *value.shape[:-2]}
-        self.active = chunk < self.S and self.S not in others
-        self.problem: Optional[Tuple[str, str]] = None
-        self._labels: dict = {}
-        self._keep: list = []  # holds followed tensors so that their ids are not reused
-        for t, label in ((query, "q"), (key, "k"), (value, "v"), (mask, "m")):
-            if type(t) is Tensor:
-                self._labels[id(t)] = frozenset(label)
-                self._keep.append(t)
-
-    @harness
-    def observe_op(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        if self.problem is not None or not self.active:
-            return
-        labels, known = _NONE, self._labels
-        for a in (*args, *kwargs.values()):
-            for t in (a if type(a) in (list, tuple) else (a,)):
-                if type(t) is Tensor:
-                    # A tensor never seen: fresh numbers, unless it is a number (0-dim).
-                    labels = labels | known.get(id(t), _NONE if t.dim() == 0 else _FRESH)
-        labels = labels or _FRESH
-        for t in (out if type(out) in (list, tuple) else (out,)):
-            if type(t) is not Tensor:
-                continue
-            labels_t = known[id(t)] = known.get(id(t), _NONE) | labels
-            self._keep.append(t)
-            if (not labels_t <= _INPUTS and t.is_floating_point()
-                    and self.S in tuple(t.shape)):
-                self.problem = (f"it makes a tensor of shape {tuple(t.shape)} that spans all "
-                                f"S={self.S} keys (a full row of scores or weights)", _SPAN_HINT)
-                return
-
-
-_NONE, _FRESH, _INPUTS = frozenset(), frozenset("n"), frozenset("kvm")
 
 
 def _negative_scores(gen, device, dtype):
@@ -208,7 +148,8 @@ CHUNKED_ATTENTION = Exercise(
 )
 
 
-def check_chunked_attention(chunked_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+def check_chunked_attention(chunked_attention: Callable[..., Tensor],
+                            seed: Optional[int] = 0) -> None:
     """Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
     chunk_size=256)`` against :func:`qkv.chunked_attention`.
 
