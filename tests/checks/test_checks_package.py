@@ -132,7 +132,7 @@ def test_checks_are_silent_even_when_the_answer_warns(capsys):
     assert out.out == "" and out.err == ""
 
 
-def test_alias_taken_before_the_check_is_blocked_and_restored():
+def test_alias_taken_before_the_check_is_blocked_and_the_reference_untouched():
     from qkv import scaled_dot_product_attention as my_attention  # alias taken early
     code = qkv.scaled_dot_product_attention.__code__
 
@@ -205,3 +205,33 @@ def test_checks_run_on_cuda_and_catch_host_tensors_there():
     checks.check_chunked_attention(CHUNKED_RIGHT["online softmax"])
     with pytest.raises(AssertionError, match="device="):
         checks.check_padding_mask(padding_no_device)
+
+
+def test_hidden_tests_draw_fresh_inputs_and_name_their_seed():
+    """seed=None draws a new seed each time; the message names it, and it draws them again."""
+    wrong = SDPA_WRONG["no scaling"][0]
+    messages = []
+    for _ in range(2):
+        with pytest.raises(AssertionError) as info:
+            check_scaled_dot_product_attention(wrong, seed=None)
+        messages.append(str(info.value))
+    seeds = [int(m.split("seed=")[1].split(":")[0]) for m in messages]
+    assert seeds[0] != seeds[1]
+    with pytest.raises(AssertionError) as info:
+        check_scaled_dot_product_attention(wrong, seed=seeds[0])
+    assert str(info.value) == messages[0].split("\n(random inputs")[0]
+    # The visible tests' inputs are fixed: the same message every time, with no seed in it.
+    with pytest.raises(AssertionError) as first:
+        check_scaled_dot_product_attention(wrong)
+    with pytest.raises(AssertionError) as again:
+        check_scaled_dot_product_attention(wrong)
+    assert str(first.value) == str(again.value) and "seed=" not in str(first.value)
+
+
+def test_the_check_modules_are_read_only():
+    for module in (checks, importlib.import_module("qkv.checks.lookup"),
+                   importlib.import_module("qkv.checks._harness")):
+        with pytest.raises(AttributeError, match="read-only"):
+            module.check_softmax = None
+        with pytest.raises(AttributeError, match="read-only"):
+            del module.__doc__
