@@ -142,7 +142,8 @@ def _record(obj: Any, name: str, records: list, seen: Set[int]) -> None:
         for v in (obj.func, *obj.args, *obj.keywords.values()):
             _record(v, name, records, seen)
     elif _isinstance(obj, (list, dict, set)):
-        records.append((_type(obj).__name__, obj, name, obj.copy()))
+        if name.startswith("qkv.checks"):  # the reference's containers may be caches
+            records.append((_type(obj).__name__, obj, name, obj.copy()))
         for v in (obj.values() if _isinstance(obj, dict) else obj):
             _record(v, name, records, seen)
     elif _isinstance(obj, (tuple, frozenset, MappingProxyType)):
@@ -171,7 +172,7 @@ def _public_names(qkv: ModuleType) -> Dict[CodeType, str]:
 
 def _restore(kind: str, obj: Any, saved: Any, _zip=zip, _all=all, _len=len, _tuple=tuple,
              _list=list, _isinstance=_isinstance, _getattr=_getattr, _setattr=_setattr,
-             _ModuleType=ModuleType, _type=type, _sys=sys) -> bool:
+             _ModuleType=ModuleType, _type=type, _sys=sys, _builtins=vars(builtins)) -> bool:
     """Put ``obj`` back as ``saved`` says; whether anything had changed.
 
     Everything it uses is bound as a default argument (which a notebook cannot rebind:
@@ -188,16 +189,19 @@ def _restore(kind: str, obj: Any, saved: Any, _zip=zip, _all=all, _len=len, _tup
         for cell, v in _zip(obj.__closure__ or (), cells):
             cell.cell_contents = v
         return True
-    if kind in ("module", "world", "class"):
-        # Names added to a class shadow inherited ones; added to a course module, builtins
-        # (a module added there is a submodule imported since); added to torch or Python's
-        # modules, nothing that existed: those are left alone. A module's dunder names
-        # (Python adds __warningregistry__ when a warning is shown) change no behaviour.
+    if kind in ("module", "refmodule", "world", "class"):
+        # Names added to a class shadow inherited ones; added to a check module, builtins
+        # (a module added there is a submodule imported since); added to a module of the
+        # reference, only the names of builtins shadow anything (it may cache what it
+        # likes); added to torch or Python's modules, nothing that existed. A module's dunder
+        # names (Python adds __warningregistry__ when a warning is shown) change nothing.
         now = obj.__dict__
+        module = kind in ("module", "refmodule")
         extra = [] if kind == "world" else [k for k in now if k not in saved and not (
-            kind == "module" and (_isinstance(now[k], _ModuleType) or k.startswith("__")))]
+            module and (_isinstance(now[k], _ModuleType) or k.startswith("__")
+                        or (kind == "refmodule" and k not in _builtins)))]
         changed = [k for k, v in saved.items() if now.get(k, saved) is not v
-                   and not (kind == "module" and k.startswith("__"))]
+                   and not (module and k.startswith("__"))]
         for k in extra:
             (_type.__delattr__ if kind == "class" else _ModuleType.__delattr__)(obj, k)
         for k in changed:
@@ -268,11 +272,12 @@ def record(package: ModuleType) -> None:
                   if (n == "qkv" or n.startswith("qkv.")) and _isinstance(m, ModuleType))
     for n, m in mods:
         records.append(("sysmod", m, n, m))
-        records.append(("module", m, n, dict(m.__dict__)))
+        ours = n.startswith(package.__name__)
+        records.append(("module" if ours else "refmodule", m, n, dict(m.__dict__)))
         for k, v in m.__dict__.items():
             if not k.startswith("__"):
                 _record(v, f"{n}.{k}", records, seen)
-        if n.startswith(package.__name__):
+        if ours:
             _CHECK_MODULES.add(_id(m))
             m.__class__ = _ReadOnly
     _RECORDS.extend(records)
