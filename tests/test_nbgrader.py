@@ -89,7 +89,7 @@ def _attacks():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("attacks", ROOT / "tests/checks/attacks.py")
-    module = importlib.util.module_from_spec(spec)
+    module = sys.modules.setdefault("attacks", importlib.util.module_from_spec(spec))
     spec.loader.exec_module(module)
     return {a.name: a for a in module.ATTACKS}
 

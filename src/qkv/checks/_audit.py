@@ -17,7 +17,7 @@ import _thread
 import builtins
 import sys
 from types import CodeType, ModuleType
-from typing import Callable, Set
+from typing import Callable, Optional, Set
 
 from . import _integrity
 from ._calls import from_library
@@ -76,7 +76,11 @@ def _on_exec(code: CodeType, _codes=_codes, _course=_CODES, _names=_CHECK_NAMES,
              _note=note, _any=builtins.any, _settrace=sys.settrace, _gettrace=sys.gettrace,
              _setprofile=sys.setprofile, _getprofile=sys.getprofile, _before=_BEFORE) -> None:
     """Refuse running a copy of the course's code; heal before code that uses a check."""
-    if _any(c in _course for c in _codes(code)):
+    try:
+        copy = _any(c in _course for c in _codes(code))
+    except Exception:  # noqa: BLE001 (never break a program's exec over a fault here)
+        copy = False
+    if copy:
         raise Refused("this executes a copy of the course's code (qkv); the checks refuse it")
     if not _names.isdisjoint(code.co_names):
         _note(_heal())
@@ -90,10 +94,35 @@ def _on_exec(code: CodeType, _codes=_codes, _course=_CODES, _names=_CHECK_NAMES,
 
 
 @harness
+def _refusal(event: str, args: tuple, _why=_WHY, _str=str, _isinstance=builtins.isinstance,
+             _files=_MODULE_FILES, _frames=_FRAMES, _from_cell=_FROM_CELL,
+             _qkv=_QKV_DIR) -> Optional[str]:
+    """Why the student's code may not do what raised ``event``; None when it may.
+
+    A fault here must not break what every program audits (imports, opening files): it
+    refuses nothing rather than raise.
+    """
+    try:
+        why = _why.get(event) or ("uses ctypes" if event.startswith("ctypes.") else None)
+        if event == "object.__getattr__":
+            why = (f"reads a frame or a function's internals ({args[1]})"
+                   if len(args) > 1 and args[1] in _frames else None)
+        if event == "open" and args and _isinstance(args[0], _str) and (
+                not args[0].endswith(_files) or args[0].startswith(_qkv)):
+            why = f"opens the file {args[0]}"
+            if args[0].endswith(_files) and _from_importer():
+                why = None  # the import system loading a module of the course
+        if why is not None and event in _from_cell and _from_library():
+            why = None
+        return why
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@harness
 def _hook(event: str, args: tuple, _busy=_integrity._BUSY, _run=_RUN, _funcs=_FUNCS,
           _mods=_CHECK_MODULES, _ident=_thread.get_ident, _id=builtins.id,
-          _isinstance=builtins.isinstance, _on_exec=_on_exec, _why=_WHY, _str=str,
-          _files=_MODULE_FILES, _frames=_FRAMES, _from_cell=_FROM_CELL, _qkv=_QKV_DIR) -> None:
+          _isinstance=builtins.isinstance, _on_exec=_on_exec, _refusal=_refusal) -> None:
     if _busy[0]:
         return
     if event == "exec" and args and _isinstance(args[0], CodeType):
@@ -104,18 +133,7 @@ def _hook(event: str, args: tuple, _busy=_integrity._BUSY, _run=_RUN, _funcs=_FU
         if _id(args[0]) in _mods and args[1] == "__class__":
             raise Refused("the checks' modules cannot be changed")
     if _run and _run[-1][0] == _ident():
-        why = _why.get(event) or ("uses ctypes" if event.startswith("ctypes.") else None)
-        if event == "object.__getattr__" and len(args) > 1 and args[1] in _frames:
-            why = f"reads a frame or a function's internals ({args[1]})"
-        if event == "object.__getattr__" and (len(args) < 2 or args[1] not in _frames):
-            why = None
-        if event == "open" and args and _isinstance(args[0], _str) and (
-                not args[0].endswith(_files) or args[0].startswith(_qkv)):
-            why = f"opens the file {args[0]}"
-            if args[0].endswith(_files) and _from_importer():
-                why = None  # the import system loading a module of the course
-        if why is not None and event in _from_cell and _from_library():
-            why = None
+        why = _refusal(event, args)
         if why is not None:
             _run[-1][1](f"{why}; the checks do not allow it while your code runs")
 

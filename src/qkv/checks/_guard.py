@@ -30,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _audit
-from ._calls import CallWatch
+from ._calls import CallWatch, DelegationError
 from ._exercise import Forbidden
 from ._integrity import harness
 
@@ -42,10 +42,6 @@ _SCRIPTED = (torch._C.ScriptFunction, torch._C.ScriptMethod)
 
 _WRONG_DEVICE = ("pass device= taken from the inputs (e.g. device=query.device) to every "
                  "torch.ones/zeros/full/arange/tensor you create, or use the *_like functions")
-
-
-class DelegationError(RuntimeError):
-    """Raised inside the student's code when it calls something the exercise forbids."""
 
 
 @harness
