@@ -610,4 +610,21 @@ def tracer(frame, event, arg):
     return tracer
 sys.settrace(tracer)
 """, notebook=True),
+    _a("the import statement answering with a fake check", "rebinding", "softmax",
+       WRONG_SOFTMAX + """
+import builtins, types
+real = builtins.__import__
+fake = types.SimpleNamespace(check_softmax=lambda f, seed=0: None)
+def fake_import(name, *args, **kwargs):
+    return fake if name == "qkv.checks" else real(name, *args, **kwargs)
+builtins.__import__ = fake_import
+""", notebook=True),
+    _a("the guard's name patterns switched off", "internals", "softmax", """
+import torch
+def softmax(x, dim=-1):
+    return torch.ops.aten._softmax(x, dim, False)
+from qkv.checks.lookup import TORCH_SOFTMAX
+object.__setattr__(TORCH_SOFTMAX, "_search", lambda name: None)
+object.__setattr__(TORCH_SOFTMAX, "patterns", ())
+""", notebook=True),
 ]

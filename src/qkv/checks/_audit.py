@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import _thread
 import builtins
+import importlib._bootstrap
 import sys
 from types import CodeType, ModuleType
 from typing import Callable, Optional, Set
@@ -26,6 +27,8 @@ from ._integrity import _CHECK_MODULES, _CODES, _FUNCS, _QKV_DIR, _codes, harnes
 _RUN = _integrity.state([])  # (thread id, trip) while a student's code runs
 _CHECK_NAMES: Set[str] = _integrity.state(set())
 _BEFORE = _integrity.state([None, None])  # trace and profile functions when the checks came
+_IMPORTERS = tuple((owner, name, getattr(owner, name)) for owner, name in (
+    (builtins, "__import__"), (importlib._bootstrap, "_handle_fromlist")))
 _WHY = {
     "sys._getframe": "reads the call stack", "sys._current_frames": "reads the call stack",
     "gc.get_objects": "searches the garbage collector's objects",
@@ -74,7 +77,8 @@ class Refused(RuntimeError):
 @harness
 def _on_exec(code: CodeType, _codes=_codes, _course=_CODES, _names=_CHECK_NAMES, _heal=heal,
              _note=note, _any=builtins.any, _settrace=sys.settrace, _gettrace=sys.gettrace,
-             _setprofile=sys.setprofile, _getprofile=sys.getprofile, _before=_BEFORE) -> None:
+             _setprofile=sys.setprofile, _getprofile=sys.getprofile, _before=_BEFORE,
+             _importers=_IMPORTERS, _getattr=getattr, _setattr=setattr) -> None:
     """Refuse running a copy of the course's code; heal before code that uses a check."""
     try:
         copy = _any(c in _course for c in _codes(code))
@@ -84,6 +88,10 @@ def _on_exec(code: CodeType, _codes=_codes, _course=_CODES, _names=_CHECK_NAMES,
         raise Refused("this executes a copy of the course's code (qkv); the checks refuse it")
     if not _names.isdisjoint(code.co_names):
         _note(_heal())
+        # The import statement of the test cell itself goes through these two.
+        for owner, name, original in _importers:
+            if _getattr(owner, name, None) is not original:
+                _setattr(owner, name, original)
         # Nor may a trace or profile function set by the notebook run in a test cell: it could
         # rewrite the check's local variables (its seed, say) before the check protects itself.
         # (One set before the checks were imported, a debugger's or coverage's, stays.)

@@ -152,6 +152,7 @@ def _record(obj: Any, name: str, records: list, seen: Set[int]) -> None:
     elif _getattr(_type(obj), "__module__", "").startswith("qkv.checks") and hasattr(
             _type(obj), "__dataclass_fields__"):
         fields = {f: _getattr(obj, f) for f in _type(obj).__dataclass_fields__}
+        fields.update(_getattr(obj, "__dict__", {}))  # what __post_init__ derived, too
         records.append(("fields", obj, name, fields))
         for v in fields.values():
             _record(v, name, records, seen)
