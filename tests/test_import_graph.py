@@ -51,7 +51,10 @@ def _qkv_edges(name: str) -> Set[str]:
     """The ``qkv`` modules that ``name`` imports (``from . import x`` names module ``x``)."""
     out = set()
     for module, names in _imports(name):
-        for target in [module] + [f"{module}.{n}" for n in names]:
+        # ``from pkg import sub`` depends on the submodule, not on the (already importing) package;
+        # ``from pkg import name`` on the package itself.
+        submodules = [f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES]
+        for target in submodules or [module]:
             if target in MODULES and target != name:
                 out.add(target)
     return out
@@ -119,7 +122,7 @@ def _private_uses(name: str) -> List[str]:
     tree = ast.parse(MODULES[name].read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "qkv":
-            if node.attr not in qkv.__all__ and node.attr != "checks":
+            if node.attr not in qkv.__all__ and node.attr not in ("checks", "__all__"):
                 bad.append(f"qkv.{node.attr}")
     return bad
 

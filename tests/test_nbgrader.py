@@ -70,6 +70,54 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         "    ### BEGIN SOLUTION", '    warnings.warn("a student warning", UserWarning)\n'
         "    ### BEGIN SOLUTION", 1)
     out["delegates"] = nb
+    out.update(_attacked(sol))
+    return out
+
+
+def _attacks():
+    """The attack corpus of tests/checks (by name)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attacks", ROOT / "tests/checks/attacks.py")
+    module = sys.modules.setdefault("attacks", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return {a.name: a for a in module.ATTACKS}
+
+
+# Two students who attack three exercises each (grade id -> attack name, or answer cell code).
+_WRONG_SCORES = """
+import math
+
+def attention_scores(query, key, attn_mask=None, is_causal=False, scale=None):
+    return query @ key.transpose(-2, -1)  # no scale, no mask
+"""
+ATTACKED = {
+    "attacker1": {
+        "softmax": "a Tensor subclass whose comparisons always agree",
+        "scaled_dot_product_attention": "torch.ops.aten._scaled_dot_product_attention_math",
+        "dot_product_variance": "the formula plus a little noise from the generator",
+        "attention_scores": _WRONG_SCORES + "\nimport qkv.checks\n"
+                            "qkv.checks.__dict__['check_attention_scores'] = lambda *a, **k: None\n",
+    },
+    "attacker2": {
+        "softmax": "a table of answers over the fixed seeds",
+        "scaled_dot_product_attention": "the checks' attend (every mistake switch off)",
+        "attention_scores": _WRONG_SCORES + "\nimport sys, types\n"
+                            "fake = types.ModuleType('qkv.checks'); fake.__path__ = []\n"
+                            "fake.check_attention_scores = lambda *a, **k: None\n"
+                            "sys.modules['qkv.checks'] = fake\n",
+    },
+}
+
+
+def _attacked(sol):
+    attacks = _attacks()
+    out = {}
+    for student, cells in ATTACKED.items():
+        nb = copy.deepcopy(sol)
+        for grade_id, attack in cells.items():
+            _cell(nb, grade_id).source = attacks[attack].code if attack in attacks else attack
+        out[student] = nb
     return out
 
 
@@ -216,3 +264,13 @@ def test_gradebook_holds_every_submission(course):
             submitted = {p.name for p in (course_dir / "submitted").iterdir()
                          if (p / a).is_dir()}
             assert {s.student.id for s in gb.assignment_submissions(a)} == submitted
+
+
+@pytest.mark.parametrize("student", sorted(ATTACKED))
+def test_attacks_earn_nothing_through_autograde(course, student):
+    course_dir, api = course
+    scores, _ = _scores(api, SCALING, student)
+    for grade_id in ATTACKED[student]:
+        assert scores[f"test_{grade_id}"] == 0, (grade_id, scores)
+    nb = _autograded(course_dir, student)
+    assert "wrong on" in _output_text(_cell(nb, "test_attention_scores"))

@@ -9,3 +9,11 @@ GROUPS = {
     "kv_cache_step": (checks.check_kv_cache_step, A.KV_WRONG, A.KV_RIGHT),
 }
 test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
+
+
+def test_kv_cache_step_refuses_torch_attention():
+    # Assignment 7 says so: a right answer through torch's SDPA earns nothing.
+    import pytest
+
+    with pytest.raises(AssertionError, match="calls torch.nn.functional.scaled_dot_product"):
+        checks.check_kv_cache_step(A.kv_with_sdpa)

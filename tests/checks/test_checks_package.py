@@ -58,9 +58,11 @@ def test_check_modules_are_leaves_that_use_only_public_names(path):
         assert level <= 1, f"{path.name} imports from qkv's modules: use qkv.<name>"
         assert not (level == 0 and module.startswith("qkv")), f"{path.name}: from {module} import"
         if level == 1 and path.name != "__init__.py":
-            assert module.startswith("_"), f"{path.name} imports the public check module {module}"
+            for target in ([module] if module else names):
+                assert target.startswith("_"), f"{path.name} imports the public check module {target}"
     private = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-               and isinstance(n.value, ast.Name) and n.value.id == "qkv" and n.attr not in qkv.__all__]
+               and isinstance(n.value, ast.Name) and n.value.id == "qkv"
+               and n.attr not in qkv.__all__ + ["__all__"]]
     assert private == [], f"{path.name} uses names outside qkv.__all__"
 
 
@@ -130,7 +132,7 @@ def test_checks_are_silent_even_when_the_answer_warns(capsys):
     assert out.out == "" and out.err == ""
 
 
-def test_alias_taken_before_the_check_is_blocked_and_restored():
+def test_alias_taken_before_the_check_is_blocked_and_the_reference_untouched():
     from qkv import scaled_dot_product_attention as my_attention  # alias taken early
     code = qkv.scaled_dot_product_attention.__code__
 
@@ -203,3 +205,33 @@ def test_checks_run_on_cuda_and_catch_host_tensors_there():
     checks.check_chunked_attention(CHUNKED_RIGHT["online softmax"])
     with pytest.raises(AssertionError, match="device="):
         checks.check_padding_mask(padding_no_device)
+
+
+def test_hidden_tests_draw_fresh_inputs_and_name_their_seed():
+    """seed=None draws a new seed each time; the message names it, and it draws them again."""
+    wrong = SDPA_WRONG["no scaling"][0]
+    messages = []
+    for _ in range(2):
+        with pytest.raises(AssertionError) as info:
+            check_scaled_dot_product_attention(wrong, seed=None)
+        messages.append(str(info.value))
+    seeds = [int(m.split("seed=")[1].split(":")[0]) for m in messages]
+    assert seeds[0] != seeds[1]
+    with pytest.raises(AssertionError) as info:
+        check_scaled_dot_product_attention(wrong, seed=seeds[0])
+    assert str(info.value) == messages[0].split("\n(random inputs")[0]
+    # The visible tests' inputs are fixed: the same message every time, with no seed in it.
+    with pytest.raises(AssertionError) as first:
+        check_scaled_dot_product_attention(wrong)
+    with pytest.raises(AssertionError) as again:
+        check_scaled_dot_product_attention(wrong)
+    assert str(first.value) == str(again.value) and "seed=" not in str(first.value)
+
+
+def test_the_check_modules_are_read_only():
+    for module in (checks, importlib.import_module("qkv.checks.lookup"),
+                   importlib.import_module("qkv.checks._harness")):
+        with pytest.raises(AttributeError, match="read-only"):
+            module.check_softmax = None
+        with pytest.raises(AttributeError, match="read-only"):
+            del module.__doc__

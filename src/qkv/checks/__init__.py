@@ -3,8 +3,13 @@
 Each check runs the student's function (or class) and the reference from
 :mod:`qkv` on seeded inputs, on every device present, and raises
 ``AssertionError`` with a message that names the input and the mistake.
-Test cells import the check afresh (``from qkv.checks import check_softmax``),
-so a notebook that rebinds the name ``check_softmax`` does not change a verdict.
+``check_x(f)`` uses fixed inputs (the visible tests); ``check_x(f, seed=None)``
+draws fresh ones (the hidden tests).
+
+Test cells import the check afresh (``from qkv.checks import check_softmax``), and
+the checks cannot be rebound from a notebook: once this package is imported its
+modules are read-only and a snapshot of it (and of what it relies on in torch) is
+restored before every test cell and every check (:mod:`._integrity`, :mod:`._audit`).
 
 One public module per reference module it checks (:mod:`.bottleneck`, :mod:`.lookup`,
 :mod:`.qkv`, :mod:`.scaling`, :mod:`.multi_head`, :mod:`.masking`, :mod:`.efficient`),
@@ -70,3 +75,9 @@ __all__ = [
     "warnings_to_stdout",
 ]
 # --- end of exports ---
+
+import sys  # noqa: E402  (after the exports: the protection covers the names they bind)
+
+from . import _audit as _protection  # noqa: E402
+
+_protection.protect(sys.modules[__name__])

@@ -1,12 +1,11 @@
 """What every attention check shares: the forbidden lists, the attention mistakes, seeded inputs.
 
 The scaling, qkv and efficient checks all compare a form of scaled dot-product
-attention: they refuse the same delegations (:data:`TORCH_ATTENTION`,
-:data:`QKV_ATTENTION`), recognise the same mistakes (:func:`attention_mistakes`,
+attention: they refuse the same delegations (:data:`TORCH_ATTENTION`; every function
+of :mod:`qkv` is refused anyway), recognise the same mistakes (:func:`attention_mistakes`,
 computed by :func:`attend` with one switch turned) and draw the same kind of
 queries, keys and values (:func:`qkv_inputs`). The reference is reached through
-:mod:`qkv`'s public names only; the guard blocks a function by its code object,
-so it does not matter which module of :mod:`qkv` defines it.
+:mod:`qkv`'s public names only.
 """
 
 from __future__ import annotations
@@ -19,26 +18,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-import qkv
 
-from ._exercise import Mistake
+from ._exercise import Forbidden, Mistake
 from ._inputs import randn
 
-# Torch's own attention, forbidden in every attention exercise.
-TORCH_ATTENTION = {
+# Torch's own attention, forbidden in every attention exercise: by name, and any torch function,
+# aten operator or library function whose name says attention (SDPA's kernels, its choice of
+# kernel, nn.MultiheadAttention, nn.Transformer*), and the softmax variants only SDPA uses.
+TORCH_ATTENTION = Forbidden({
     F.scaled_dot_product_attention: "torch.nn.functional.scaled_dot_product_attention",
     F.multi_head_attention_forward: "nn.MultiheadAttention (F.multi_head_attention_forward)",
     torch._native_multi_head_attention: "nn.MultiheadAttention (its fast path)",
-}
-# The reference functions that compute attention (with their own names).
-QKV_ATTENTION = {
-    qkv.scaled_dot_product_attention: "qkv.scaled_dot_product_attention",
-    qkv.scaled_dot_product_attention_with_weights: "qkv.scaled_dot_product_attention_with_weights",
-    qkv.attention_scores: "qkv.attention_scores",
-    qkv.attention_weights: "qkv's reference weights",
-    qkv.chunked_attention: "qkv.chunked_attention",
-    qkv.MultiHeadAttention.forward: "qkv.MultiHeadAttention",
-}
+}, patterns=("attention", "sdp", "transformer", "_safe_softmax", "_masked_softmax"))
 
 #: What a student needs when a finite fill overflows the dtype of the scores.
 FILL_HINT = ("a finite fill like -1e9 overflows in float16 (its largest value is 65504): use "

@@ -1,23 +1,22 @@
 """Shared machinery of the checks: running an exercise, recognising mistakes.
 
-A check runs the student's callable and the reference on the same seeded inputs
-(:class:`Case`), on every device present, and compares. When they differ it runs
-deliberately wrong versions of the reference (:class:`Mistake`) on the same
-inputs and names the one the student's result matches. While the student's code
-runs, the reference and torch's built-ins for the exercise are blocked
-(:class:`Guard`), so an answer cannot pass by delegating.
+A check runs the student's callable on seeded inputs (:class:`Case`), on every device
+present, inside the guard (:mod:`._run`, :mod:`._guard`); only then does it compute the
+reference's results, on the same inputs built afresh, and compare. When they differ it
+runs deliberately wrong versions of the reference (:class:`Mistake`) on the same inputs
+and names the one the student's result matches.
 
 What an exercise is made of lives in :mod:`._exercise`, the comparison helpers in
-:mod:`._compare` (everything a check compares with is captured when it is imported,
-so a notebook that later reassigns ``torch.allclose`` or ``torch.testing.assert_close``
-does not change a verdict), the input makers in :mod:`._inputs`. Checks print nothing
-and never let a warning through: nbgrader scores a test cell that writes to stderr as failed.
+:mod:`._compare` (everything a check compares with is captured from torch's C types
+when it is imported, and only plain tensors are compared), the input makers in
+:mod:`._inputs`, what keeps the checks and torch intact in :mod:`._integrity`. Checks
+print nothing (but a note when they had to undo a notebook's changes to them) and never
+let a warning through: nbgrader scores a test cell that writes to stderr as failed.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 import sys
 import warnings
 from dataclasses import dataclass
@@ -25,11 +24,11 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
-from ._compare import _clone, _float64, _isinstance, _same, _Tensor, close
+from ._compare import _clone, _float64, _isinstance, _same, _Tensor, close, is_tensor, not_plain
 from ._describe import describe
 from ._exercise import Case, Exercise, Mistake
 from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
-from ._inputs import devices
+from ._run import Planned, call_guarded, checking, fresh_seed, plan, seed_note
 
 __all__ = ["warnings_to_stdout"]
 
@@ -88,12 +87,12 @@ def _describe(case: Case, device: torch.device, dtype: torch.dtype) -> str:
 from ._messages import NOT_WRITTEN as _NOT_WRITTEN  # noqa: E402 (read back by qkv report)
 
 
-def _fail(exercise: Exercise, where: str, what: str, hint: str = "") -> None:
+def _fail(exercise: Exercise, where: str, what: str, hint: str = "", note: str = "") -> None:
     __tracebackhide__ = True
     msg = f"{exercise.name}: wrong on {where}: {what}"
     if hint:
         msg += f"\nLook at: {hint}"
-    raise AssertionError(msg)
+    raise AssertionError(msg + note)
 
 
 def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
@@ -115,12 +114,6 @@ def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
     return None
 
 
-def _student_call(exercise: Exercise, student: Any) -> Callable[..., Any]:
-    if exercise.run_student is None:
-        return student
-    return lambda *a, **k: exercise.run_student(student, *a, **k)
-
-
 @dataclass
 class _Run:
     """One case on one device: its inputs, the reference's result, and where to say it failed."""
@@ -132,21 +125,20 @@ class _Run:
     expected: Any
     rtol: float
     atol: float
+    note: str = ""
 
     def fail(self, what: str, hint: str = "") -> None:
         __tracebackhide__ = True
-        _fail(self.exercise, self.where, what, hint)
+        _fail(self.exercise, self.where, what, hint, self.note)
 
 
-def _judge_call(run: _Run, guard: Guard, error: Optional[BaseException], before: Any) -> None:
-    """Fail on what the call did wrong: delegating, not written, changing its inputs, raising."""
+def _judge_call(run: _Run, given: Any, error: Optional[BaseException]) -> None:
+    """Fail on what the call did wrong: not written, changing its inputs, raising."""
     __tracebackhide__ = True
     exercise = run.exercise
-    if guard.tripped:
-        run.fail(guard.tripped)
     if isinstance(error, NotImplementedError):
         raise AssertionError(f"{exercise.name} {_NOT_WRITTEN}")
-    if not _same(run.args, before[0]) or not _same(run.kwargs, before[1]):
+    if not _same(given[0], run.args) or not _same(given[1], run.kwargs):
         run.fail("inputs modified in place",
                  "do not change the arguments: write out-of-place operations "
                  "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
@@ -181,6 +173,10 @@ def _judge_kind(run: _Run, got: Any) -> None:
     """Fail unless the result is a tensor on the inputs' device with the reference's dtype."""
     __tracebackhide__ = True
     expected = run.expected
+    refused = not_plain(got)
+    if refused:
+        run.fail(refused, "return the tensor your computation gives, not an object built to "
+                 "pass comparisons")
     if _isinstance(expected, _Tensor) and not _isinstance(got, _Tensor):
         run.fail(f"it returned {type(got).__name__}, expected a tensor",
                  "return the tensor itself (not a tuple, list, number or None)")
@@ -207,46 +203,44 @@ def _judge_value(run: _Run, got: Any) -> None:
     m = _match_mistake(exercise, run.args, run.kwargs, got, None, expected, run.rtol, run.atol)
     if m is not None:
         run.fail(f"the result matches a known mistake: {m.name}", m.hint)
-    # No known mistake: say what the difference looks like (a permutation, a factor, ...).
-    run.fail(*describe(got, expected, run.rtol, run.atol, exercise.legend))
+    if is_tensor(got) and is_tensor(expected):
+        # No known mistake: say what the difference looks like (a permutation, a factor, ...).
+        run.fail(*describe(got, expected, run.rtol, run.atol, exercise.legend))
+    run.fail("the result differs from the reference")
 
 
-def _run_one(exercise: Exercise, student: Any, case: Case, device: torch.device,
-             seed: int, watch_factory=None) -> None:
-    __tracebackhide__ = True
-    dtype = case.dtype
-    gen = torch.Generator().manual_seed(seed)
-    args, kwargs = case.build(gen, device, dtype)
-    where = _describe(case, device, dtype)
-    rtol, atol = _tolerances(case, dtype)
-
+def _expected(exercise: Exercise, planned: Planned, where: str) -> Tuple[tuple, dict, Any]:
+    """The case's inputs built afresh, and the reference's result on them."""
+    args, kwargs = planned.inputs()
     expected, err, _ = _quiet(exercise.reference, *_clone(args), **_clone(kwargs))
     if err is not None:  # a bug in the check itself, not in the student's code
         raise RuntimeError(f"reference failed on {where}: {_first_line(err)}") from err
-    before = _clone((args, kwargs))
-    watchers = [DeviceWatch(args, kwargs)] + ([watch_factory(args, kwargs)] if watch_factory else [])
-    guard = Guard(exercise.name, exercise.forbid_torch, exercise.forbid_ref, watchers)
-    call = _student_call(exercise, student)
-    with guard:
-        got, error, _ = _quiet(call, *args, **kwargs)
+    return args, kwargs, expected
 
-    run = _Run(exercise, where, args, kwargs, expected, rtol, atol)
-    _judge_call(run, guard, error, before)
+
+def _judge(exercise: Exercise, planned: Planned, given: tuple, got: Any,
+           error: Optional[BaseException], watchers: list, note: str) -> None:
+    """Compare one result of the student's code with the reference's; raise on the first fault."""
+    __tracebackhide__ = True
+    case, dtype = planned.case, planned.case.dtype
+    where = _describe(case, planned.device, dtype)
+    args, kwargs, expected = _expected(exercise, planned, where)
+    rtol, atol = _tolerances(case, dtype)
+    run = _Run(exercise, where, args, kwargs, expected, rtol, atol, note)
+    _judge_call(run, given, error)
     _judge_watchers(run, watchers, got)
     _judge_kind(run, got)
     _judge_value(run, got)
 
 
-def run_check(exercise: Exercise, student: Any, seed: int = 0, watch_factory=None) -> None:
+def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None:
     """Run ``student`` on every case and device; raise ``AssertionError`` on the first failure.
 
     Args:
         exercise: what to run and compare.
         student: the student's function or class.
-        seed: changes the random inputs (hidden tests use another seed).
-        watch_factory: ``watch_factory(args, kwargs)`` returns an object with
-            ``observe(func, args, kwargs, out)`` and ``problem`` (``None`` or
-            ``(what, hint)``), shown every torch call the student's code makes.
+        seed: changes the random inputs; ``None`` draws a fresh seed (the hidden tests),
+            which a failure message names.
 
     Raises:
         AssertionError: naming the input and what to look at.
@@ -254,23 +248,25 @@ def run_check(exercise: Exercise, student: Any, seed: int = 0, watch_factory=Non
     __tracebackhide__ = True
     if not _callable(student):
         raise AssertionError(f"check_{exercise.name} expects your {exercise.name} itself, "
-                      f"got {type(student).__name__}")
-    # The inputs are tiny: waking a pool of threads for each op costs more than the op
-    # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    # The student's global random state is left as it was (building modules draws from it),
-    # and anything their code writes to stderr goes to stdout: nbgrader fails a test cell
-    # with stderr output.
-    gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    try:
-        with torch.random.fork_rng(devices=gpus), contextlib.redirect_stderr(sys.stdout):
-            for d in devices():
-                for i, case in enumerate(exercise.cases):
-                    if d.type != "cpu" and not case.every_device:
-                        continue
-                    if d.type == "mps" and case.dtype == _float64:
-                        continue  # MPS has no float64
-                    _run_one(exercise, student, case, d, seed * 1000 + i, watch_factory)
-    finally:
-        torch.set_num_threads(threads)
+                             f"got {type(student).__name__}")
+    note = ""
+    if seed is None:
+        seed = fresh_seed()
+        note = seed_note(exercise.name, seed)
+    with checking() as session:
+        planned = plan(exercise, seed)
+        inputs = [p.inputs() for p in planned]
+        watchers = [[DeviceWatch(a, k)] + ([exercise.watch(a, k)] if exercise.watch else [])
+                    for a, k in inputs]
+        guard = Guard(exercise.name, exercise.forbid)
+        results, problems = call_guarded(guard, student, exercise.run_student, inputs,
+                                         watchers, session)
+        last = planned[len(results) - 1]
+        where = _describe(last.case, last.device, last.case.dtype)
+        if guard.tripped:
+            _fail(exercise, where, guard.tripped, note=note)
+        if problems:
+            _fail(exercise, where, f"your code changed {'; '.join(problems)} while the check "
+                  "ran; the checks refuse that", note=note)
+        for p, given, (got, error), ws in zip(planned, inputs, results, watchers):
+            _judge(exercise, p, given, got, error, ws, note)

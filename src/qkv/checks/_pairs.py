@@ -8,9 +8,10 @@ one tensor and its messages stay precise.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ._exercise import Exercise
+from ._guard import harness
 from ._harness import run_check
 
 
@@ -21,6 +22,7 @@ def pick(i: int, what: str) -> Callable[..., Any]:
         i: which item to keep.
         what: the pair's items in words, e.g. ``"output, weights"``, for the message.
     """
+    @harness(calls_student=True)  # it runs inside the guard, around the student's call
     def run(student, *args, **kwargs):
         result = student(*args, **kwargs)
         if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -34,7 +36,7 @@ def picked(fn: Callable[..., Any], i: int) -> Callable[..., Any]:
     return lambda *a, **k: fn(*a, **k)[i]
 
 
-def run_pair(exercises: Sequence[Exercise], student: Any, seed: int) -> None:
+def run_pair(exercises: Sequence[Exercise], student: Any, seed: Optional[int]) -> None:
     """Run the checks of a pair-returning function, weights first."""
     __tracebackhide__ = True
     for ex in exercises:

@@ -7,7 +7,7 @@ first (where most mistakes show), then the context.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 import torch
 
@@ -90,24 +90,20 @@ def _cases() -> List[Case]:
     ]
 
 
-_FORBID_REF = {qkv.bahdanau_attention: "qkv.bahdanau_attention",
-               qkv.additive_score: "qkv.additive_score",
-               qkv.attend: "qkv.attend",
-               qkv.AdditiveAttention.forward: "qkv.AdditiveAttention"}
 
 BAHDANAU_WEIGHTS = Exercise(
     name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 1)), cases=_cases(),
-    mistakes=_mistakes(1), run_student=pick(1, "context, weights"), forbid_ref=_FORBID_REF,
+    mistakes=_mistakes(1), run_student=pick(1, "context, weights"),
     legend="(B, S) for the weights",
 )
 BAHDANAU_CONTEXT = Exercise(
     name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 0)), cases=_cases(),
-    mistakes=_mistakes(0), run_student=pick(0, "context, weights"), forbid_ref=_FORBID_REF,
+    mistakes=_mistakes(0), run_student=pick(0, "context, weights"),
     legend="(B, He) for the context",
 )
 
 
-def check_bahdanau_attention(bahdanau_attention: Callable[..., Any], seed: int = 0) -> None:
+def check_bahdanau_attention(bahdanau_attention: Callable[..., Any], seed: Optional[int] = 0) -> None:
     """Check ``bahdanau_attention(query, keys, W_q, W_k, v_a) -> (context, weights)``.
 
     Raises:

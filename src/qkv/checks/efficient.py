@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional
 
 import torch
 from torch import Tensor
 
 import qkv
 
-from ._attention import FILL_HINT, QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import bool_mask
+from ._span import KeySpanWatch
 
 __all__ = ["check_chunked_attention", "check_kv_cache_step"]
 
@@ -99,29 +100,6 @@ def _sdpa_order(fn: Callable[..., Any]) -> Callable[..., Any]:
     return adapted
 
 
-class MaterialiseWatch:
-    """Notices a floating tensor as large as the full ``(..., L, S)`` score matrix."""
-
-    def __init__(self, args: tuple, kwargs: dict) -> None:
-        query, key = args[0], args[1]
-        chunk = kwargs.get("chunk_size", args[6] if len(args) > 6 else 256)
-        self.L, self.S = query.shape[-2], key.shape[-2]
-        self.active = chunk < min(self.L, self.S)
-        self.problem: Optional[Tuple[str, str]] = None
-        self._inputs = {t.untyped_storage().data_ptr() for t in (*args, *kwargs.values())
-                        if isinstance(t, Tensor)}
-
-    def observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        if self.problem is not None or not self.active or not isinstance(out, Tensor):
-            return
-        if (out.is_floating_point() and out.dim() >= 2
-                and tuple(out.shape[-2:]) == (self.L, self.S)
-                and out.untyped_storage().data_ptr() not in self._inputs):
-            self.problem = ("it builds the full (L, S) score matrix",
-                            "visit the keys chunk_size at a time; keep only a running maximum, "
-                            "sum and output per query (no tensor of shape (..., L, S))")
-
-
 def _negative_scores(gen, device, dtype):
     q, k, v = qkv_inputs(gen, device, dtype, (2,), 4, 7, 4, 3)
     # A shared component with opposite signs: every score is about -45**2 / sqrt(4).
@@ -184,25 +162,26 @@ _MISTAKES = [
 
 CHUNKED_ATTENTION = Exercise(
     name="chunked_attention", reference=via_float32(qkv.chunked_attention), cases=_cases(),
-    mistakes=_MISTAKES, forbid_torch=TORCH_ATTENTION,
-    forbid_ref={**QKV_ATTENTION, qkv.softmax: "qkv.softmax"},
+    mistakes=_MISTAKES, forbid=TORCH_ATTENTION, watch=KeySpanWatch,
     compare=_close_or_empty_row, legend="(..., L, Ev)",
     error_hints=[("without overflow", FILL_HINT)],
 )
 
 
-def check_chunked_attention(chunked_attention: Callable[..., Tensor], seed: int = 0) -> None:
+def check_chunked_attention(chunked_attention: Callable[..., Tensor],
+                            seed: Optional[int] = 0) -> None:
     """Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
     chunk_size=256)`` against :func:`qkv.chunked_attention`.
 
-    Besides the output, the check watches the tensors the answer creates: one of
-    the full ``(..., L, S)`` size means the chunking was skipped.
+    Besides the output, the check watches the tensors the answer creates
+    (:class:`KeySpanWatch`): one made from the queries that spans all S keys (the full
+    ``(..., L, S)`` scores, or a full row of them per query) means the chunking was skipped.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_check(CHUNKED_ATTENTION, chunked_attention, seed, watch_factory=MaterialiseWatch)
+    run_check(CHUNKED_ATTENTION, chunked_attention, seed)
 
 
 # ----------------------------------------------------------------------------- kv_cache_step
@@ -322,13 +301,13 @@ KV_CACHE_STEP = Exercise(
     ],
     error_hints=[("Sizes of tensors must match except in dimension", f"{_CAT_DIM}? {_CAT_DIM_HINT}"),
                  ("without overflow", FILL_HINT)],
-    forbid_ref={qkv.kv_cache_step: "qkv.kv_cache_step"},
+    forbid=TORCH_ATTENTION,
     compare=_kv_close,
     legend="(output (B, H, L, Ev), k_cache (B, H, P + L, E), v_cache (B, H, P + L, Ev))",
 )
 
 
-def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: int = 0) -> None:
+def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] = 0) -> None:
     """Check ``kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None)``
     against :func:`qkv.kv_cache_step`: it must return ``(output, k_cache, v_cache)``.
 

@@ -8,7 +8,7 @@ its check runs the harness twice, first on the weights, then on the output.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -16,8 +16,8 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import QKV_ATTENTION, TORCH_ATTENTION
-from ._exercise import Case, Exercise
+from ._attention import TORCH_ATTENTION
+from ._exercise import Case, Exercise, Forbidden
 from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import bool_mask, randn
@@ -26,7 +26,8 @@ from ._pairs import pick, picked, run_pair
 
 __all__ = ["check_additive_score", "check_luong_score", "check_soft_lookup", "check_softmax"]
 
-TORCH_SOFTMAX = {
+# A softmax from torch under any name, or from torch's attention (which computes one).
+TORCH_SOFTMAX = Forbidden({
     torch.softmax: "torch.softmax",
     torch.Tensor.softmax: "Tensor.softmax",
     F.softmax: "torch.nn.functional.softmax (or nn.Softmax)",
@@ -36,7 +37,7 @@ TORCH_SOFTMAX = {
     torch.Tensor.log_softmax: "Tensor.log_softmax",
     F.log_softmax: "torch.nn.functional.log_softmax",
     torch.special.log_softmax: "torch.special.log_softmax",
-}
+}, patterns=("softmax",)) | TORCH_ATTENTION
 
 
 # --------------------------------------------------------------------------- cases
@@ -140,53 +141,43 @@ def _luong_cases() -> List[Case]:
 
 SOFTMAX = Exercise(
     name="softmax", reference=via_float32(qkv.softmax), cases=_softmax_cases(),
-    mistakes=SOFTMAX_MISTAKES, forbid_torch=TORCH_SOFTMAX,
-    forbid_ref={qkv.softmax: "qkv.softmax", qkv.attention_weights: "qkv's reference weights"},
-    legend="the input's shape",
+    mistakes=SOFTMAX_MISTAKES, forbid=TORCH_SOFTMAX, legend="the input's shape",
 )
-
-_SOFT_FORBID_REF = {**QKV_ATTENTION, qkv.soft_lookup: "qkv.soft_lookup",
-                    qkv.hard_lookup: "qkv.hard_lookup"}
 
 SOFT_LOOKUP_WEIGHTS = Exercise(
     name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 1)), cases=_soft_cases(),
     mistakes=soft_mistakes(1), run_student=pick(1, "output, weights"),
-    forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
+    forbid=TORCH_ATTENTION,
     legend="(..., L, S) for the weights",
 )
 SOFT_LOOKUP_OUTPUT = Exercise(
     name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 0)), cases=_soft_cases(),
     mistakes=soft_mistakes(0), run_student=pick(0, "output, weights"),
-    forbid_torch=TORCH_ATTENTION, forbid_ref=_SOFT_FORBID_REF,
+    forbid=TORCH_ATTENTION,
     legend="(..., L, Ev) for the output",
 )
 
 ADDITIVE_SCORE = Exercise(
     name="additive_score", reference=via_float32(qkv.additive_score), cases=_additive_cases(),
-    mistakes=ADDITIVE_MISTAKES,
-    forbid_ref={qkv.additive_score: "qkv.additive_score",
-                qkv.AdditiveAttention.forward: "qkv.AdditiveAttention"},
-    legend="(..., L, S)",
+    mistakes=ADDITIVE_MISTAKES, legend="(..., L, S)",
 )
 
 LUONG_SCORE = Exercise(
     name="luong_score", reference=via_float32(qkv.luong_score), cases=_luong_cases(),
-    mistakes=LUONG_MISTAKES, forbid_torch=TORCH_ATTENTION,
-    forbid_ref={**QKV_ATTENTION, qkv.luong_score: "qkv.luong_score",
-                qkv.LuongAttention.forward: "qkv.LuongAttention"},
-    legend="(..., L, S)",
+    mistakes=LUONG_MISTAKES, forbid=TORCH_ATTENTION, legend="(..., L, S)",
 )
 
 
 # --------------------------------------------------------------------------- checks
 
 
-def check_softmax(softmax: Callable[..., Tensor], seed: int = 0) -> None:
+def check_softmax(softmax: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check a student's ``softmax(x, dim=-1)`` against :func:`qkv.softmax`.
 
     Args:
         softmax: the student's function.
-        seed: another seed gives other random inputs (the hidden tests use one).
+        seed: another seed gives other random inputs; ``None`` draws fresh ones (the
+            hidden tests).
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -195,7 +186,7 @@ def check_softmax(softmax: Callable[..., Tensor], seed: int = 0) -> None:
     run_check(SOFTMAX, softmax, seed)
 
 
-def check_soft_lookup(soft_lookup: Callable[..., Any], seed: int = 0) -> None:
+def check_soft_lookup(soft_lookup: Callable[..., Any], seed: Optional[int] = 0) -> None:
     """Check ``soft_lookup(query, keys, values, temperature=1.0) -> (output, weights)``.
 
     Raises:
@@ -205,7 +196,7 @@ def check_soft_lookup(soft_lookup: Callable[..., Any], seed: int = 0) -> None:
     run_pair((SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT), soft_lookup, seed)
 
 
-def check_additive_score(additive_score: Callable[..., Tensor], seed: int = 0) -> None:
+def check_additive_score(additive_score: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``additive_score(query, key, W_q, W_k, v_a)`` against :func:`qkv.additive_score`.
 
     Raises:
@@ -215,7 +206,7 @@ def check_additive_score(additive_score: Callable[..., Tensor], seed: int = 0) -
     run_check(ADDITIVE_SCORE, additive_score, seed)
 
 
-def check_luong_score(luong_score: Callable[..., Tensor], seed: int = 0) -> None:
+def check_luong_score(luong_score: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``luong_score(query, key, W=None)`` (dot, or general when W is given).
 
     Raises:

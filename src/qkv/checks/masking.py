@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import torch
 from torch import Tensor
 
 import qkv
 
-from ._exercise import Case, Exercise, Mistake
+from ._exercise import Case, Exercise, Forbidden, Mistake
 from ._harness import run_check
 
 __all__ = ["check_causal_mask", "check_padding_mask"]
@@ -103,22 +103,26 @@ def _padding_cases() -> List[Case]:
     ]
 
 
+# Torch's own causal masks (nn.Transformer.generate_square_subsequent_mask, the causal
+# biases of torch.nn.attention.bias), whatever they are called.
+_TORCH_CAUSAL = Forbidden(patterns=("subsequent_mask", "causal"))
+
 CAUSAL_MASK = Exercise(
     name="causal_mask", reference=qkv.causal_mask, cases=_causal_cases(),
-    mistakes=_CAUSAL_MISTAKES, forbid_ref={qkv.causal_mask: "qkv.causal_mask"},
+    mistakes=_CAUSAL_MISTAKES, forbid=_TORCH_CAUSAL,
     legend="(L, S)",
 )
 
 PADDING_MASK = Exercise(
     name="padding_mask", reference=qkv.padding_mask, cases=_padding_cases(),
-    mistakes=_PADDING_MISTAKES, forbid_ref={qkv.padding_mask: "qkv.padding_mask"},
+    mistakes=_PADDING_MISTAKES,
     legend="(B, S)",
     error_hints=[("has no attribute", "lengths may be a list of ints: convert it first with "
                   "torch.as_tensor(lengths)")],
 )
 
 
-def check_causal_mask(causal_mask: Callable[..., Tensor], seed: int = 0) -> None:
+def check_causal_mask(causal_mask: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``causal_mask(L, S=None, device=None)`` against :func:`qkv.causal_mask`.
 
     Raises:
@@ -128,7 +132,7 @@ def check_causal_mask(causal_mask: Callable[..., Tensor], seed: int = 0) -> None
     run_check(CAUSAL_MASK, causal_mask, seed)
 
 
-def check_padding_mask(padding_mask: Callable[..., Tensor], seed: int = 0) -> None:
+def check_padding_mask(padding_mask: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``padding_mask(lengths, S=None)`` against :func:`qkv.padding_mask`.
 
     Raises:

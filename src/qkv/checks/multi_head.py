@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +14,7 @@ import qkv
 
 from ._attention import FILL_HINT, TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
+from ._guard import harness
 from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import bool_mask, randn
@@ -105,7 +106,7 @@ SPLIT_HEADS = Exercise(
                 partial(_split_variant, how="no transpose")),
         Mistake(_TRANSPOSE_FIRST, _TRANSPOSE_FIRST_HINT, partial(_split_variant, how="transpose first")),
     ],
-    forbid_ref={qkv.split_heads: "qkv.split_heads"}, legend="(B, H, L, D // H)",
+    legend="(B, H, L, D // H)",
     # x.transpose(1, 2).view(...) raises rather than returning a wrong tensor.
     error_hints=[("view size is not compatible",
                   f"{_TRANSPOSE_FIRST}? {_TRANSPOSE_FIRST_HINT} (view needs a contiguous tensor, "
@@ -127,13 +128,13 @@ MERGE_HEADS = Exercise(
                 "then reshape to (B, L, H * Dh); transposing L and Dh mixes positions",
                 partial(_merge_variant, how="last two")),
     ],
-    forbid_ref={qkv.merge_heads: "qkv.merge_heads"}, legend="(B, L, H * Dh)",
+    legend="(B, L, H * Dh)",
     error_hints=[("view size is not compatible",
                   "the transposed tensor is not contiguous: use .reshape, or .contiguous().view")],
 )
 
 
-def check_split_heads(split_heads: Callable[..., Tensor], seed: int = 0) -> None:
+def check_split_heads(split_heads: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``split_heads(x, num_heads)`` against :func:`qkv.split_heads`.
 
     Raises:
@@ -143,7 +144,7 @@ def check_split_heads(split_heads: Callable[..., Tensor], seed: int = 0) -> None
     run_check(SPLIT_HEADS, split_heads, seed)
 
 
-def check_merge_heads(merge_heads: Callable[..., Tensor], seed: int = 0) -> None:
+def check_merge_heads(merge_heads: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``merge_heads(x)`` against :func:`qkv.merge_heads`.
 
     Raises:
@@ -158,6 +159,7 @@ def check_merge_heads(merge_heads: Callable[..., Tensor], seed: int = 0) -> None
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
+@harness(calls_student=True)  # runs inside the guard: builds the student's module, calls it
 def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
     """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
     __tracebackhide__ = True
@@ -187,6 +189,7 @@ def _reference(spec, *inputs, **kwargs):
     return _forward(qkv.MultiHeadAttention, spec, *inputs, **kwargs)
 
 
+@harness(calls_student=True)
 def _run_student(student, spec, *inputs, **kwargs):
     __tracebackhide__ = True
     return _forward(student, spec, *inputs, **kwargs)
@@ -320,8 +323,7 @@ MULTI_HEAD_ATTENTION = Exercise(
                 partial(_mha_variant, invert_padding=True)),
     ],
     run_student=_run_student,
-    forbid_torch=TORCH_ATTENTION,
-    forbid_ref={qkv.MultiHeadAttention.forward: "qkv.MultiHeadAttention"},
+    forbid=TORCH_ATTENTION,
     legend="like the query: (B, L, embed_dim)",
     error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
                   "your module creates"),
@@ -332,7 +334,7 @@ MULTI_HEAD_ATTENTION = Exercise(
 )
 
 
-def check_MultiHeadAttention(MultiHeadAttention: Any, seed: int = 0) -> None:  # noqa: N802
+def check_MultiHeadAttention(MultiHeadAttention: Any, seed: Optional[int] = 0) -> None:  # noqa: N802
     """Check a student's ``MultiHeadAttention`` class against :class:`qkv.MultiHeadAttention`.
 
     The check builds the class with the same arguments as the reference

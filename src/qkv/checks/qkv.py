@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 import torch
 from torch import Tensor
 
 import qkv
 
-from ._attention import QKV_ATTENTION, TORCH_ATTENTION, attend
+from ._attention import TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._harness import run_check
@@ -27,9 +27,6 @@ __all__ = ["check_cross_attention", "check_self_attention"]
 
 _LAYOUT = ("the weights are (in_features, out_features): Q = x @ W_q, K = context @ W_k, "
            "V = context @ W_v")
-_FORBID_REF = {**QKV_ATTENTION,
-               qkv.self_attention: "qkv.self_attention",
-               qkv.cross_attention: "qkv.cross_attention"}
 
 
 # --------------------------------------------------------------------------- wrong variants
@@ -148,7 +145,7 @@ def _cases(cross: bool) -> List[Case]:
 
 SELF_ATTENTION = Exercise(
     name="self_attention", reference=via_float32(qkv.self_attention), cases=_cases(cross=False),
-    mistakes=_mistakes(_self, cross=False), forbid_torch=TORCH_ATTENTION, forbid_ref=_FORBID_REF,
+    mistakes=_mistakes(_self, cross=False), forbid=TORCH_ATTENTION,
     legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT), ("x.T", "transpose only the last two axes: "
                                                               "K.transpose(-2, -1)")],
@@ -156,14 +153,13 @@ SELF_ATTENTION = Exercise(
 
 CROSS_ATTENTION = Exercise(
     name="cross_attention", reference=via_float32(qkv.cross_attention), cases=_cases(cross=True),
-    mistakes=_mistakes(_cross, cross=True), forbid_torch=TORCH_ATTENTION,
-    forbid_ref=_FORBID_REF, legend="(..., L, Ev)",
+    mistakes=_mistakes(_cross, cross=True), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT + "; keys and values come from context"),
                  ("x.T", "transpose only the last two axes: K.transpose(-2, -1)")],
 )
 
 
-def check_self_attention(self_attention: Callable[..., Tensor], seed: int = 0) -> None:
+def check_self_attention(self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check a student's ``self_attention(x, W_q, W_k, W_v)`` against :func:`qkv.self_attention`.
 
     Weights are ``(in_features, out_features)``; x is ``(L, D)`` or batched ``(..., L, D)``.
@@ -175,7 +171,7 @@ def check_self_attention(self_attention: Callable[..., Tensor], seed: int = 0) -
     run_check(SELF_ATTENTION, self_attention, seed)
 
 
-def check_cross_attention(cross_attention: Callable[..., Tensor], seed: int = 0) -> None:
+def check_cross_attention(cross_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check ``cross_attention(x, context, W_q, W_k, W_v)`` against :func:`qkv.cross_attention`.
 
     Raises:

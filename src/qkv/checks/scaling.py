@@ -19,13 +19,14 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import FILL_HINT, QKV_ATTENTION, TORCH_ATTENTION, attention_mistakes, qkv_inputs
-from ._compare import close
+from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from ._compare import close, is_tensor
 from ._exercise import Case, Exercise
-from ._guard import Guard
 from ._half import half_case, via_float32
-from ._harness import _first_line, _quiet, run_check
+from ._harness import run_check
 from ._inputs import bool_mask, devices, randn
+from ._measure import SPREAD_SEEDS, judge_draws, judge_generator, judge_spread, measure
+from ._run import fresh_seed, seed_note
 
 __all__ = [
     "check_attention_scores",
@@ -83,7 +84,7 @@ def _attention_cases(with_value: bool = True) -> List[Case]:
 
 def _scores_close(got, expected, rtol, atol) -> bool:
     """Scores match when finite entries agree and masked ones are -inf or very negative."""
-    if not isinstance(got, Tensor) or tuple(got.shape) != tuple(expected.shape):
+    if not is_tensor(got) or tuple(got.shape) != tuple(expected.shape):
         return False
     g = got.detach().to("cpu", torch.float64)
     e = expected.detach().to("cpu", torch.float64)
@@ -97,7 +98,7 @@ ATTENTION_SCORES = Exercise(
     name="attention_scores", reference=via_float32(qkv.attention_scores),
     cases=_attention_cases(with_value=False),
     mistakes=attention_mistakes(give="scores", with_value=False),
-    forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION, compare=_scores_close,
+    forbid=TORCH_ATTENTION, compare=_scores_close,
     legend="(..., L, S)", error_hints=[("without overflow", FILL_HINT)],
 )
 
@@ -105,14 +106,15 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
     reference=via_float32(qkv.scaled_dot_product_attention),
     cases=_attention_cases(), mistakes=attention_mistakes(),
-    forbid_torch=TORCH_ATTENTION, forbid_ref=QKV_ATTENTION,
+    forbid=TORCH_ATTENTION,
     legend="(..., L, Ev)",
     error_hints=[("x.T", "transpose only the last two axes: key.transpose(-2, -1)"),
                  ("without overflow", FILL_HINT)],
 )
 
 
-def check_attention_scores(attention_scores: Callable[..., Tensor], seed: int = 0) -> None:
+def check_attention_scores(attention_scores: Callable[..., Tensor],
+                           seed: Optional[int] = 0) -> None:
     """Check ``attention_scores(query, key, attn_mask=None, is_causal=False, scale=None)``.
 
     Masked scores may be ``-inf`` or any large negative number (below -1e4).
@@ -125,7 +127,7 @@ def check_attention_scores(attention_scores: Callable[..., Tensor], seed: int = 
 
 
 def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..., Tensor],
-                                       seed: int = 0) -> None:
+                                       seed: Optional[int] = 0) -> None:
     """Check a student's ``scaled_dot_product_attention`` against the reference.
 
     Same signature as :func:`qkv.scaled_dot_product_attention`; the check passes
@@ -170,49 +172,11 @@ def _variance_mistakes(d: int):
     ]
 
 
-def _as_number(value: Any) -> Optional[float]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, Tensor) and value.numel() == 1 and value.is_floating_point():
-        return float(value.detach().reshape(()).item())
-    return None
-
-
 _VARIANCE = "dot_product_variance"
-_VARIANCE_FORBID_REF = {qkv.dot_product_variance: "qkv.dot_product_variance"}
 
 
 def _variance_where(d: int, device: torch.device) -> str:
     return f"d_k={d}, n_samples={VARIANCE_SAMPLES}, generator on {device.type}"
-
-
-def _measure(student: Callable[..., Any], d: int, gen_seed: int, device: torch.device) -> float:
-    """Run the student's function once, guarded, on a fresh generator; return its one number."""
-    __tracebackhide__ = True
-    name, where = _VARIANCE, _variance_where(d, device)
-    generator = torch.Generator(device).manual_seed(gen_seed)
-    guard = Guard(name, {}, _VARIANCE_FORBID_REF)
-    with guard:
-        got, error, _ = _quiet(student, d, VARIANCE_SAMPLES, generator)
-    if guard.tripped:
-        raise AssertionError(f"{name}: wrong on {where}: {guard.tripped}")
-    if isinstance(error, NotImplementedError):
-        raise AssertionError(f"{name} is not written yet (it raises NotImplementedError): "
-                      f"replace the `raise` line")
-    if error is not None:
-        hint = ""
-        if "generator" in str(error).lower() or "device" in str(error).lower():
-            hint = ("\nLook at: draw on the generator's device: torch.randn(..., "
-                    "generator=generator, device=generator.device)")
-        raise AssertionError(f"{name}: wrong on {where}: it raised {_first_line(error)}{hint}")
-    value = _as_number(got)
-    if value is None or not math.isfinite(value):
-        raise AssertionError(f"{name}: wrong on {where}: it returned {got!r}, expected one finite "
-                      f"number\nLook at: return the variance as a float (e.g. "
-                      f"dots.var().item()) or a one-element tensor")
-    return value
 
 
 def _judge_estimate(value: float, d: int, where: str) -> None:
@@ -224,37 +188,23 @@ def _judge_estimate(value: float, d: int, where: str) -> None:
     for near, mistake, hint in _variance_mistakes(d):
         if abs(value - near) <= max(tol, 0.1 * abs(near), 0.05):
             raise AssertionError(f"{_VARIANCE}: wrong on {where}: got {value:.4g}, which "
-                          f"looks like {mistake}\nLook at: {hint}")
+                                 f"looks like {mistake}\nLook at: {hint}")
     raise AssertionError(f"{_VARIANCE}: wrong on {where}: got {value:.4g}, expected d_k = {d} "
-                  f"within {tol:.3g} (5 standard errors)")
+                         f"within {tol:.3g} (5 standard errors)")
 
 
-def _judge_generator(student: Callable[..., Any], d: int, gen_seed: int, device: torch.device,
-                     value: float) -> None:
-    """Fail unless the same seed gives ``value`` again and another seed another number."""
-    __tracebackhide__ = True
-    where = _variance_where(d, device)
-    if _measure(student, d, gen_seed, device) != value:
-        raise AssertionError(f"{_VARIANCE}: wrong on {where}: two calls with identically seeded "
-                      f"generators gave different answers\nLook at: draw every "
-                      f"random number from the generator passed in: "
-                      f"torch.randn(..., generator=generator)")
-    if _measure(student, d, gen_seed + 1, device) == value:
-        raise AssertionError(f"{_VARIANCE}: wrong on {where}: generators with different seeds "
-                      f"gave exactly the same answer\nLook at: measure: draw "
-                      f"n_samples pairs (q, k) from the generator and return the "
-                      f"variance of their dot products, not the formula")
-
-
-def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: int = 0) -> None:
+def check_dot_product_variance(dot_product_variance: Callable[..., Any],
+                               seed: Optional[int] = 0) -> None:
     """Check a measured ``dot_product_variance(d_k, n_samples, generator)``.
 
     For d_k in 4, 64 and 256 with 20,000 samples, the answer must lie within
     ``5 * d_k * sqrt((2 + 6 / d_k) / n_samples)`` of ``d_k`` (5 standard errors of the
     sample variance: a right answer fails by chance far less than once in a million).
-    The answer must also be reproducible from the generator (the same seed gives the
-    same number) and change with it (another seed, another number: a measurement,
-    not the formula); on a CUDA machine it must draw on a CUDA generator's device.
+    It must behave as a measurement: draw at least ``2 * n_samples * d_k`` random
+    numbers, all from the generator passed in (the same seed gives the same number,
+    another seed another number), and vary from seed to seed as much as a sample
+    variance does (over 16 seeds, a spread between 1/4 and 3 times its standard error).
+    On a CUDA machine it must draw on a CUDA generator's device.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -262,18 +212,30 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any], seed: i
     __tracebackhide__ = True
     if not callable(dot_product_variance):
         raise AssertionError(f"check_{_VARIANCE} expects your {_VARIANCE} itself, "
-                      f"got {type(dot_product_variance).__name__}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: extra threads only add overhead
-    try:
-        for device in devices():
-            if device.type == "mps":
-                continue  # CPU (and CUDA where present) cover the generator's device
-            for i, d in enumerate(VARIANCE_DIMS):
-                s = 1000 * seed + i
-                value = _measure(dot_product_variance, d, s, device)
+                             f"got {type(dot_product_variance).__name__}")
+    note = ""
+    if seed is None:
+        seed = fresh_seed()
+        note = seed_note(_VARIANCE, seed)
+    for device in devices():
+        if device.type == "mps":
+            continue  # CPU (and CUDA where present) cover the generator's device
+        s = 1000 * seed
+        plan = [(d, s + i) for i, d in enumerate(VARIANCE_DIMS)]
+        plan += [(VARIANCE_DIMS[0], s), (VARIANCE_DIMS[0], s + 1)]  # reproducible, and not fixed
+        plan += [(VARIANCE_DIMS[0], s + 100 + k) for k in range(SPREAD_SEEDS)]
+        answers = measure(dot_product_variance, plan, VARIANCE_SAMPLES, device,
+                          lambda d: _variance_where(d, device), note)
+        values = [v for v, _ in answers]
+        k = len(VARIANCE_DIMS)
+        for (d, _), value in zip(plan, values[:k]):
+            try:
                 _judge_estimate(value, d, _variance_where(d, device))
-                if i == 0:  # the two reproducibility runs: once per device is enough
-                    _judge_generator(dot_product_variance, d, s, device, value)
-    finally:
-        torch.set_num_threads(threads)
+            except AssertionError as e:
+                raise AssertionError(f"{e}{note}") from None
+        for (d, _), (_, drawn) in zip(plan, answers):
+            judge_draws(drawn, d, VARIANCE_SAMPLES, _variance_where(d, device), note)
+        where = _variance_where(VARIANCE_DIMS[0], device)
+        judge_generator(values[0], values[k:k + 2], where, note)
+        se = variance_tolerance(VARIANCE_DIMS[0], VARIANCE_SAMPLES) / VARIANCE_SIGMAS
+        judge_spread(values[k + 2:], se, where, note)

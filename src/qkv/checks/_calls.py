@@ -1,0 +1,267 @@
+"""Watching every call the student's code makes, at any depth: :class:`CallWatch`.
+
+A profile function (:func:`sys.setprofile`) sees each Python function called and each
+built-in called from Python, however deeply nested, under whatever name it was imported,
+and even when torch's own modes are switched off. While the student's code runs it refuses:
+
+- any function of the course package (:mod:`qkv` and :mod:`qkv.checks`), also a fresh
+  copy loaded from disk (recognised by its code, see :mod:`._integrity`), except the
+  harness's own code (:func:`harness`);
+- any built-in, torch operator (``torch.ops...``) or library function (torch, numpy,
+  scipy, ...) whose name matches the exercise's :class:`~._exercise.Forbidden` patterns;
+- what only serves to get around the checks: frames and the garbage collector's object
+  lists, switching the watch off, starting threads or processes, torch's mode stacks
+  (taken off from outside torch), TorchScript and ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import builtins
+import gc
+import inspect
+import os
+import sys
+import sysconfig
+import traceback
+from types import CodeType
+from typing import Any, Callable, Dict, Optional
+
+import torch
+import torch._ops
+import torch.overrides
+import torch.utils._python_dispatch as _pd
+
+from . import _integrity
+from ._exercise import Forbidden
+
+_getattr = builtins.getattr
+_id = builtins.id
+_setprofile = sys.setprofile
+_getprofile = sys.getprofile
+_settrace = sys.settrace
+_gettrace = sys.gettrace
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+# The most specific first: a virtual environment's site-packages lies inside its lib folder.
+_LIBRARY_DIRS = tuple(sorted({os.path.join(p, "") for p in (*(
+    sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")),)},
+    key=len, reverse=True))
+# torch.compile and what runs a compiled function (torch._dynamo itself also runs for other
+# reasons: torch wraps some of its functions in torch._dynamo.disable).
+_COMPILE_FILE = os.path.join(_TORCH_DIR, "_dynamo", "eval_frame.py")
+_COMPILE_NAMES = ("_TorchDynamoContext", "OptimizeContext", "OptimizedModule", "optimize",
+                  "_optimize")
+
+_TORCH_COMPILE = torch.compile.__code__
+_OPCALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
+# What libraries may use but a cell may not (it would reach the guard, or frames): torch's mode
+# stacks (the guard's modes are on them) and the standard library's frame helpers. Python
+# functions, then built-ins, each with what calling it from a cell amounts to.
+_MODES = "reaches torch's modes (the checks' guard among them)"
+_FRAMES = "reads the call stack"
+_LIBRARY_ONLY: Dict[CodeType, str] = {
+    **{f.__code__: _MODES for f in (
+        _pd._pop_mode, _pd._push_mode, _pd._disable_current_modes, _pd._get_current_dispatch_mode,
+        _pd._get_current_dispatch_mode_stack, torch.overrides._pop_mode,
+        torch.overrides._push_mode, torch.overrides._get_current_function_mode,
+        torch.overrides._get_current_function_mode_stack)},
+    **{f.__code__: f"{_FRAMES} ({f.__module__}.{f.__name__})" for f in (
+        inspect.currentframe, inspect.stack, inspect.trace, inspect.getouterframes,
+        inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb)},
+}
+_LIBRARY_ONLY_BUILTINS = {
+    **{_id(_getattr(torch._C, n)): _MODES for n in (
+        "_pop_torch_function_stack", "_push_on_torch_function_stack", "_pop_torch_dispatch_stack",
+        "_push_on_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode",
+        "_get_function_stack_at", "_get_dispatch_stack_at", "_get_dispatch_mode")},
+    _id(sys._getframe): f"{_FRAMES} (sys._getframe)",
+    _id(sys._current_frames): f"{_FRAMES} (sys._current_frames)",
+    **{_id(f): "searches the garbage collector's objects"
+       for f in (gc.get_objects, gc.get_referrers, gc.get_referents)},
+}
+
+
+class DelegationError(RuntimeError):
+    """Raised inside the student's code when it calls something the exercise forbids."""
+
+
+def _refused() -> Dict[int, str]:
+    """Built-ins refused from anywhere while the student's code runs."""
+    out = {
+        sys.setprofile: "switches the checks' watch off (sys.setprofile)",
+        sys.getprofile: "reaches the checks' watch (sys.getprofile)",
+        sys.settrace: "installs a trace function (sys.settrace)",
+        sys.addaudithook: "installs an audit hook",
+        _thread.start_new_thread: "starts a thread",
+    }
+    for name in ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve"):
+        if hasattr(os, name):
+            out[getattr(os, name)] = f"starts a process (os.{name})"
+    if hasattr(_thread, "start_joinable_thread"):
+        out[_thread.start_joinable_thread] = "starts a thread"
+    return {_id(f): why for f, why in out.items()}
+
+
+_REFUSED = _refused()
+_REFUSED_KEEP = list(_REFUSED)  # the ids above stay valid: the functions are module attributes
+
+
+def _library_name(code: CodeType) -> Optional[str]:
+    """``torch.nn.functional.softmax`` for code in an installed library, else ``None``."""
+    path = code.co_filename
+    for d in _LIBRARY_DIRS:
+        if path.startswith(d):
+            rel = path[len(d):].rsplit(".", 1)[0].replace(os.sep, ".")
+            if rel.endswith(".__init__"):
+                rel = rel[: -len(".__init__")]
+            return f"{rel}.{code.co_qualname}"
+    return None
+
+
+def _builtin_name(fn: Any) -> str:
+    owner = _getattr(fn, "__self__", None)
+    name = _getattr(fn, "__qualname__", None) or _getattr(fn, "__name__", "?")
+    if owner is not None and type(owner).__name__ == "module":
+        return f"{owner.__name__}.{_getattr(fn, '__name__', name)}"
+    module = _getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module else name
+
+
+@_integrity.harness
+def from_library(frame: Any) -> bool:
+    """Whether ``frame`` runs code of an installed library (torch, the standard library, ...)."""
+    return frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS + ("<frozen",))
+
+
+class CallWatch:
+    """The profile function of one guarded run; :meth:`start` and :meth:`stop` bracket it.
+
+    Args:
+        forbid: what the exercise blocks besides the course package (whose harness code,
+            marked with :func:`._integrity.harness`, is allowed).
+        trip: ``trip(message)`` records the refusal and raises.
+    """
+
+    def __init__(self, forbid: Forbidden, trip: Callable[[str], None]) -> None:
+        self._forbid = forbid
+        self._trip = trip
+        self._code_names = {f.__code__: name for f, name in forbid.names.items()
+                            if isinstance(_getattr(f, "__code__", None), CodeType)}
+        self._builtin_names = {_id(f): name for f, name in forbid.names.items()}
+        self._keep = list(forbid.names)
+        self._seen: Dict[int, Any] = {}
+        self._seen_keep: list = []
+        self._cseen: Dict[str, Optional[str]] = {}
+        self._saved = (None, None)
+        self.hook = self._make_hook()
+
+    def _classify(self, code: CodeType) -> Any:
+        """``None`` (allowed), a refusal message, or a marker for a check at each call."""
+        own = _integrity.course_code(code)
+        if own is not None:
+            return f"calls {own}"
+        if code in _OPCALLS:
+            return _OPCALLS
+        if code in _LIBRARY_ONLY:
+            return _LIBRARY_ONLY
+        name = self._code_names.get(code)
+        if name is not None:
+            return f"calls {name}"
+        lib = _library_name(code)
+        if lib is None:
+            return None
+        if code is _TORCH_COMPILE or (code.co_filename == _COMPILE_FILE
+                                      and code.co_qualname.startswith(_COMPILE_NAMES)):
+            return "compiles code (torch.compile); the checks run your code as it is written"
+        if self._forbid.matches(code.co_qualname):
+            return f"calls {lib}"
+        return None
+
+    def _builtin(self, fn: Any) -> Optional[str]:
+        name = self._builtin_names.get(_id(fn))
+        if name is not None:
+            return f"calls {name}"
+        qual = _getattr(fn, "__qualname__", "") or ""
+        if qual in self._cseen:
+            return self._cseen[qual]
+        verdict = f"calls {_builtin_name(fn)}" if self._forbid.matches(qual) else None
+        self._cseen[qual] = verdict
+        return verdict
+
+    def _make_hook(self) -> Callable[[Any, str, Any], None]:
+        seen, keep, classify, builtin = self._seen, self._seen_keep, self._classify, self._builtin
+        library = from_library
+        inner: Dict[int, bool] = {}  # code id -> called from the checks' own code
+        internal = _integrity.internal
+        # The hook's own code is the course's: it runs as a profile function, unwatched.
+        refused, trip, forbid = _REFUSED, self._trip, self._forbid
+
+        def hook(frame, event, arg):
+            try:
+                look(frame, event, arg)
+            except DelegationError:
+                raise
+            except Exception:  # noqa: BLE001 (a fault of the watch's own must not fail an answer)
+                pass
+
+        def look(frame, event, arg):
+            if event == "call":
+                code = frame.f_code
+                verdict = seen.get(_id(code), seen)
+                if verdict is seen:
+                    verdict = seen[_id(code)] = classify(code)
+                    keep.append(code)
+                if verdict is None:
+                    return
+                if verdict is _OPCALLS:
+                    caller = frame.f_back.f_code
+                    if inner.get(_id(caller)) or internal(caller):
+                        return  # the dispatch guard running an operator it has checked
+                    op = frame.f_locals.get("self")
+                    name = str(_getattr(op, "_qualified_op_name", None)
+                               or _getattr(op, "_name", ""))
+                    if forbid.matches(name):
+                        trip(f"calls torch.ops.{name.replace('::', '.')}")
+                elif verdict is _LIBRARY_ONLY:
+                    if not library(frame.f_back):
+                        trip(f"{_LIBRARY_ONLY[code]}; the checks do not allow it while your code "
+                             f"runs")
+                else:
+                    trip(verdict)
+            elif event == "c_call":
+                caller = frame.f_code
+                ours = inner.get(_id(caller))
+                if ours is None:
+                    ours = inner[_id(caller)] = internal(caller)
+                    keep.append(caller)
+                if ours:
+                    return
+                why = refused.get(_id(arg))
+                if why is not None:
+                    trip(f"{why}; the checks do not allow it while your code runs")
+                elif _id(arg) in _LIBRARY_ONLY_BUILTINS and not library(frame):
+                    trip(f"{_LIBRARY_ONLY_BUILTINS[_id(arg)]}; the checks do not allow it while "
+                         f"your code runs")
+                else:
+                    verdict = builtin(arg)
+                    if verdict is not None:
+                        trip(verdict)
+
+        return hook
+
+    @_integrity.harness
+    def start(self) -> None:
+        """Install the watch (and put a trace function aside: it would run unwatched)."""
+        self._saved = (_getprofile(), _gettrace())
+        _settrace(None)
+        _setprofile(self.hook)
+
+    @_integrity.harness
+    def stop(self) -> bool:
+        """Remove the watch, restore what was there; whether it was still installed."""
+        intact = _getprofile() is self.hook
+        _setprofile(self._saved[0])
+        _settrace(self._saved[1])
+        return intact
+

@@ -1,0 +1,140 @@
+"""Running the student's code for a check: the inputs, the seed, one guarded pass.
+
+A check first runs the student's code on every input, inside the guard, and only
+then computes the reference's results and compares (in :mod:`._harness`): while the
+student's code runs, no expected result exists anywhere, and the inputs given to the
+reference are built afresh from the seed, so nothing the student's code could reach
+(or change) feeds the verdict. The default seed ``0`` gives the same inputs every time
+(the visible tests, reproducible); ``seed=None`` draws a fresh seed from the operating
+system (the hidden tests: a table of answers for known inputs is worthless), and
+failure messages name it so that the failing inputs can be drawn again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+
+from ._compare import _float64
+from ._exercise import Args, Case, Exercise
+from ._guard import Guard, harness
+from ._inputs import devices
+from ._session import Session
+
+_urandom = os.urandom
+_catch_warnings = warnings.catch_warnings
+_simplefilter = warnings.simplefilter
+
+
+def fresh_seed() -> int:
+    """A seed nobody can know in advance (32 bits from the operating system)."""
+    return int.from_bytes(_urandom(4), "little")
+
+
+def seed_note(name: str, seed: int) -> str:
+    """The line a failure message ends with when its inputs were drawn at random."""
+    return (f"\n(random inputs, seed={seed}: check_{name}(your_function, seed={seed}) "
+            f"draws them again)")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One case on one device, with the seed its inputs are drawn from."""
+
+    case: Case
+    device: torch.device
+    seed: int
+
+    def inputs(self) -> Args:
+        """The case's inputs, built afresh: the same numbers every time for the same seed."""
+        gen = torch.Generator().manual_seed(self.seed)
+        return self.case.build(gen, self.device, self.case.dtype)
+
+
+def plan(exercise: Exercise, seed: int) -> List[Planned]:
+    """Every case on every device present (only the CPU for cases marked so)."""
+    out = []
+    for d in devices():
+        for i, case in enumerate(exercise.cases):
+            if d.type != "cpu" and not case.every_device:
+                continue
+            if d.type == "mps" and case.dtype == _float64:
+                continue  # MPS has no float64
+            out.append(Planned(case, d, seed * 1000 + i))
+    return out
+
+
+@contextlib.contextmanager
+def checking() -> Iterator[Session]:
+    """What surrounds a whole check: an intact course and torch (:class:`._session.Session`),
+    the notebook's random state left alone, stderr sent to stdout, a single thread."""
+    # The inputs are tiny: waking a pool of threads for each op costs more than the op
+    # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    # The student's global random state is left as it was (building modules draws from it),
+    # and anything their code writes to stderr goes to stdout: nbgrader fails a test cell
+    # with stderr output.
+    gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    try:
+        with Session() as session, torch.random.fork_rng(devices=gpus), \
+                contextlib.redirect_stderr(sys.stdout):
+            yield session
+    finally:
+        torch.set_num_threads(threads)
+
+
+@harness(calls_student=True)
+def _call_all(guard: Guard, student: Any, run_student: Optional[Callable[..., Any]],
+              inputs: Sequence[Args], watchers: Sequence[list], session: Session,
+              _start=Guard.start, _stop=Guard.stop, _watch=Guard.watch,
+              _changed=Session.changed, _zip=zip) -> Tuple[list, List[str]]:
+    """Call the student's code on each input under the guard; stop at the first exception.
+
+    Everything it uses after the student's code is bound as a default argument: the
+    student's code cannot rebind it, and :meth:`Session.changed` (first) undoes whatever
+    the student's code changed in the course, torch or Python.
+    """
+    results: list = []
+    _start(guard)
+    try:
+        for (args, kwargs), ws in _zip(inputs, watchers):
+            _watch(guard, ws)
+            try:
+                if run_student is None:
+                    results.append((student(*args, **kwargs), None))
+                else:
+                    results.append((run_student(student, *args, **kwargs), None))
+            except Exception as e:  # noqa: BLE001 (the student's code may raise anything)
+                results.append((None, e))
+                break
+            if guard.tripped:
+                break
+    finally:
+        problems = _stop(guard)
+    moved = _changed(session)
+    if moved:
+        problems.append(", ".join(sorted(set(moved))))
+    return results, problems
+
+
+def call_guarded(guard: Guard, student: Any, run_student: Optional[Callable[..., Any]],
+                 inputs: Sequence[Args], watchers: Sequence[list], session: Session
+                 ) -> Tuple[list, List[str]]:
+    """Run the student's code on ``inputs`` (warnings recorded, never shown).
+
+    Returns:
+        ``[(result, exception), ...]`` (one per input, up to the first exception or
+        refusal), and what the student's code changed that it should not have (the
+        guard, the course, torch or Python), in words; empty when nothing.
+    """
+    __tracebackhide__ = True
+    with _catch_warnings(record=True):
+        _simplefilter("always")
+        return _call_all(guard, student, run_student, inputs, watchers, session)
