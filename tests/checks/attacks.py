@@ -100,14 +100,14 @@ ATTACKS: List[Attack] = [
             return attend(query, key, value, attn_mask, dropout_p, is_causal, scale)
         """, works=True),
     _a("the checks' online softmax", "helpers", "chunked_attention", f"""
-        from qkv.checks.efficient import _online
+        from qkv.checks._efficient_mistakes import online_variant
         def chunked_attention({CHUNK_SIG}):
-            return _online(query, key, value, attn_mask, is_causal, scale, chunk_size)
+            return online_variant(query, key, value, attn_mask, is_causal, scale, chunk_size)
         """, works=True),
     _a("the checks' kv step", "helpers", "kv_cache_step", """
-        from qkv.checks.efficient import _kv_step
+        from qkv.checks._efficient_mistakes import kv_step_variant
         def kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None):
-            return _kv_step(query, key, value, k_cache, v_cache, scale)
+            return kv_step_variant(query, key, value, k_cache, v_cache, scale)
         """, works=True),
     _a("the checks' causal variant", "helpers", "causal_mask", """
         from qkv.checks.masking import _causal_variant
@@ -120,14 +120,14 @@ ATTACKS: List[Attack] = [
             return _padding_variant(lengths, S)
         """, works=True),
     _a("the checks' split variant", "helpers", "split_heads", """
-        from qkv.checks.multi_head import _split_variant
+        from qkv.checks._multi_head_mistakes import split_variant
         def split_heads(x, num_heads):
-            return _split_variant(x, num_heads)
+            return split_variant(x, num_heads)
         """, works=True),
     _a("the checks' merge variant", "helpers", "merge_heads", """
-        import qkv.checks.multi_head as m
+        import qkv.checks._multi_head_mistakes as m
         def merge_heads(x):
-            return m._merge_variant(x)
+            return m.merge_variant(x)
         """, works=True),
     _a("the checks' self-attention variant", "helpers", "self_attention", """
         from qkv.checks.qkv import _self

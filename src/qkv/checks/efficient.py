@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any, Callable, List, Optional
 
@@ -16,6 +15,7 @@ from ._compare import close
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._harness import run_check
+from ._efficient_mistakes import kv_step_variant, online_variant, short_chunks
 from ._inputs import bool_mask
 from ._span import KeySpanWatch
 
@@ -24,57 +24,6 @@ __all__ = ["check_chunked_attention", "check_kv_cache_step"]
 _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multiply both the "
                  "running sum l and the running output acc by exp(m - m_new) before adding the "
                  "chunk")
-
-
-def _online(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
-            rescale_l=True, rescale_acc=True, zero_start=False):
-    """Online softmax with switches for its mistakes (defaults: the right answer).
-
-    ``zero_start`` starts the running maximum at 0 instead of -inf and leaves out
-    the -inf guards, as an answer that never thought of fully negative rows does.
-    """
-    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    c = 1.0 / math.sqrt(E) if scale is None else scale
-    if is_causal:
-        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-    # The batch dims, broadcast by torch on empty slices: torch.broadcast_shapes imports sympy
-    # on first use, about a second in every fresh kernel (each autograded notebook).
-    batch = torch.broadcast_tensors(*(t[..., :0, :0] for t in (query, key, value)))[0].shape[:-2]
-    start = 0.0 if zero_start else float("-inf")
-    m = torch.full((*batch, L, 1), start, dtype=query.dtype, device=query.device)
-    l = torch.zeros_like(m)
-    acc = torch.zeros(*batch, L, value.shape[-1], dtype=query.dtype, device=query.device)
-    for j0 in range(0, S, chunk_size):
-        s = (query * c) @ key[..., j0:j0 + chunk_size, :].transpose(-2, -1)
-        if attn_mask is not None:
-            block = attn_mask[..., j0:j0 + chunk_size]
-            s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        safe = m_new if zero_start else m_new.masked_fill(m_new == float("-inf"), 0.0)
-        p = (s - safe).exp()
-        corr = (m - safe).exp()
-        l = (l * corr if rescale_l else l) + p.sum(dim=-1, keepdim=True)
-        acc = (acc * corr if rescale_acc else acc) + p @ value[..., j0:j0 + chunk_size, :]
-        m = m_new
-    return acc / l if zero_start else acc / l.masked_fill(l == 0, 1.0)
-
-
-def _short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256):
-    """Off-by-one chunk bounds: each chunk stops one key short (j0:j0 + chunk_size - 1)."""
-    S = key.shape[-2]
-    keep = torch.tensor([(j % chunk_size) != chunk_size - 1 for j in range(S)], device=key.device)
-    L = query.shape[-2]
-    allowed = keep.expand(L, S)
-    if is_causal:
-        allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-    if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            allowed = allowed & attn_mask
-        else:
-            allowed = allowed & torch.isfinite(attn_mask)
-            return _online(query, key, value, attn_mask.masked_fill(~allowed, float("-inf")),
-                           False, scale, chunk_size)
-    return _online(query, key, value, allowed, False, scale, chunk_size)
 
 
 def _close_or_empty_row(got: Any, expected: Any, rtol: float, atol: float) -> bool:
@@ -146,18 +95,18 @@ def _cases() -> List[Case]:
 
 _MISTAKES = [
     Mistake("an online softmax that does not rescale its running sums", _RESCALE_HINT,
-            partial(_online, rescale_l=False, rescale_acc=False)),
+            partial(online_variant, rescale_l=False, rescale_acc=False)),
     Mistake("an online softmax that does not rescale its running sums (l is not rescaled)",
-            _RESCALE_HINT, partial(_online, rescale_l=False)),
+            _RESCALE_HINT, partial(online_variant, rescale_l=False)),
     Mistake("an online softmax that does not rescale its running sums (acc is not rescaled)",
-            _RESCALE_HINT, partial(_online, rescale_acc=False)),
+            _RESCALE_HINT, partial(online_variant, rescale_acc=False)),
     Mistake("an online softmax whose running maximum starts at 0 instead of -inf",
             "start m at float('-inf'): with m = 0, scores far below 0 give exp(s - 0) = 0 for "
-            "every key and the row sum l stays 0", partial(_online, zero_start=True)),
+            "every key and the row sum l stays 0", partial(online_variant, zero_start=True)),
     Mistake("chunk bounds off by one (each chunk leaves out its last key)",
             "chunk j covers keys j0 .. j0 + chunk_size - 1, i.e. the slice [j0:j0 + chunk_size] "
             "(Python slices exclude their end); check that every key is visited exactly once",
-            _short_chunks),
+            short_chunks),
 ] + [Mistake(m.name, m.hint, _sdpa_order(m.fn)) for m in attention_mistakes()]
 
 CHUNKED_ATTENTION = Exercise(
@@ -185,37 +134,6 @@ def check_chunked_attention(chunked_attention: Callable[..., Tensor],
 
 
 # ----------------------------------------------------------------------------- kv_cache_step
-def _kv_step(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask="bottom_right",
-             diag=0, attend_new=True, new_first=False, return_old=False, cat_dim=-2,
-             scale_by="E", fill=float("-inf")):
-    """kv_cache_step with switches for its mistakes (the defaults: the right answer).
-
-    ``mask``: bottom_right (right), upper_left (SDPA's is_causal) or None, shifted by
-    ``diag``; ``cat_dim`` the axis the cache grows along; ``scale_by``: E (right), S (the
-    number of keys) or none; ``fill`` the value masked scores get. As an answer does, the
-    mask is built and applied even when it hides nothing (one new token).
-    """
-    old_k, old_v = k_cache, v_cache
-    if k_cache is not None:
-        pairs = ((key, k_cache), (value, v_cache)) if new_first else ((k_cache, key), (v_cache, value))
-        k_all, v_all = (torch.cat(p, dim=cat_dim) for p in pairs)
-    else:
-        k_all, v_all = key, value
-    k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
-    L, S = query.shape[-2], k_att.shape[-2]
-    if scale is None:
-        scale = {"E": 1.0 / math.sqrt(query.shape[-1]), "S": 1.0 / math.sqrt(S), "none": 1.0}[scale_by]
-    scores = (query @ k_att.transpose(-2, -1)) * scale
-    if mask is not None:
-        shift = diag + (S - L if mask == "bottom_right" else 0)
-        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(shift)
-        scores = scores.masked_fill(~allowed, fill)
-    out = torch.softmax(scores, dim=-1) @ v_att
-    if return_old:
-        return out, old_k, old_v
-    return out, k_all, v_all
-
-
 def _kv_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return False
@@ -271,33 +189,33 @@ KV_CACHE_STEP = Exercise(
                 "the L new tokens are the LAST L of the S keys: new token i sits at position "
                 "S - L + i and may see keys 0 .. S - L + i, i.e. "
                 "torch.ones(L, S, dtype=torch.bool).tril(S - L) (is_causal aligns to the top-left)",
-                partial(_kv_step, mask="upper_left")),
+                partial(kv_step_variant, mask="upper_left")),
         Mistake("no causal mask among several new tokens",
                 "with L > 1 new tokens, each may not see the new tokens after it: use the mask "
-                "torch.ones(L, S, dtype=torch.bool).tril(S - L)", partial(_kv_step, mask=None)),
+                "torch.ones(L, S, dtype=torch.bool).tril(S - L)", partial(kv_step_variant, mask=None)),
         Mistake("the new queries attend only to the old cache, not to the new keys",
                 "append the new key and value to the cache first, then attend to all of it",
-                partial(_kv_step, attend_new=False)),
+                partial(kv_step_variant, attend_new=False)),
         Mistake("the new keys and values put before the cache instead of after it",
                 "torch.cat([k_cache, key], dim=-2): the newest token goes last",
-                partial(_kv_step, new_first=True)),
+                partial(kv_step_variant, new_first=True)),
         Mistake("the old caches returned instead of the appended ones",
                 "return (output, new_k_cache, new_v_cache), the caches with the new rows added",
-                partial(_kv_step, return_old=True)),
+                partial(kv_step_variant, return_old=True)),
         *(Mistake(f"{_CAT_DIM} (dim={d} instead of dim=-2)", _CAT_DIM_HINT,
-                  partial(_kv_step, cat_dim=d)) for d in (-1, -3, -4)),
+                  partial(kv_step_variant, cat_dim=d)) for d in (-1, -3, -4)),
         Mistake("scaled by 1/sqrt(S), the number of keys, instead of 1/sqrt(E)", _KV_SCALE_HINT,
-                partial(_kv_step, scale_by="S")),
-        Mistake("no scaling", _KV_SCALE_HINT, partial(_kv_step, scale_by="none")),
+                partial(kv_step_variant, scale_by="S")),
+        Mistake("no scaling", _KV_SCALE_HINT, partial(kv_step_variant, scale_by="none")),
         Mistake("the causal mask off by one (each new token's own key is masked)",
                 "new token i sits at position S - L + i and sees itself: "
                 "torch.ones(L, S, dtype=torch.bool).tril(S - L), not tril(S - L - 1)",
-                partial(_kv_step, diag=-1)),
+                partial(kv_step_variant, diag=-1)),
         Mistake("the causal mask off by one (one future key is allowed)",
                 "new token i may see keys 0 .. S - L + i only: tril(S - L), not tril(S - L + 1)",
-                partial(_kv_step, diag=1)),
+                partial(kv_step_variant, diag=1)),
         Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
-                partial(_kv_step, fill=-1e9)),
+                partial(kv_step_variant, fill=-1e9)),
     ],
     error_hints=[("Sizes of tensors must match except in dimension", f"{_CAT_DIM}? {_CAT_DIM_HINT}"),
                  ("without overflow", FILL_HINT)],

@@ -7,17 +7,17 @@ from functools import partial
 from typing import Any, Callable, List, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 import qkv
 
-from ._attention import FILL_HINT, TORCH_ATTENTION, attend
+from ._attention import FILL_HINT, TORCH_ATTENTION
 from ._exercise import Case, Exercise, Mistake
 from ._guard import harness
 from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import bool_mask, randn
+from ._multi_head_mistakes import merge_variant, mha_variant, split_variant
 
 __all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
 
@@ -30,32 +30,6 @@ _TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a 
 
 
 # --------------------------------------------------------------------------- split / merge
-
-
-def _split_variant(x, num_heads, *, how="ok"):
-    B, L, D = x.shape
-    if how == "reshape":
-        return x.reshape(B, num_heads, L, D // num_heads)
-    if how == "interleaved":
-        return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
-    if how == "no transpose":
-        return x.reshape(B, L, num_heads, D // num_heads)
-    if how == "transpose first":
-        return x.transpose(1, 2).reshape(B, num_heads, L, D // num_heads)
-    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
-
-
-def _merge_variant(x, *, how="ok"):
-    B, H, L, Dh = x.shape
-    if how == "reshape":
-        return x.reshape(B, L, H * Dh)
-    if how == "interleaved":
-        return x.permute(0, 2, 3, 1).reshape(B, L, Dh * H)
-    if how == "mean":
-        return x.mean(dim=1)
-    if how == "last two":
-        return x.transpose(-2, -1).reshape(B, L, H * Dh)
-    return x.transpose(1, 2).reshape(B, L, H * Dh)
 
 
 def _split_cases() -> List[Case]:
@@ -97,14 +71,14 @@ def _merge_cases() -> List[Case]:
 SPLIT_HEADS = Exercise(
     name="split_heads", reference=qkv.split_heads, cases=_split_cases(),
     mistakes=[
-        Mistake("reshape without transpose", _TRANSPOSE_HINT, partial(_split_variant, how="reshape")),
+        Mistake("reshape without transpose", _TRANSPOSE_HINT, partial(split_variant, how="reshape")),
         Mistake("heads interleaved (the head index varies fastest)",
                 "each head takes a contiguous block of D // H features: reshape to "
-                "(B, L, H, D // H), not (B, L, D // H, H)", partial(_split_variant, how="interleaved")),
+                "(B, L, H, D // H), not (B, L, D // H, H)", partial(split_variant, how="interleaved")),
         Mistake("transpose missing (heads after the positions)",
                 "the result is (B, H, L, D // H): transpose(1, 2) after the reshape",
-                partial(_split_variant, how="no transpose")),
-        Mistake(_TRANSPOSE_FIRST, _TRANSPOSE_FIRST_HINT, partial(_split_variant, how="transpose first")),
+                partial(split_variant, how="no transpose")),
+        Mistake(_TRANSPOSE_FIRST, _TRANSPOSE_FIRST_HINT, partial(split_variant, how="transpose first")),
     ],
     legend="(B, H, L, D // H)",
     # x.transpose(1, 2).view(...) raises rather than returning a wrong tensor.
@@ -118,15 +92,15 @@ MERGE_HEADS = Exercise(
     mistakes=[
         Mistake("reshape without transpose",
                 "transpose(1, 2) back to (B, L, H, Dh) first, then reshape to (B, L, H * Dh)",
-                partial(_merge_variant, how="reshape")),
+                partial(merge_variant, how="reshape")),
         Mistake("heads interleaved", "concatenate whole heads: head 0's Dh features, then head 1's",
-                partial(_merge_variant, how="interleaved")),
+                partial(merge_variant, how="interleaved")),
         Mistake("heads averaged instead of concatenated",
-                "keep every head: the result is (B, L, H * Dh)", partial(_merge_variant, how="mean")),
+                "keep every head: the result is (B, L, H * Dh)", partial(merge_variant, how="mean")),
         Mistake("the last two axes swapped (transpose(2, 3) instead of transpose(1, 2))",
                 "bring the heads next to the features: x.transpose(1, 2) gives (B, L, H, Dh), "
                 "then reshape to (B, L, H * Dh); transposing L and Dh mixes positions",
-                partial(_merge_variant, how="last two")),
+                partial(merge_variant, how="last two")),
     ],
     legend="(B, L, H * Dh)",
     error_hints=[("view size is not compatible",
@@ -195,48 +169,6 @@ def _run_student(student, spec, *inputs, **kwargs):
     return _forward(student, spec, *inputs, **kwargs)
 
 
-def _mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_weights=False,
-                 attn_mask=None, average_attn_weights=True, is_causal=False, *,
-                 out_proj=True, scale_by="head", split="ok", merge="ok", invert_padding=False,
-                 value_proj="v_proj", dropout=False, fill=float("-inf")):
-    """The module's forward with switches for its mistakes (defaults: the right answer).
-
-    ``scale_by``: head (1/sqrt(head_dim)), embed (1/sqrt(embed_dim)), head_dim (1/head_dim)
-    or none; ``value_proj`` the projection applied to the value; ``dropout`` applies
-    dropout to the weights even in eval mode (``F.dropout``'s default training=True).
-    """
-    key = query if key is None else key
-    value = key if value is None else value
-    batched = query.dim() == 3
-    if not batched:
-        query, key, value = query[None], key[None], value[None]
-        if key_padding_mask is not None:
-            key_padding_mask = key_padding_mask[None]
-    if invert_padding and key_padding_mask is not None:
-        key_padding_mask = ~key_padding_mask
-    B, L, D = query.shape
-    S, H = key.shape[1], spec["num_heads"]
-    W, b = spec["weights"], spec["biases"]
-    mask = qkv.combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
-    q, k, v = (_split_variant(F.linear(t, W[n], b[n]), H, how=split)
-               for t, n in ((query, "q_proj"), (key, "k_proj"), (value, value_proj)))
-    scale = {"head": 1.0 / math.sqrt(D // H), "embed": 1.0 / math.sqrt(D), "head_dim": H / D,
-             "none": 1.0}[scale_by]
-    weights = attend(q, k, None, mask, factor=lambda E, Ev, s: scale, fill=fill, give="weights")
-    if dropout:
-        weights = F.dropout(weights, spec.get("dropout", 0.0))
-    out = weights @ v
-    out = _merge_variant(out, how=merge)
-    if out_proj:
-        out = F.linear(out, W["out_proj"], b["out_proj"])
-    if not batched:
-        out, weights = out[0], weights[0]
-    if need_weights:
-        w = weights.mean(dim=-3) if average_attn_weights else weights
-        return torch.cat([out.reshape(-1), w.reshape(-1)])
-    return out
-
-
 def _mha_cases() -> List[Case]:
     def make(batch, L, S, D, H, kdim=None, vdim=None, self_attention=False, **options):
         def build(gen, device, dtype):
@@ -294,33 +226,33 @@ MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention", reference=via_float32(_reference), cases=_mha_cases(),
     mistakes=[
         Mistake("no output projection", "apply out_proj to the merged heads",
-                partial(_mha_variant, out_proj=False)),
+                partial(mha_variant, out_proj=False)),
         Mistake("scaled by embed_dim instead of head_dim",
                 "each head's scores are scaled by 1/sqrt(head_dim), head_dim = embed_dim // "
-                "num_heads", partial(_mha_variant, scale_by="embed")),
+                "num_heads", partial(mha_variant, scale_by="embed")),
         Mistake("no scaling", "scale each head's scores by 1/sqrt(head_dim)",
-                partial(_mha_variant, scale_by="none")),
+                partial(mha_variant, scale_by="none")),
         Mistake("scaled by 1/head_dim instead of 1/sqrt(head_dim)",
                 "divide each head's scores by math.sqrt(head_dim), not by head_dim",
-                partial(_mha_variant, scale_by="head_dim")),
+                partial(mha_variant, scale_by="head_dim")),
         Mistake("the value projected with k_proj instead of v_proj",
                 "keys come from k_proj(key), values from v_proj(value)",
-                partial(_mha_variant, value_proj="k_proj")),
+                partial(mha_variant, value_proj="k_proj")),
         Mistake("dropout left on in eval mode",
                 "F.dropout(x, p) drops even after module.eval() (its training argument defaults "
                 "to True): pass training=self.training, or use an nn.Dropout module",
-                partial(_mha_variant, dropout=True)),
+                partial(mha_variant, dropout=True)),
         Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
-                partial(_mha_variant, fill=-1e9)),
+                partial(mha_variant, fill=-1e9)),
         Mistake("reshape without transpose when splitting heads", _TRANSPOSE_HINT,
-                partial(_mha_variant, split="reshape")),
+                partial(mha_variant, split="reshape")),
         Mistake("reshape without transpose when merging heads",
                 "transpose(1, 2) back to (B, L, H, Dh) before reshaping to (B, L, D)",
-                partial(_mha_variant, merge="reshape")),
+                partial(mha_variant, merge="reshape")),
         Mistake("key_padding_mask inverted",
                 "key_padding_mask is True for real tokens (qkv's convention; "
                 "nn.MultiheadAttention uses the opposite)",
-                partial(_mha_variant, invert_padding=True)),
+                partial(mha_variant, invert_padding=True)),
     ],
     run_student=_run_student,
     forbid=TORCH_ATTENTION,
