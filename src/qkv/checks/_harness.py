@@ -84,7 +84,9 @@ def _describe(case: Case, device: torch.device, dtype: torch.dtype) -> str:
     return f"{kind}{case.label}{where}"
 
 
-from ._messages import NOT_WRITTEN as _NOT_WRITTEN  # noqa: E402 (read back by qkv report)
+# The harness's wordings that qkv progress and qkv report read back live in one place.
+from ._messages import KNOWN_MISTAKE, raised_as  # noqa: E402
+from ._messages import NOT_WRITTEN as _NOT_WRITTEN  # noqa: E402
 
 
 def _fail(exercise: Exercise, where: str, what: str, hint: str = "", note: str = "") -> None:
@@ -146,7 +148,7 @@ def _judge_call(run: _Run, given: Any, error: Optional[BaseException]) -> None:
         return
     m = _match_mistake(exercise, run.args, run.kwargs, None, error, run.expected, run.rtol, run.atol)
     if m is not None:
-        run.fail(f"it raised {_first_line(error)}, as '{m.name}' does", m.hint)
+        run.fail(raised_as(_first_line(error), m.name), m.hint)
     hint = ""
     if any(s in str(error) for s in _DEVICE_ERRORS):
         hint = _WRONG_DEVICE
@@ -202,7 +204,7 @@ def _judge_value(run: _Run, got: Any) -> None:
         return
     m = _match_mistake(exercise, run.args, run.kwargs, got, None, expected, run.rtol, run.atol)
     if m is not None:
-        run.fail(f"the result matches a known mistake: {m.name}", m.hint)
+        run.fail(KNOWN_MISTAKE + m.name, m.hint)
     if is_tensor(got) and is_tensor(expected):
         # No known mistake: say what the difference looks like (a permutation, a factor, ...).
         run.fail(*describe(got, expected, run.rtol, run.atol, exercise.legend))

@@ -11,8 +11,13 @@ NOT_WRITTEN = "is not written yet (it raises NotImplementedError): replace the `
 # The two ways the harness names a mistake: "...: the result matches
 # a known mistake: <name>" and "...: it raised <error>, as '<name>' does". tests/test_report.py
 # and tests/test_progress.py read real checks' messages back, so a new wording fails them.
-_KNOWN_MISTAKE = "the result matches a known mistake: "
+KNOWN_MISTAKE = "the result matches a known mistake: "
 _RAISED_AS = re.compile(r", as '(?P<name>.+)' does$")
+
+
+def raised_as(error: str, mistake: str) -> str:
+    """The harness's words for an error that a known mistake raises too."""
+    return f"it raised {error}, as '{mistake}' does"
 
 
 def mistake_named(message: str) -> Optional[str]:
@@ -27,8 +32,8 @@ def mistake_named(message: str) -> Optional[str]:
     """
     lines = message.strip().splitlines()
     first = lines[0] if lines else ""
-    if _KNOWN_MISTAKE in first:
-        return first.split(_KNOWN_MISTAKE, 1)[1].strip() or None
+    if KNOWN_MISTAKE in first:
+        return first.split(KNOWN_MISTAKE, 1)[1].strip() or None
     raised = _RAISED_AS.search(first)
     return raised.group("name") if raised else None
 
