@@ -235,6 +235,22 @@ def _judge(exercise: Exercise, planned: Planned, given: tuple, got: Any,
     _judge_value(run, got)
 
 
+def start_check(name: str, student: Any, seed: Optional[int]) -> Tuple[int, str]:
+    """What every check does first: refuse anything but the student's function or class, and
+    for ``seed=None`` draw a fresh seed, with a note naming it (to reproduce a failure).
+
+    Returns:
+        ``(seed, note)``; the note is empty for a given seed.
+    """
+    __tracebackhide__ = True
+    if not _callable(student):
+        raise AssertionError(f"check_{name} expects your {name} itself, got {type(student).__name__}")
+    if seed is None:
+        seed = fresh_seed()
+        return seed, seed_note(name, seed)
+    return seed, ""
+
+
 def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None:
     """Run ``student`` on every case and device; raise ``AssertionError`` on the first failure.
 
@@ -248,13 +264,7 @@ def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None
         AssertionError: naming the input and what to look at.
     """
     __tracebackhide__ = True
-    if not _callable(student):
-        raise AssertionError(f"check_{exercise.name} expects your {exercise.name} itself, "
-                             f"got {type(student).__name__}")
-    note = ""
-    if seed is None:
-        seed = fresh_seed()
-        note = seed_note(exercise.name, seed)
+    seed, note = start_check(exercise.name, student, seed)
     with checking() as session:
         planned = plan(exercise, seed)
         inputs = [p.inputs() for p in planned]

@@ -23,10 +23,9 @@ from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inpu
 from ._compare import close, is_tensor
 from ._exercise import Case, Exercise
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._harness import run_check, start_check
 from ._inputs import bool_mask, devices, randn
 from ._measure import SPREAD_SEEDS, judge_draws, judge_generator, judge_spread, measure
-from ._run import fresh_seed, seed_note
 
 __all__ = [
     "check_attention_scores",
@@ -210,13 +209,7 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any],
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    if not callable(dot_product_variance):
-        raise AssertionError(f"check_{_VARIANCE} expects your {_VARIANCE} itself, "
-                             f"got {type(dot_product_variance).__name__}")
-    note = ""
-    if seed is None:
-        seed = fresh_seed()
-        note = seed_note(_VARIANCE, seed)
+    seed, note = start_check(_VARIANCE, dot_product_variance, seed)
     for device in devices():
         if device.type == "mps":
             continue  # CPU (and CUDA where present) cover the generator's device
