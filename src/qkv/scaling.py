@@ -90,8 +90,8 @@ def attention_scores(
     """Masked, scaled scores ``query @ key^T * scale`` (the softmax's input).
 
     Args:
-        query: queries.
-        key: keys.
+        query: the queries, one row per position that asks.
+        key: the keys, one row per position that may be looked at.
         attn_mask: bool (True = may attend) or float (added) mask.
         is_causal: apply an upper-left aligned causal mask.
         scale: factor applied to the scores; ``None`` means ``1 / sqrt(E)``.
