@@ -139,6 +139,9 @@ def _code(options: str, body: str = "x = 1") -> str:
     ("+++ {\"written\": \"why\"}\n\nBecause.\n", ["written 'why' needs points"]),
     (_code(":answer: softmax\n:tests: test_softmax\n:points: 1"), ["both answer and tests"]),
     (_code(":setup: mine"), ["`:setup:` takes no value"]),
+    (_code(":tests: t\n:points: 1\n:from: 02-lookup"), ["`:from:` belongs on an answer cell"]),
+    (_code(":answer: softmax\n:from: 02-lookup"), ["empty body"]),
+    (_code(":answer: softmax\n:from: 99-nowhere", ""), ["names no assignment", "99-nowhere"]),
 ])
 def test_a_bad_source_names_the_file_and_the_cell(tmp_path, cells, words):
     path = tmp_path / "bad.md"
@@ -149,3 +152,13 @@ def test_a_bad_source_names_the_file_and_the_cell(tmp_path, cells, words):
     assert message.startswith(f"{path}: cell "), message
     for word in words:
         assert word in message, message
+
+
+def test_an_answer_taken_from_another_assignment_is_written_once():
+    """Assignment 4 asks for the softmax of assignment 2: its source borrows the cell."""
+    four = assignments.notebook(ROOT / "solutions/04-scaling/scaling.md")
+    two = assignments.notebook(ROOT / "solutions/02-lookup/lookup.md")
+    cell = {c.id: c for c in four.cells}["softmax"]
+    assert cell.source == {c.id: c for c in two.cells}["softmax"].source
+    assert "### BEGIN SOLUTION" in cell.source
+    assert ":from: 02-lookup" in (ROOT / "solutions/04-scaling/scaling.md").read_text()

@@ -31,6 +31,14 @@ code-cell options and markdown-cell metadata:
 
       +++ {"written": "why_scale", "points": 2}
 
+- an answer an earlier assignment already asked for, taken from there (its body stays empty, so
+  the solution is written once)::
+
+      ```{code-cell} python
+      :answer: softmax
+      :from: 02-lookup
+      ```
+
 Anything else is refused with a message naming the file and the cell: another option, a grade id
 missing or used twice, points missing on a graded cell or given to any other.
 The notebook gets nbgrader's schema-3 cell metadata, stable cell ids (the grade id, or
@@ -54,11 +62,12 @@ from .setup_cell import assignment_setup
 
 SOURCES = "solutions/*/*.md"  # one per assignment, beside the notebook it makes
 KINDS = ("setup", "answer", "tests", "written")  # the option or key that names a cell's kind
-OPTIONS = {"code": {"setup", "answer", "tests", "points"}, "markdown": {"written", "points"}}
+OPTIONS = {"code": {"setup", "answer", "tests", "points", "from"}, "markdown": {"written", "points"}}
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")  # what nbgrader accepts as a grade id
 METADATA = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
-USAGE = ('a code cell takes `:setup:`, `:answer: ID`, or `:tests: ID` with `:points: N`; '
+USAGE = ('a code cell takes `:setup:`, `:answer: ID` (with `:from: NN-name` to reuse that '
+         'assignment\'s answer), or `:tests: ID` with `:points: N`; '
          'a markdown cell takes `+++ {"written": "ID", "points": N}`')
 
 
@@ -103,6 +112,8 @@ def _grading(cell: NotebookNode, where: str) -> Optional[dict]:
     if "points" in options and kind not in ("tests", "written"):
         raise SourceError(f"{where}: points belong on a test cell or a written answer, "
                           f"not on {'an ' + kind if kind else 'a plain'} cell")
+    if "from" in options and kind != "answer":
+        raise SourceError(f"{where}: `:from:` belongs on an answer cell")
     if kind is None:
         return None
     if kind == "setup":
@@ -121,6 +132,20 @@ def _grading(cell: NotebookNode, where: str) -> Optional[dict]:
                           f"got {points!r}")
     return _nbgrader(grade_id, grade=True, solution=kind == "written", locked=kind == "tests",
                      points=points)
+
+
+def _borrowed(path: Path, where: str, assignment: object, grade_id: str, body: str) -> str:
+    """The source of answer ``grade_id`` in assignment ``assignment`` (a sibling folder)."""
+    if body.strip():
+        raise SourceError(f"{where}: an answer taken `:from:` another assignment has an empty body")
+    folder = path.parent.parent / str(assignment)
+    sources = sorted(folder.glob("*.md")) if str(assignment) and "/" not in str(assignment) else []
+    for other in sources:
+        for cell in jupytext.read(other, fmt="md:myst").cells:
+            if cell.metadata.get("answer") == grade_id and "from" not in cell.metadata:
+                return cell.source.strip("\n")
+    raise SourceError(f"{where}: `:from: {assignment}` names no assignment with an answer "
+                      f"{grade_id!r} (looked in solutions/{assignment}/*.md)")
 
 
 def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
@@ -143,6 +168,8 @@ def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
         where = _where(path, index, cell)
         grading = _grading(cell, where)
         text = cell.source.strip("\n")
+        if "from" in cell.metadata:
+            text = _borrowed(path, where, cell.metadata["from"], grading["nbgrader"]["grade_id"], text)
         if grading and grading["nbgrader"]["grade_id"] == SETUP_ID:
             text = assignment_setup(repository_url(root), text)
         new = (nbformat.v4.new_code_cell if cell.cell_type == "code"
