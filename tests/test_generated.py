@@ -7,6 +7,7 @@ copies, ``_toc.yml``, the export lists, CONTRIBUTING's concept map) are checked 
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -37,11 +38,14 @@ def test_generated_files_are_up_to_date(generator):
 
 
 def _copy(tmp_path: Path, assignment: str) -> Path:
-    """The files the two generators read, for one assignment, in a fresh root."""
+    """The files the two generators read, for one assignment (and those it takes answers
+    `:from:`), in a fresh root."""
     for name in ("_config.yml", "nbgrader_config.py"):
         shutil.copy(ROOT / name, tmp_path / name)
-    for folder in ("solutions", "exercises"):
-        shutil.copytree(ROOT / folder / assignment, tmp_path / folder / assignment)
+    sources = "".join(p.read_text() for p in (ROOT / "solutions" / assignment).glob("*.md"))
+    for name in {assignment, *re.findall(r"^:from: (\S+)", sources, re.MULTILINE)}:
+        for folder in ("solutions", "exercises"):
+            shutil.copytree(ROOT / folder / name, tmp_path / folder / name)
     return tmp_path
 
 
@@ -64,7 +68,10 @@ def test_release_holds_only_the_notebook(tmp_path):
     # The whole solutions/<a>/ folder, its .md included, goes through generate_assignment; a
     # released .md would be a target here (and a "missing" file in the check).
     root = _copy(tmp_path, "04-scaling")
-    assert list(exercises.targets(root)) == [root / "exercises/04-scaling/scaling.ipynb"]
+    released = list(exercises.targets(root))
+    assert root / "exercises/04-scaling/scaling.ipynb" in released
+    assert [p for p in released if "04-scaling" in p.parts] == [root / "exercises/04-scaling/scaling.ipynb"]
+    assert all(p.suffix == ".ipynb" for p in released), released
 
 
 @pytest.mark.slow
