@@ -38,6 +38,14 @@ SCALE_HINT = "multiply the scores by scale, or by 1/sqrt(E) with E = query.shape
 _CONSTANTS = (2, 3, 4, 5, 6, 8, 16, 32, 64, 128, 256, 512)
 
 
+# The causal mask's off-by-one mistakes, named once for every check that builds the mask
+# (causal_mask itself, and each attention that applies is_causal).
+CAUSAL_DIAGONAL_MASKED = ("causal mask off by one (the diagonal is masked)",
+                          "query i may attend to keys 0..i, itself included: tril with diagonal=0")
+CAUSAL_FUTURE_ALLOWED = ("causal mask off by one (one future key is allowed)",
+                         "query i may attend to keys 0..i only: tril with diagonal=0")
+
+
 def transposed_key(key: Tensor, key_t: Any = None) -> Tensor:
     """``key`` transposed as a right answer does (``key_t=None``) or as a mistake does.
 
@@ -166,12 +174,8 @@ def _mask_mistakes(a: Callable[..., Any]) -> List[Mistake]:
         Mistake("masking by multiplying the scores by the mask",
                 "a masked score must become -inf (masked_fill), not 0: exp(0) is not 0",
                 partial(a, mask_mode="multiply")),
-        Mistake("causal mask off by one (the diagonal is masked)",
-                "query i may attend to keys 0..i, itself included: torch.tril(..., diagonal=0)",
-                partial(a, causal_diag=-1)),
-        Mistake("causal mask off by one (one future key is allowed)",
-                "query i may attend to keys 0..i only: torch.tril(..., diagonal=0)",
-                partial(a, causal_diag=1)),
+        Mistake(*CAUSAL_DIAGONAL_MASKED, partial(a, causal_diag=-1)),
+        Mistake(*CAUSAL_FUTURE_ALLOWED, partial(a, causal_diag=1)),
         Mistake("causal mask aligned to the bottom right instead of the top left",
                 "with L != S the causal mask starts at the top-left corner: "
                 "torch.ones(L, S).tril(), as SDPA's is_causal does",

@@ -10,6 +10,7 @@ from torch import Tensor
 
 import qkv
 
+from ._attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
 from ._exercise import Case, Exercise, Forbidden, Mistake
 from ._harness import run_check
 
@@ -29,12 +30,8 @@ def _causal_variant(L, S=None, device=None, *, diag=0, align="top", invert=False
 _CAUSAL_MISTAKES = [
     Mistake("inverted mask (True marks the future)", _CONVENTION + ": use torch.tril, not triu",
             partial(_causal_variant, invert=True)),
-    Mistake("causal mask off by one (the diagonal is masked)",
-            "query i may attend to keys 0..i, itself included: tril with diagonal=0",
-            partial(_causal_variant, diag=-1)),
-    Mistake("causal mask off by one (one future key is allowed)",
-            "query i may attend to keys 0..i only: tril with diagonal=0",
-            partial(_causal_variant, diag=1)),
+    Mistake(*CAUSAL_DIAGONAL_MASKED, partial(_causal_variant, diag=-1)),
+    Mistake(*CAUSAL_FUTURE_ALLOWED, partial(_causal_variant, diag=1)),
     Mistake("causal mask aligned to the bottom right instead of the top left",
             "with L != S the diagonal starts at the top-left corner, as SDPA's is_causal",
             partial(_causal_variant, align="bottom")),
