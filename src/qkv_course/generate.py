@@ -50,6 +50,12 @@ GENERATORS: List[Generator] = [
 ]
 
 
+def _orphans(gen: Generator, root: Path, wanted: Dict[Path, str]) -> List[Path]:
+    """Files the generator owns (by its globs) that no source produces any more."""
+    return [path for pattern in gen.owns for path in sorted(root.glob(pattern))
+            if path not in wanted and ".ipynb_checkpoints" not in path.parts]
+
+
 def stale(root: Path = ROOT, generators: Sequence[Generator] | None = None) -> List[str]:
     """One line per generated file that is missing, differs, or has no source any more."""
     problems = []
@@ -61,10 +67,8 @@ def stale(root: Path = ROOT, generators: Sequence[Generator] | None = None) -> L
                 problems.append(f"{rel} is missing ({gen.name})")
             elif path.read_text() != text:
                 problems.append(f"{rel} is stale ({gen.name})")
-        for pattern in gen.owns:
-            for path in sorted(root.glob(pattern)):
-                if path not in wanted and ".ipynb_checkpoints" not in path.parts:
-                    problems.append(f"{path.relative_to(root)} has no source any more ({gen.name})")
+        problems += [f"{path.relative_to(root)} has no source any more ({gen.name})"
+                     for path in _orphans(gen, root, wanted)]
     return problems
 
 
@@ -78,11 +82,9 @@ def write(root: Path = ROOT, generators: Sequence[Generator] | None = None) -> L
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
                 done.append(f"wrote {path.relative_to(root)}")
-        for pattern in gen.owns:
-            for path in sorted(root.glob(pattern)):
-                if path not in wanted and ".ipynb_checkpoints" not in path.parts:
-                    path.unlink()
-                    done.append(f"removed {path.relative_to(root)} (no source any more)")
+        for path in _orphans(gen, root, wanted):
+            path.unlink()
+            done.append(f"removed {path.relative_to(root)} (no source any more)")
     return done
 
 
