@@ -1,4 +1,4 @@
-"""CPU benchmark for chapter 7: the reference, chunked attention and torch's SDPA, side by side.
+"""CPU benchmark for chapter 8: the reference, chunked attention and torch's SDPA, side by side.
 
 One run. For each thread count (torch's default, then 1 unless ``--threads``
 names them) and each size, the three methods are called in interleaved rounds

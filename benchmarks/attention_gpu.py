@@ -1,4 +1,4 @@
-"""GPU benchmark for chapter 7: reference, chunked, the Triton kernel and SDPA's backends.
+"""GPU benchmark for chapter 8: reference, chunked, the Triton kernel and SDPA's backends.
 
 Measures in one run (warm-up, then interleaved rounds, medians) the forward
 TFLOP/s and the peak extra memory of
@@ -16,7 +16,7 @@ allocate its score matrix and the chunked version still completes, and a
 memory comparison at n=16384. FLOPs are counted as ``4 * B * H * L * S * E``
 (half under a causal mask), see :func:`qkv.bench.attention_flops`.
 
-Writes ``benchmarks/results/attention_gpu_<device>_<date>.json``, which chapter 7
+Writes ``benchmarks/results/attention_gpu_<device>_<date>.json``, which chapter 8
 plots, with the device name, the torch/triton/CUDA versions and the date.
 
     PYTHONPATH=src python benchmarks/attention_gpu.py            # full run (a few minutes)

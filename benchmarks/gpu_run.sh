@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything chapter 7 needs from a CUDA machine, in one go: the tests that run on the GPU
+# Everything chapter 8 needs from a CUDA machine, in one go: the tests that run on the GPU
 # (the Triton kernel against SDPA, the reference and chunked attention in float16/bfloat16,
 # the checks on CUDA tensors), then the GPU benchmark, whose results file the chapter plots.
 #

@@ -69,7 +69,7 @@ def test_redirects_are_written_and_a_missing_target_fails(tmp_path: Path):
     assert refresh == "02-lookup.html" and links == ["02-lookup.html"]
     assert canonical == "https://example.org/qkv/book/02-lookup.html"
     assert _redirect_target((tmp_path / "old.html").read_text())[0] == "book/02-lookup.html"
-    with pytest.raises(Exception, match=r"points at book/07-efficient\.html, which is not a page"):
-        write_redirects(tmp_path, {"book/07-complexity.html": "book/07-efficient.html"}, pages)
+    with pytest.raises(Exception, match=r"points at book/08-efficient\.html, which is not a page"):
+        write_redirects(tmp_path, {"book/07-complexity.html": "book/08-efficient.html"}, pages)
     with pytest.raises(Exception, match="is a page of the book"):
         write_redirects(tmp_path, {"book/02-lookup.html": "book/02-lookup.html"}, pages)

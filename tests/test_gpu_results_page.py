@@ -1,4 +1,4 @@
-"""Chapter 7's GPU cell on a results file like the one benchmarks/attention_gpu.py writes.
+"""Chapter 8's GPU cell on a results file like the one benchmarks/attention_gpu.py writes.
 
 No GPU has to be present: the file is made here, with the benchmark's own summary
 (:func:`qkv.bench.gpu_goals`), and the cell's code is taken from the chapter as it stands,
@@ -25,9 +25,9 @@ from qkv.viz import plot_gpu_results  # noqa: E402
 
 
 def _gpu_cell() -> str:
-    nb = jupytext.read(ROOT / "book" / "07-efficient.md")
+    nb = jupytext.read(ROOT / "book" / "08-efficient.md")
     cells = [c.source for c in nb.cells if c.cell_type == "code" and "results_dir" in c.source]
-    assert len(cells) == 1, "chapter 7 should have one cell that reads benchmarks/results/"
+    assert len(cells) == 1, "chapter 8 should have one cell that reads benchmarks/results/"
     return cells[0]
 
 

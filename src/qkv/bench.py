@@ -1,4 +1,4 @@
-"""Small, honest measuring tools shared by chapter 7 and ``benchmarks/``.
+"""Small, honest measuring tools shared by chapter 8 and ``benchmarks/``.
 
 Times are medians of several runs after a warm-up, and competing functions are
 run in interleaved rounds, so that a burst of load on a shared machine hits all
@@ -149,7 +149,7 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
 
 
 def gpu_goals(runs: Sequence[dict], memory: Dict[str, dict]) -> dict:
-    """Chapter 7's goals for the GPU benchmark, evaluated on one run's numbers.
+    """Chapter 8's goals for the GPU benchmark, evaluated on one run's numbers.
 
     ``benchmarks/attention_gpu.py`` stores the result in its results file (key ``goals``) and
     the chapter prints its ``lines``.

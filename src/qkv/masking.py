@@ -35,7 +35,7 @@ def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] 
 
     Query ``i`` may attend to keys ``0..i``. With ``L != S`` the diagonal still
     starts at the top-left corner (not the bottom-right one that a KV cache would
-    want, as chapter 7 explains).
+    want, as chapter 8 explains).
 
     Args:
         L: number of queries.

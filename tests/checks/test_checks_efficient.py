@@ -12,7 +12,7 @@ test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
 
 
 def test_kv_cache_step_refuses_torch_attention():
-    # Assignment 7 says so: a right answer through torch's SDPA earns nothing.
+    # Assignment 8 says so: a right answer through torch's SDPA earns nothing.
     import pytest
 
     with pytest.raises(AssertionError, match="calls torch.nn.functional.scaled_dot_product"):
