@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,12 @@ def finish(proc: subprocess.Popen, ok: bool = True) -> str:
     log = proc.communicate(timeout=600)[0]
     assert (proc.returncode == 0) == ok, log[-4000:]
     return log
+
+
+def masking_course(base: Path) -> Path:
+    """An nbgrader course at ``base`` with this assignment generated; its released notebook."""
+    (base / "solutions").mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", base)
+    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, base / "solutions" / ASSIGNMENT)
+    finish(nbgrader(base, "generate_assignment", ASSIGNMENT, "--force", "--create"))
+    return base / "exercises" / ASSIGNMENT / "masking.ipynb"

@@ -18,7 +18,8 @@ import nbformat
 import pytest
 
 from masking_submissions import (ASSIGNMENT, INVERTED_CAUSAL, LOOPS_WITHOUT_S, ROOT, finish,
-                                 nbgrader, submission)
+                                 masking_course, nbgrader, sdpa_with_its_own_causal_mask,
+                                 submission)
 from qkv_course._regrade_child import Watch, refusal_flags
 from qkv_course._regrade_run import Job, _valid
 from qkv_course._regrade_scan import scan
@@ -66,12 +67,11 @@ def graded_class(tmp_path_factory):
     limit; the ``os._exit``, whose autograde fails), gathered in one course folder."""
     tmp = tmp_path_factory.mktemp("regrade")
     base = tmp / "base"
-    (base / "solutions").mkdir(parents=True)
-    shutil.copy(ROOT / "nbgrader_config.py", base)
-    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, base / "solutions" / ASSIGNMENT)
-    finish(nbgrader(base, "generate_assignment", ASSIGNMENT, "--force", "--create"))
-    release = base / "exercises" / ASSIGNMENT / "masking.ipynb"
-    tampered = submission({"causal_mask": TAMPERED}, base=release)
+    release = masking_course(base)
+    # Its attention builds its own causal mask: the wrong one costs test_causal_mask only.
+    tampered = submission({"causal_mask": TAMPERED,
+                           "scaled_dot_product_attention": sdpa_with_its_own_causal_mask()},
+                          base=release)
     next(c for c in tampered.cells if c.metadata.get("nbgrader", {}).get("grade_id") == CAUSAL
          ).source = "pass"
     shards = {

@@ -20,8 +20,9 @@ import torch
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from masking_submissions import (ASSIGNMENT, DIAGONAL_MASKED, INVERTED_CAUSAL, INVERTED_PADDING,
-                                 LOOPS_WITHOUT_S, MISSING_CAUSAL, MISTAKE_NAMES, ROOT, finish,
-                                 nbgrader, sdpa_with_its_own_causal_mask, submission)
+                                 LOOPS_WITHOUT_S, MISSING_CAUSAL, MISTAKE_NAMES, finish,
+                                 masking_course, nbgrader, sdpa_with_its_own_causal_mask,
+                                 submission)
 from qkv.checks import check_causal_mask, check_padding_mask
 from qkv_course.cli import main
 
@@ -70,11 +71,7 @@ def graded_class(tmp_path_factory):
     """
     tmp = tmp_path_factory.mktemp("report")
     base = tmp / "base"
-    (base / "solutions").mkdir(parents=True)
-    shutil.copy(ROOT / "nbgrader_config.py", base)
-    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, base / "solutions" / ASSIGNMENT)
-    finish(nbgrader(base, "generate_assignment", ASSIGNMENT, "--force", "--create"))
-    release = base / "exercises" / ASSIGNMENT / "masking.ipynb"
+    release = masking_course(base)
 
     shards = {"a": [], "b": [], "loops": []}  # shard -> [(student, notebook)]
     expected = {}

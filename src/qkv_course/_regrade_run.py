@@ -9,7 +9,8 @@ its kernel loses its own test's points, and every other test is graded.
 
 Each child runs as ``python -I`` (no user site, no ``PYTHON*`` variables), in a temporary
 folder outside the course, with an environment that names none of the course's paths, in its
-own session (killed as a group), under ``resource`` limits on memory, CPU time and file size.
+own session (killed as a group), under ``resource`` limits on memory, CPU time and file size,
+on the CPU only.
 It reports JSON lines carrying a nonce on a pipe of its own; everything else it might write is
 ignored, and a line that is not a valid report (forged, say) is a ``protocol`` flag.
 """
@@ -72,10 +73,11 @@ class Graded:
     flags: List[Flag] = field(default_factory=list)
 
 
-def _limits(memory: int, cpu: int) -> None:
-    """In the child before it starts: memory (address space), CPU seconds, file size, no core."""
-    for limit, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu),
-                         (resource.RLIMIT_FSIZE, FILE_LIMIT), (resource.RLIMIT_CORE, 0)):
+def _limits(cpu: int) -> None:
+    """In the child before it starts: CPU seconds, file size, no core file. (Its memory limit
+    is set by the child itself once torch is loaded: see :func:`._regrade_child.limit_memory`.)"""
+    for limit, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, FILE_LIMIT),
+                         (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
 
 
@@ -95,14 +97,16 @@ def _start(job: Job, nonce: str, folder: str, memory: int, cpu: int) -> Tuple[An
             f"from qkv_course._regrade_child import main; main({write})")
     env = {"PATH": "/usr/bin:/bin", "HOME": folder, "TMPDIR": folder, "LANG": "C.UTF-8",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-           "NBGRADER_EXECUTION": "autograde"}  # the set-up cell then installs nothing
+           "NBGRADER_EXECUTION": "autograde",  # the set-up cell then installs nothing
+           "CUDA_VISIBLE_DEVICES": ""}  # graded on the CPU, the same on every grading machine
     with open(os.path.join(folder, "stderr"), "wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=err, cwd=folder, env=env, pass_fds=(write,),
-            start_new_session=True, preexec_fn=lambda: _limits(memory, cpu))
+            start_new_session=True, preexec_fn=lambda: _limits(cpu))
     os.close(write)
-    spec = {"nonce": nonce, "setup": job.setup, "answers": job.answers, "tests": job.tests}
+    spec = {"nonce": nonce, "setup": job.setup, "answers": job.answers, "tests": job.tests,
+            "memory": memory}
     try:
         proc.stdin.write((json.dumps(spec) + "\n").encode())
         proc.stdin.close()
@@ -128,7 +132,8 @@ def _valid(line: bytes, nonce: str, job: Job) -> Optional[Dict[str, Any]]:
         return None
     if not isinstance(rec, dict) or rec.get("nonce") != nonce:
         return None
-    event, answers, tests = rec.get("event"), {a for a, _ in job.answers}, {t for t, _, _ in job.tests}
+    event = rec.get("event")
+    answers, tests = {a for a, _ in job.answers}, {t for t, _, _ in job.tests}
     ok = {"cell": lambda: rec.get("answer") in answers,
           "defined": lambda: rec.get("answer") in answers and _flags(rec.get("flags")) is not None,
           "start": lambda: rec.get("test") in tests,
@@ -218,7 +223,7 @@ def grade(job: Job, timeout: float, memory: int) -> Graded:
     Args:
         job: the submission's set-up, answer cells and tests.
         timeout: seconds each answer cell and each check may take.
-        memory: bytes of address space each child may use.
+        memory: bytes of address space each child may add to what torch and the checks take.
 
     Returns:
         a result for every test (a test whose child died or timed out: failed, flagged).

@@ -124,7 +124,8 @@ def _aliases(tree: ast.AST, known: Mapping[str, str], flags: List[Flag]) -> Dict
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                top = a.name.split(".")[0]
+                aliases[a.asname or top] = a.name if a.asname else top
                 _add(flags, _module_flag(a.name), node, f"import {a.name}")
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for a in node.names:

@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60, metavar="S",
                         help="seconds each answer cell and each check may run (default 60)")
     parser.add_argument("--memory", type=int, default=4096, metavar="MB",
-                        help="memory each grading process may use, in MiB (default 4096)")
+                        help="memory the answers of one submission may take, in MiB, beyond "
+                        "what torch and the checks take (default 4096)")
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="submissions graded at once, each in its own process (default 2)")
 
@@ -163,7 +164,8 @@ def regrade_notebook(student: str, assignment: str, nb: Any, autograded: bool, p
             flags.append(("not-autograded", "nbgrader wrote no autograded notebook for this "
                           "submission: its kernel died?"))
         if abs((theirs or 0.0) - clean) > 1e-9:
-            why = result.message.strip().splitlines()[0][:200] if result.message.strip() else "passed"
+            lines = result.message.strip().splitlines()
+            why = lines[0][:200] if lines else "passed"
             flags.append(("disagree", f"nbgrader {theirs or 0:g}, clean {clean:g} ({why})"))
         rows.append([student, assignment, test, "" if theirs is None else f"{theirs:g}",
                      f"{clean:g}", f"{points:g}", flags])
@@ -179,17 +181,17 @@ def summary(rows: List[List[Any]], out: Path) -> str:
     """The few lines of ``summary.txt``: counts, then each flagged student with their keywords."""
     subs = {(r[0], r[1]) for r in rows}
     disagree = sum(any(k == "disagree" for k, _ in r[6]) for r in rows)
-    flagged: Dict[str, List[str]] = {}
+    flagged: Dict[str, Dict[str, List[str]]] = {}  # student -> assignment -> keywords
     for r in rows:
         for k, _ in r[6]:
-            flagged.setdefault(r[0], [])
-            if f"{r[1]} {k}" not in flagged[r[0]]:
-                flagged[r[0]].append(f"{r[1]} {k}")
+            keywords = flagged.setdefault(r[0], {}).setdefault(r[1], [])
+            keywords += [] if k in keywords else [k]
     lines = [f"qkv regrade: {len(subs)} submission(s) of {len({s for s, _ in subs})} student(s), "
              f"{len(rows)} test(s) graded again",
              f"disagreements with nbgrader: {disagree}",
              f"flagged students: {len(flagged)}" + ("" if flagged else " (none)")]
-    lines += [f"  {s}: {', '.join(ks)}" for s, ks in sorted(flagged.items())]
+    lines += [f"  {s}: " + "; ".join(f"{a} ({', '.join(ks)})" for a, ks in sorted(by_a.items()))
+              for s, by_a in sorted(flagged.items())]
     lines.append(f"details: {out / 'regrade.csv'}")
     return "\n".join(lines) + "\n"
 
