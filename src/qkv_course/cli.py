@@ -18,6 +18,7 @@ from .graded import UsageError
 SUBCOMMANDS = {
     "progress": ("qkv_course.progress", "students: run notebooks' answers and tests, report what passes"),
     "report": ("qkv_course.report", "instructors: which named mistakes a class makes, after autograding"),
+    "gradescope": ("qkv_course.gradescope", "instructors: an Otter-Grader autograder zip for Gradescope"),
 }
 
 
