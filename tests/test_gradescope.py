@@ -91,7 +91,7 @@ def _test_files(assignment, time_limit):
     """grade id -> the text of its Otter test file."""
     solution = _solution(assignment)
     released = gradescope.release(solution)
-    return {g: gradescope.test_file(solution, released, g, "here", time_limit)
+    return {g: gradescope.otter_test(solution, released, g, "here", time_limit)
             for g in gradescope._grade_ids(solution, written=False)}
 
 
@@ -276,12 +276,19 @@ def test_the_zip_installs_cpu_torch_and_the_bundled_package_and_leaves_written_a
         names = set(z.namelist())
         environment = z.read("environment.yml").decode()
         config = json.loads(z.read("otter_config.json"))
+        built_from = z.read("files/qkv-built-from.txt").decode()
+        setup = z.read("setup.sh").decode()
     wheels = [n for n in names if n.startswith("files/qkv-") and n.endswith(".whl")]
     assert len(wheels) == 1 and f"/autograder/source/{wheels[0]}" in environment
     assert "download.pytorch.org/whl/cpu" in environment and "torch==2.13.0+cpu" in environment
     assert f"python={sys.version_info.major}.{sys.version_info.minor}" in environment
     assert "git+" not in environment  # nothing fetched from the repository
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True).stdout.strip()
+    assert f"built from commit {head}" in built_from
     assert config["show_hidden"] is True
+    assert setup.startswith("#!/usr/bin/env bash")  # Otter's, with one step added at the end
+    assert setup.rstrip().endswith("pip uninstall --yes rfc3987-syntax")
     assert {n for n in names if n.startswith("tests/")} == {
         f"tests/{t}.py" for t in ("test_attention_scores", "test_softmax",
                                   "test_scaled_dot_product_attention", "test_dot_product_variance")}

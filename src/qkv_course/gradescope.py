@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict
 
+from nbformat import NotebookNode
+
 from . import assignments
 from .config import ROOT
 from .graded import UsageError
 
-STUDENT_IGNORES = {"ignore": True}  # Otter's cell metadata (key "otter"): not run when grading
+SKIP = {"ignore": True}  # Otter's cell metadata (key "otter"): not run when grading
 
 TEST_FILE = '''"""{name}, worth {points} points: generated from {source} by `qkv gradescope`; do not edit.
 
@@ -176,7 +178,7 @@ def write(source: Path, out: Path, root: Path = ROOT) -> Autograder:
     assignments.stamp(solution, shown)
     released = release(solution)
     limit = cell_time_limit(root)
-    tests = {grade_id: test_file(solution, released, grade_id, shown, limit)
+    tests = {grade_id: otter_test(solution, released, grade_id, shown, limit)
              for grade_id in _grade_ids(solution, written=False)}
     out.mkdir(parents=True, exist_ok=True)
     notebook = out / f"{source.stem}.ipynb"
@@ -186,7 +188,7 @@ def write(source: Path, out: Path, root: Path = ROOT) -> Autograder:
                       _grade_ids(solution, written=True))
 
 
-def release(solution):
+def release(solution: NotebookNode) -> NotebookNode:
     """nbgrader's release of a solution notebook (what ``generate_assignment`` writes).
 
     The preprocessors of nbgrader's ``generate_assignment``, run here on one notebook, less
@@ -203,7 +205,7 @@ def release(solution):
     return nb
 
 
-def student_notebook(released):
+def student_notebook(released: NotebookNode) -> NotebookNode:
     """The release with Otter's cell metadata: each test runs in its test cell's place.
 
     The test cell itself is skipped when grading (``otter: ignore``): Otter runs the test
@@ -214,7 +216,7 @@ def student_notebook(released):
     host = None
     for cell in nb.cells:
         if _is_test(cell):
-            cell.metadata["otter"] = dict(STUDENT_IGNORES)
+            cell.metadata["otter"] = dict(SKIP)
             if host is not None:
                 host.metadata.setdefault("otter", {}).setdefault("tests", []).append(
                     _meta(cell)["grade_id"])
@@ -223,9 +225,21 @@ def student_notebook(released):
     return nb
 
 
-def test_file(solution, released, grade_id: str, source: str, time_limit: float) -> str:
-    """The Otter test file of one test cell (see :data:`TEST_FILE`)."""
-    def lines(nb) -> str:
+def otter_test(solution: NotebookNode, released: NotebookNode, grade_id: str, source: str,
+               time_limit: float) -> str:
+    """The Otter test file of one test cell (see :data:`TEST_FILE`).
+
+    Args:
+        solution: the solution notebook (its test cells whole).
+        released: nbgrader's release of it (the test cells as students see them).
+        grade_id: the test cell's grade id, which names the test.
+        source: the assignment's source, as the file's docstring names it.
+        time_limit: seconds each case may run.
+
+    Returns:
+        The text of the file.
+    """
+    def lines(nb: NotebookNode) -> str:
         cell = next(c for c in nb.cells if _meta(c).get("grade_id") == grade_id)
         return "\n".join(f"    {line!r}," for line in cell.source.split("\n"))
 
@@ -242,16 +256,16 @@ def cell_time_limit(root: Path = ROOT) -> float:
     return float(cfg.Execute.timeout)
 
 
-def _meta(cell) -> dict:
+def _meta(cell: NotebookNode) -> dict:
     return cell.metadata.get("nbgrader", {})
 
 
-def _is_test(cell) -> bool:
+def _is_test(cell: NotebookNode) -> bool:
     meta = _meta(cell)
     return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-def _grade_ids(nb, *, written: bool) -> Dict[str, float]:
+def _grade_ids(nb: NotebookNode, *, written: bool) -> Dict[str, float]:
     """Graded cells -> points: the autograded tests, or the answers graded by hand."""
     return {_meta(c)["grade_id"]: _meta(c)["points"] for c in nb.cells
             if _meta(c).get("grade") and _is_test(c) != written}
