@@ -75,18 +75,16 @@ def plan(exercise: Exercise, seed: int) -> List[Planned]:
 @contextlib.contextmanager
 def checking() -> Iterator[Session]:
     """What surrounds a whole check: an intact course and torch (:class:`._session.Session`),
-    the notebook's random state left alone, stderr sent to stdout, a single thread."""
+    the notebook's random state left alone, a single thread. (What the student's code writes
+    to stderr is caught around each guarded pass: :func:`call_guarded`.)"""
     # The inputs are tiny: waking a pool of threads for each op costs more than the op
     # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    # The student's global random state is left as it was (building modules draws from it),
-    # and anything their code writes to stderr goes to stdout: nbgrader fails a test cell
-    # with stderr output.
+    # The student's global random state is left as it was (building modules draws from it).
     gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     try:
-        with Session() as session, torch.random.fork_rng(devices=gpus), \
-                contextlib.redirect_stderr(sys.stdout):
+        with Session() as session, torch.random.fork_rng(devices=gpus):
             yield session
     finally:
         torch.set_num_threads(threads)
