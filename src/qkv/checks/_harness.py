@@ -17,7 +17,6 @@ let a warning through: nbgrader scores a test cell that writes to stderr as fail
 from __future__ import annotations
 
 import builtins
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
