@@ -89,8 +89,10 @@ def outcome_of_error(ename: str, evalue: str) -> Outcome:
         return Outcome(TIMEOUT, TIMED_OUT)
     if ename != "AssertionError":
         return Outcome(ERROR, f"{ename}: {evalue}" if evalue else ename)
-    from qkv.checks._messages import mistake_named, not_written  # imports torch: only when needed
+    from qkv.checks._messages import mistake_named, not_written, over_budget  # imports torch
 
+    if over_budget(evalue):  # the check stopped a call past its time budget
+        return Outcome(TIMEOUT, evalue)
     mistake = mistake_named(evalue) or (NOT_WRITTEN if not_written(evalue) else None)
     return Outcome(FAIL, evalue or "AssertionError (with no message)", mistake)
 

@@ -265,7 +265,7 @@ ATTACKS: List[Attack] = [
         import torch
         import torch.nn.functional as F
         def self_attention(x, W_q, W_k, W_v):
-            q, k, v = x @ W_q, x @ W_k, x @ W_v
+            q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
             flat = lambda t: t.reshape(-1, *t.shape[-2:])
             out = torch.vmap(F.scaled_dot_product_attention)(flat(q), flat(k), flat(v))
             return out.reshape(*x.shape[:-1], v.shape[-1])
