@@ -262,3 +262,10 @@ def check_mask(
                 f"{tuple(batch_shape)} of the inputs; expected (..., {L}, {S}) with leading dims "
                 f"equal to those or 1"
             )
+
+
+def require_even(name: str, n: int, why: str) -> int:
+    """Raise ``ValueError`` unless the size ``n`` is even; ``why`` says what needs pairs."""
+    if n % 2:
+        raise ValueError(f"{name} must be even ({why}), got {n}")
+    return n

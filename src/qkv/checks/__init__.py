@@ -55,6 +55,11 @@ from .multi_head import (  # noqa: F401
     check_merge_heads,
     check_split_heads,
 )
+from .position import (  # noqa: F401
+    check_alibi_bias,
+    check_apply_rope,
+    check_sinusoidal_encoding,
+)
 from .qkv import (  # noqa: F401
     check_cross_attention,
     check_self_attention,
@@ -68,6 +73,8 @@ from .scaling import (  # noqa: F401
 __all__ = [
     "check_MultiHeadAttention",
     "check_additive_score",
+    "check_alibi_bias",
+    "check_apply_rope",
     "check_attention_scores",
     "check_bahdanau_attention",
     "check_causal_mask",
@@ -80,6 +87,7 @@ __all__ = [
     "check_padding_mask",
     "check_scaled_dot_product_attention",
     "check_self_attention",
+    "check_sinusoidal_encoding",
     "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
