@@ -119,3 +119,10 @@ def test_every_listing_in_the_chapters_fits_the_column(md: Path, path: str, pyob
     text = teaching_source(md.parent / path, pyobject).text
     wide = [line for line in text.splitlines() if len(line) > WIDTH]
     assert not wide, f"{md.name}, {pyobject}: lines wider than {WIDTH} characters: {wide}"
+
+
+def test_start_at_and_end_at_select_lines_as_literalinclude_does(sample: Path):
+    text = teaching_source(sample, "scaled", start_at="s = 1.0", end_at="return").text
+    assert text == "s = 1.0 / n if scale is None else scale\nreturn x * s"
+    with pytest.raises(LookupError):
+        teaching_source(sample, "scaled", start_at="not there")

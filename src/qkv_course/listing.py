@@ -156,13 +156,27 @@ def _tidy(lines: List[str]) -> List[str]:
     return out
 
 
-def teaching_source(path: Path, pyobject: str, width: Optional[int] = WIDTH) -> Listing:
+def _between(lines: List[str], start_at: Optional[str], end_at: Optional[str]) -> List[str]:
+    """From the first line holding ``start_at`` to the next holding ``end_at`` (both kept)."""
+    first = next((i for i, line in enumerate(lines) if start_at in line), None) if start_at else 0
+    if first is None:
+        raise LookupError(f"no line holds {start_at!r}")
+    last = next((i for i in range(first, len(lines)) if end_at in lines[i]), None) if end_at else len(lines) - 1
+    if last is None:
+        raise LookupError(f"no line after {start_at!r} holds {end_at!r}")
+    return lines[first : last + 1]
+
+
+def teaching_source(path: Path, pyobject: str, width: Optional[int] = WIDTH,
+                    start_at: Optional[str] = None, end_at: Optional[str] = None) -> Listing:
     """The listing of ``pyobject`` in ``path``: docstrings and validation left out, lines fitted.
 
     Args:
         path: a Python source file.
         pyobject: ``name``, ``Class`` or ``Class.method``, as Sphinx's ``literalinclude`` takes.
         width: the widest line wanted (``None``: leave lines as they are).
+        start_at, end_at: show only the lines from the first holding ``start_at`` to the next
+            holding ``end_at``, as ``literalinclude``'s options of those names do.
 
     Returns:
         The text (dedented, ending without a newline) and the object's line range in ``path``.
@@ -179,7 +193,7 @@ def teaching_source(path: Path, pyobject: str, width: Optional[int] = WIDTH) -> 
     trimmer.node(node)
     dropped = trimmer.dropped | _comments_above(lines, trimmer.validation_starts, trimmer.dropped)
     kept = [lines[n - 1] for n in range(first, node.end_lineno + 1) if n not in dropped]
-    text = textwrap.dedent("\n".join(_tidy(kept)))
+    text = textwrap.dedent("\n".join(_between(_tidy(kept), start_at, end_at)))
     if width is not None:
         text = fit_lines(text, width)
     return Listing(text, first, node.end_lineno)

@@ -110,7 +110,10 @@ def _source(arg: str, opts: Dict[str, str], ctx: Context, teach: bool) -> str:
     lang = opts.get("language", "python" if path.suffix == ".py" else "")
     if "pyobject" not in opts:
         return f"```{lang}\n{path.read_text().rstrip()}\n```"
-    listing = (teaching_source if teach else object_source)(path, opts["pyobject"])
+    if teach:
+        listing = teaching_source(path, opts["pyobject"], start_at=opts.get("start-at"), end_at=opts.get("end-at"))
+    else:
+        listing = object_source(path, opts["pyobject"])
     block = f"```{lang}\n{listing.text}\n```"
     if not teach:
         return block

@@ -32,14 +32,18 @@ CSS = Path(__file__).parent / "static" / "qkv.css"
 
 class ListingDirective(SphinxDirective):
     required_arguments = 1
-    option_spec = {"pyobject": directives.unchanged_required}
+    # start-at / end-at select lines as literalinclude's do; the text is always dedented, so
+    # dedent is accepted and needs no value.
+    option_spec = {"pyobject": directives.unchanged_required, "start-at": directives.unchanged,
+                   "end-at": directives.unchanged, "dedent": directives.unchanged}
 
     def run(self) -> list:
         rel, path = self.env.relfn2path(self.arguments[0])
         self.env.note_dependency(rel)
         root = Path(self.env.srcdir)
         try:
-            listing = teaching_source(Path(path), self.options["pyobject"])
+            listing = teaching_source(Path(path), self.options["pyobject"],
+                                      start_at=self.options.get("start-at"), end_at=self.options.get("end-at"))
         except (OSError, LookupError, SyntaxError) as error:
             raise self.error(f"listing {self.arguments[0]} :pyobject: {self.options['pyobject']}: {error}")
         code = nodes.literal_block(listing.text, listing.text, language="python")
