@@ -17,6 +17,13 @@ from .efficient import (  # noqa: F401
     kv_cache_step,
     triton_attention,
 )
+from .induction import (  # noqa: F401
+    AttentionOnlyTransformer,
+    InductionTask,
+    ablate_heads,
+    measure_induction,
+    train_induction,
+)
 from .lookup import (  # noqa: F401
     AdditiveAttention,
     LuongAttention,
@@ -55,10 +62,13 @@ from .scaling import (  # noqa: F401
 
 __all__ = [
     "AdditiveAttention",
+    "AttentionOnlyTransformer",
+    "InductionTask",
     "LuongAttention",
     "MultiHeadAttention",
     "ReverseTask",
     "Seq2Seq",
+    "ablate_heads",
     "additive_score",
     "attend",
     "attention_scores",
@@ -73,6 +83,7 @@ __all__ = [
     "hard_lookup",
     "kv_cache_step",
     "luong_score",
+    "measure_induction",
     "merge_heads",
     "padding_mask",
     "scaled_dot_product_attention",
@@ -84,6 +95,7 @@ __all__ = [
     "split_heads",
     "to_additive_mask",
     "to_torch_mask",
+    "train_induction",
     "triton_attention",
 ]
 # --- end of exports ---
