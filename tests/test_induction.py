@@ -123,9 +123,11 @@ def test_short_training_lowers_the_loss_on_the_repeat(one_thread):
     probe = sample(task, 128, seed=99)
     torch.manual_seed(0)
     model = AttentionOnlyTransformer(24, 16, d_model=32, num_layers=2, num_heads=2)
-    at, log = train_induction(model, task, steps=150, probe=probe, every=50, lr=1e-2)
-    assert at.tolist() == [0, 50, 100, 150]
+    at, log = train_induction(model, task, steps=100, probe=probe, every=40, lr=1e-2)
+    assert at.tolist() == [0, 40, 80, 100]
     assert log.previous.shape == log.induction.shape == (4, 2, 2)
-    assert log.loss_repeat[-1] < log.loss_repeat[0] - 0.1
+    # the repeat's loss falls, and by more than the first copy's: the model starts to use the context
+    drop_repeat, drop_first = log.loss_repeat[0] - log.loss_repeat[-1], log.loss_first[0] - log.loss_first[-1]
+    assert drop_repeat > 0.3 and drop_repeat > 2 * drop_first
     final = measure_induction(model, probe)
     torch.testing.assert_close(final.loss_repeat, log.loss_repeat[-1])
