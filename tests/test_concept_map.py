@@ -48,3 +48,18 @@ def test_a_concept_missing_a_file_is_reported(tmp_path: Path):
                  "tests/test_masking.py"):
         assert any(what in line for line in problems), (what, problems)
     assert "| **masking** |" in table(tmp_path)
+
+
+def test_a_chapter_without_assignment_needs_no_checks_but_may_not_have_them(tmp_path: Path):
+    (tmp_path / "book").mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    text = (ROOT / "book" / "06-masking.md").read_text().replace("---\n", "---\nassignment: false\n", 1)
+    (tmp_path / "book" / "06-masking.md").write_text(text)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/06-masking\n")
+    (c,) = concepts(tmp_path)
+    assert not c.graded
+    assert not any("checks" in line or "solutions" in line for line in missing(c)), missing(c)
+    (tmp_path / "src" / "qkv" / "checks").mkdir(parents=True)
+    (tmp_path / "src" / "qkv" / "checks" / "masking.py").write_text("def check_x(fn):\n    pass\n")
+    assert any("assignment: false" in line for line in missing(c)), missing(c)

@@ -17,6 +17,13 @@ from .efficient import (  # noqa: F401
     kv_cache_step,
     triton_attention,
 )
+from .induction import (  # noqa: F401
+    AttentionOnlyTransformer,
+    InductionTask,
+    ablate_heads,
+    measure_induction,
+    train_induction,
+)
 from .lookup import (  # noqa: F401
     AdditiveAttention,
     LuongAttention,
@@ -61,10 +68,13 @@ from .scaling import (  # noqa: F401
 
 __all__ = [
     "AdditiveAttention",
+    "AttentionOnlyTransformer",
+    "InductionTask",
     "LuongAttention",
     "MultiHeadAttention",
     "ReverseTask",
     "Seq2Seq",
+    "ablate_heads",
     "additive_score",
     "alibi_bias",
     "alibi_slopes",
@@ -82,6 +92,7 @@ __all__ = [
     "hard_lookup",
     "kv_cache_step",
     "luong_score",
+    "measure_induction",
     "merge_heads",
     "padding_mask",
     "scaled_dot_product_attention",
@@ -94,6 +105,7 @@ __all__ = [
     "split_heads",
     "to_additive_mask",
     "to_torch_mask",
+    "train_induction",
     "triton_attention",
 ]
 # --- end of exports ---

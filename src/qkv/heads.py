@@ -8,6 +8,11 @@ and the last one ([SEP]); and how spread out each row is (its entropy, divided b
 over a handful of sentences they give each head a label such as "previous" or
 "[CLS], sharp". They describe behaviour on those sentences, nothing more: a label
 is a measurement, not an explanation of what the head is for.
+
+Two scores test a head for a job rather than a habit: :func:`previous_token_score`
+(the weight on the token just before) and :func:`induction_score` (the weight on the
+token that followed the previous occurrence of the current token), the two heads of
+the induction circuit that :mod:`qkv.induction` grows.
 """
 
 from __future__ import annotations
@@ -229,3 +234,79 @@ def top_heads(weights: Tensor, query: int, key: int, k: int = 3) -> List[Tuple[i
         raise ValueError(f"k must be between 1 and layers * heads = {layers * H}, got {k}")
     values, flat = weights[:, :, query, key].flatten().topk(k)
     return [(int(i) // H, int(i) % H, float(w)) for w, i in zip(values, flat)]
+
+
+def previous_token_score(weights: Tensor) -> Tensor:
+    """How much weight each head puts on the previous token, averaged over queries and batch.
+
+    A perfect previous-token head scores 1; a head that spreads its weight evenly over
+    the ``t + 1`` keys a causal query ``t`` may see scores about ``log(T) / T``.
+
+    Args:
+        weights: attention weights of one or more layers.
+
+    Returns:
+        The mean weight from query ``t`` on key ``t - 1`` (queries ``1 .. T-1``).
+
+    Shape:
+        - weights: ``(..., B, H, T, T)``
+        - output: ``(..., H)``
+    """
+    v.require_min_dim("weights", weights, 4, "(..., B, H, T, T)")
+    return weights.diagonal(-1, -2, -1).mean(-1).mean(-2)
+
+
+def induction_targets(tokens: Tensor) -> Tensor:
+    """For every position, the key an induction head attends to, or -1.
+
+    Query ``t`` whose token appeared before, last at ``j < t``, should look at ``j + 1``:
+    the token that followed the current token last time, which is the best guess
+    for the token that follows it now.
+
+    Args:
+        tokens: token ids.
+
+    Returns:
+        ``j + 1`` for the most recent earlier occurrence ``j`` of ``tokens[b, t]``, else -1.
+
+    Shape:
+        - tokens: ``(B, T)``
+        - output: ``(B, T)``
+    """
+    v.require_dim("tokens", tokens, 2, "(B, T)")
+    T = tokens.shape[1]
+    earlier = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril(-1)  # key j < query t
+    same = (tokens[:, :, None] == tokens[:, None, :]) & earlier
+    j = torch.arange(T, device=tokens.device)
+    last = torch.where(same, j, -1).amax(-1)  # most recent earlier occurrence, -1 if none
+    return torch.where(last >= 0, last + 1, -1)
+
+
+def induction_score(weights: Tensor, tokens: Tensor) -> Tensor:
+    """How much weight each head puts on the token after the previous occurrence of the current one.
+
+    Averaged over the queries that have such a token (see :func:`induction_targets`)
+    and over the batch. A perfect induction head scores 1.
+
+    Args:
+        weights: attention weights of one or more layers on ``tokens``.
+        tokens: the sequences the weights were computed on.
+
+    Returns:
+        The mean weight on the induction target.
+
+    Shape:
+        - weights: ``(..., B, H, T, T)``, tokens: ``(B, T)``
+        - output: ``(..., H)``
+    """
+    v.require_min_dim("weights", weights, 4, "(..., B, H, T, T)")
+    target = induction_targets(tokens)
+    if weights.shape[-4] != tokens.shape[0] or weights.shape[-1] != tokens.shape[1]:
+        raise ValueError(f"weights {v.shape_str(weights)} do not match tokens {v.shape_str(tokens)}")
+    has = target >= 0
+    if not has.any():
+        raise ValueError("no token repeats in tokens: there is nothing to score an induction head on")
+    index = target.clamp_min(0)[:, None, :, None].expand(*weights.shape[:-1], 1)
+    on_target = weights.gather(-1, index)[..., 0]  # (..., B, H, T)
+    mask = has[:, None, :].to(weights.dtype)
+    return (on_target * mask).sum((-3, -1)) / mask.sum((-3, -1))
