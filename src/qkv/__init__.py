@@ -25,7 +25,7 @@ from .flex import (  # noqa: F401
     padding_mask_mod,
     sliding_window_mask_mod,
 )
-from .linear_attention import (  # noqa: F401
+from .linear import (  # noqa: F401
     elu_feature_map,
     linear_attention,
     linear_attention_weights,

@@ -8,7 +8,7 @@
   (SDPA's ``is_causal`` and :func:`qkv.causal_mask` align it to the top left).
 - :func:`local_global_mask`: a sliding window plus a few global tokens (Longformer).
 
-Linear attention lives in :mod:`qkv.linear_attention`, FlexAttention's mask and score
+Linear attention lives in :mod:`qkv.linear`, FlexAttention's mask and score
 functions in :mod:`qkv.flex`, the path-length measurements in :mod:`qkv.paths`.
 Every bool mask is ``True`` where attention is allowed (SDPA's convention;
 ``nn.MultiheadAttention`` uses the opposite: pass ``~mask`` or :func:`qkv.to_torch_mask`).
@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .masking import _sizes, sliding_window_mask
+from .masking import _sizes, causal_mask, sliding_window_mask
 from .scaling import scaled_dot_product_attention
 
 __all__ = [
@@ -73,13 +73,19 @@ def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> int:
     return Hq // Hkv
 
 
-def _group_mask(attn_mask: Optional[Tensor], Hq: int, Hkv: int) -> Optional[Tensor]:
-    """A mask broadcastable to ``(..., Hq, L, S)`` made broadcastable to ``(..., Hkv, G, L, S)``."""
-    if attn_mask is None or attn_mask.dim() < 3:
-        return attn_mask  # no head axis: it broadcasts over heads and groups alike
-    if attn_mask.shape[-3] == Hq:
-        return attn_mask.unflatten(-3, (Hkv, Hq // Hkv))
-    return attn_mask.unsqueeze(-3)  # a head axis of size 1
+def _group_mask(attn_mask: Optional[Tensor], is_causal: bool, Hkv: int, G: int, L: int, S: int,
+                device: torch.device) -> Optional[Tensor]:
+    """The mask (or ``is_causal``) for ``(..., Hq, L, S)`` scores, for the ``(..., Hkv, G * L, S)`` ones."""
+    if is_causal:
+        attn_mask = causal_mask(L, S, device=device)
+    if attn_mask is None:
+        return None
+    m = attn_mask.broadcast_to(*attn_mask.shape[:-2], L, S)
+    if m.dim() >= 3 and m.shape[-3] == Hkv * G:
+        m = m.unflatten(-3, (Hkv, G))  # one row of masks per query head: split like the heads
+    else:
+        m = m.unsqueeze(-3)  # the same mask for every head of a group
+    return m.expand(*m.shape[:-3], G, L, S).flatten(-3, -2)
 
 
 def grouped_query_attention(
@@ -96,7 +102,7 @@ def grouped_query_attention(
     head ``g``: the result equals multi-head attention on :func:`repeat_kv`'s copies,
     and PyTorch's ``scaled_dot_product_attention(..., enable_gqa=True)``. ``Hkv = 1``
     is multi-query attention, ``Hkv = Hq`` ordinary multi-head attention. The keys and
-    values are broadcast over each group, never copied.
+    values are never copied: a group's queries are stacked and meet them together.
 
     Args:
         query: queries.
@@ -115,13 +121,14 @@ def grouped_query_attention(
         - output: ``(..., Hq, L, Ev)``
     """
     G = _check_gqa(query, key, value)
-    Hkv = key.shape[-3]
-    # (..., Hq, L, E) -> (..., Hkv, G, L, E): the G heads of a group sit next to each other.
-    q = query.unflatten(-3, (Hkv, G))
-    k, val = key.unsqueeze(-3), value.unsqueeze(-3)  # (..., Hkv, 1, S, E): broadcast over G
-    out = scaled_dot_product_attention(q, k, val, attn_mask=_group_mask(attn_mask, Hkv * G, Hkv),
-                                       is_causal=is_causal, scale=scale)
-    return out.flatten(-4, -3)
+    Hkv, L, S = key.shape[-3], query.shape[-2], key.shape[-2]
+    # (..., Hq, L, E) -> (..., Hkv, G * L, E): the G query heads of a group become G * L rows
+    # that all meet the same keys. Broadcasting (..., Hkv, G, L, E) against (..., Hkv, 1, S, E)
+    # instead would make matmul expand, and so copy, every key G times.
+    q = query.unflatten(-3, (Hkv, G)).flatten(-3, -2)
+    mask = _group_mask(attn_mask, is_causal, Hkv, G, L, S, query.device)
+    out = scaled_dot_product_attention(q, key, value, attn_mask=mask, scale=scale)
+    return out.unflatten(-2, (G, L)).flatten(-4, -3)
 
 
 def causal_mask_bottom_right(L: int, S: Optional[int] = None,
@@ -185,9 +192,9 @@ def local_global_mask(
         raise ValueError(f"global_tokens must lie in 0 .. {n - 1}, got {idx.tolist()}")
     if is_causal:
         allowed = sliding_window_mask(n, n, window, device=device)
-    else:
-        pos = torch.arange(n, device=device)
-        allowed = (pos[:, None] - pos[None, :]).abs() <= window // 2
+    else:  # a band of window // 2 diagonals on each side (bool all along: n * n bytes)
+        r = window // 2
+        allowed = torch.ones(n, n, dtype=torch.bool, device=device).triu(-r).tril(r)
     is_global = torch.zeros(n, dtype=torch.bool, device=device)
     is_global[idx.to(is_global.device)] = True
     allowed = allowed | is_global[:, None] | is_global[None, :]
