@@ -143,15 +143,10 @@ def causal_mask_bottom_right(L: int, S: Optional[int] = None,
     is ``torch.nn.attention.bias.causal_lower_right``.
 
     Args:
-        L: number of queries.
-        S: number of keys (default ``L``).
-        device: where to create the mask.
+        L, S, device: as for :func:`qkv.causal_mask` (``S`` defaults to ``L``).
 
     Returns:
-        Bool mask, ``True`` where attention is allowed.
-
-    Shape:
-        - output: ``(L, S)``
+        Bool mask ``(L, S)``, ``True`` where attention is allowed.
     """
     L, S = _sizes(L, S)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L)

@@ -6,6 +6,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 
 # ----------------------------------------------------------------------------- repeat_kv
@@ -152,8 +153,6 @@ def inverted(L, S=None, device=None):
 
 
 def torch_lower_right(L, S=None, device=None):
-    from torch.nn.attention.bias import causal_lower_right
-
     S = L if S is None else S
     return causal_lower_right(L, S)._materialize(device=device or torch.device("cpu"))
 
@@ -164,7 +163,7 @@ MASK_WRONG = {
     "one future key": (shifted_plus, "one future key"),
     "shifted the wrong way": (flipped_sign, "wrong way"),
     "inverted": (inverted, "inverted mask"),
-    "torch's causal_lower_right": (torch_lower_right, "do not allow it"),
+    "torch's causal_lower_right": (torch_lower_right, "calls torch.nn.attention.bias.causal_lower_right"),
 }
 MASK_RIGHT = {"tril": bottom_right_tril, "arange comparison": bottom_right_arange,
               "flips": bottom_right_flip}
