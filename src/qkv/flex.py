@@ -40,6 +40,7 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 def causal_mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
     """``qkv.causal_mask`` as a ``mask_mod``: query ``i`` sees keys ``0..i`` (top-left aligned)."""
+    v.require_tensor("b", b)  # FlexAttention passes index tensors (batched by vmap)
     return q_idx >= kv_idx
 
 

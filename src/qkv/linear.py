@@ -40,6 +40,7 @@ def elu_feature_map(x: Tensor) -> Tensor:
     Shape:
         - x, output: any, the same
     """
+    v.require_float_tensor("x", x)
     return F.elu(x) + 1
 
 

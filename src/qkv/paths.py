@@ -96,6 +96,7 @@ def path_length(forward: Forward, n: int, d: int, max_hops: Optional[int] = None
     Returns:
         The path length, or ``None`` if ``max_hops`` hops do not suffice.
     """
+    v.require_callable("forward", forward)
     n, d = v.require_int("n", n), v.require_int("d", d)
     limit = n if max_hops is None else v.require_int("max_hops", max_hops)
     x = torch.randn(n, d, generator=generator, dtype=torch.float64)
@@ -108,6 +109,12 @@ def path_length(forward: Forward, n: int, d: int, max_hops: Optional[int] = None
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if _reaches(forward, x, mid) else (mid, hi)
     return hi
+
+
+def _check_layer(d: object, generator: object) -> None:
+    v.require_int("d", d)
+    v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
+                       "; make one with torch.Generator().manual_seed(0)")
 
 
 def _weights(generator: torch.Generator, *shape: int) -> Tensor:
@@ -128,6 +135,7 @@ def recurrent(d: int, generator: torch.Generator) -> Forward:
     Returns:
         ``forward(x, hops)``: every state ``h_0 .. h_{n-1}``, shape ``(n, d)``.
     """
+    _check_layer(d, generator)
     W, U = _weights(generator, d, d), _weights(generator, d, d)
 
     def forward(x: Tensor, hops: int) -> Tensor:
@@ -159,6 +167,7 @@ def convolutional(d: int, kernel_size: int, generator: torch.Generator,
     Returns:
         ``forward(x, hops)``, shape ``(n, d)`` to ``(n, d)``.
     """
+    _check_layer(d, generator)
     k = v.require_int("kernel_size", kernel_size, minimum=2)
     layers: List[Tensor] = []
 
@@ -187,6 +196,7 @@ def self_attention_stack(d: int, generator: torch.Generator,
     Returns:
         ``forward(x, hops)``, shape ``(n, d)`` to ``(n, d)``.
     """
+    _check_layer(d, generator)
     layers: List[List[Tensor]] = []
 
     def forward(x: Tensor, hops: int) -> Tensor:
