@@ -17,12 +17,25 @@ from .efficient import (  # noqa: F401
     kv_cache_step,
     triton_attention,
 )
+from .flex import (  # noqa: F401
+    alibi_score_mod,
+    bottom_right_mask_mod,
+    causal_mask_mod,
+    local_global_mask_mod,
+    padding_mask_mod,
+    sliding_window_mask_mod,
+)
 from .induction import (  # noqa: F401
     AttentionOnlyTransformer,
     InductionTask,
     ablate_heads,
     measure_induction,
     train_induction,
+)
+from .linear import (  # noqa: F401
+    elu_feature_map,
+    linear_attention,
+    linear_attention_weights,
 )
 from .lookup import (  # noqa: F401
     AdditiveAttention,
@@ -49,6 +62,13 @@ from .multi_head import (  # noqa: F401
     merge_heads,
     split_heads,
 )
+from .paths import (  # noqa: F401
+    convolutional,
+    path_length,
+    recurrent,
+    self_attention_stack,
+    sequential_steps,
+)
 from .position import (  # noqa: F401
     alibi_bias,
     alibi_slopes,
@@ -65,6 +85,12 @@ from .scaling import (  # noqa: F401
     scaled_dot_product_attention,
     scaled_dot_product_attention_with_weights,
 )
+from .variants import (  # noqa: F401
+    causal_mask_bottom_right,
+    grouped_query_attention,
+    local_global_mask,
+    repeat_kv,
+)
 
 __all__ = [
     "AdditiveAttention",
@@ -77,29 +103,47 @@ __all__ = [
     "ablate_heads",
     "additive_score",
     "alibi_bias",
+    "alibi_score_mod",
     "alibi_slopes",
     "apply_rope",
     "attend",
     "attention_scores",
     "attention_weights",
     "bahdanau_attention",
+    "bottom_right_mask_mod",
     "causal_mask",
+    "causal_mask_bottom_right",
+    "causal_mask_mod",
     "chunked_attention",
     "combine_masks",
+    "convolutional",
     "cross_attention",
     "dot_product_variance",
+    "elu_feature_map",
     "from_torch_mask",
+    "grouped_query_attention",
     "hard_lookup",
     "kv_cache_step",
+    "linear_attention",
+    "linear_attention_weights",
+    "local_global_mask",
+    "local_global_mask_mod",
     "luong_score",
     "measure_induction",
     "merge_heads",
     "padding_mask",
+    "padding_mask_mod",
+    "path_length",
+    "recurrent",
+    "repeat_kv",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_with_weights",
     "self_attention",
+    "self_attention_stack",
+    "sequential_steps",
     "sinusoidal_encoding",
     "sliding_window_mask",
+    "sliding_window_mask_mod",
     "soft_lookup",
     "softmax",
     "split_heads",

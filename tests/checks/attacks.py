@@ -114,6 +114,27 @@ ATTACKS: List[Attack] = [
         def causal_mask(L, S=None, device=None):
             return _causal_variant(L, S, device)
         """, works=True),
+    _a("qkv.grouped_query_attention under another name", "helpers", "grouped_query_attention", """
+        import qkv
+        gqa = qkv.grouped_query_attention
+        def grouped_query_attention(query, key, value, is_causal=False, scale=None):
+            return gqa(query, key, value, is_causal=is_causal, scale=scale)
+        """, works=True),
+    _a("the checks' grouped-query variant", "helpers", "grouped_query_attention", """
+        from qkv.checks._variants_mistakes import gqa_variant
+        def grouped_query_attention(query, key, value, is_causal=False, scale=None):
+            return gqa_variant(query, key, value, is_causal, scale)
+        """, works=True),
+    _a("qkv.repeat_kv", "helpers", "repeat_kv", """
+        import qkv
+        def repeat_kv(x, n_rep):
+            return qkv.repeat_kv(x, n_rep)
+        """, works=True),
+    _a("the checks' bottom-right variant", "helpers", "causal_mask_bottom_right", """
+        from qkv.checks._variants_mistakes import bottom_right_variant
+        def causal_mask_bottom_right(L, S=None, device=None):
+            return bottom_right_variant(L, S, device)
+        """, works=True),
     _a("the checks' padding variant", "helpers", "padding_mask", """
         from qkv.checks.masking import _padding_variant
         def padding_mask(lengths, S=None):
@@ -216,6 +237,31 @@ ATTACKS: List[Attack] = [
         def causal_mask(L, S=None, device=None):
             S = L if S is None else S
             return causal_upper_left(L, S)._materialize(device=device or torch.device("cpu"))
+        """, works=True),
+    _a("SDPA with enable_gqa=True", "torch entry points", "grouped_query_attention", """
+        import torch.nn.functional as F
+        def grouped_query_attention(query, key, value, is_causal=False, scale=None):
+            return F.scaled_dot_product_attention(query, key, value, is_causal=is_causal,
+                                                  scale=scale, enable_gqa=True)
+        """, works=True),
+    _a("FlexAttention with enable_gqa=True", "torch entry points", "grouped_query_attention", """
+        import warnings
+        import torch
+        from torch.nn.attention.flex_attention import flex_attention
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        def grouped_query_attention(query, key, value, is_causal=False, scale=None):
+            mod = (lambda s, b, h, i, j: torch.where(i >= j, s, float("-inf"))) if is_causal else None
+            out = flex_attention(query.float(), key.float(), value.float(), score_mod=mod,
+                                 scale=scale, enable_gqa=True)
+            return out.to(query.dtype)
+        """, works=True),
+    _a("torch's lower-right causal bias (torch.nn.attention.bias)", "torch entry points",
+       "causal_mask_bottom_right", """
+        import torch
+        from torch.nn.attention.bias import causal_lower_right
+        def causal_mask_bottom_right(L, S=None, device=None):
+            S = L if S is None else S
+            return causal_lower_right(L, S)._materialize(device=device or torch.device("cpu"))
         """, works=True),
     _a("softmax through torch.distributions", "torch entry points", "softmax", """
         import torch

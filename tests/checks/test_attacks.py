@@ -13,7 +13,7 @@ import torch
 from attacks import ATTACKS, Attack
 from notebook import run_notebook
 from qkv.checks import bottleneck, efficient, lookup, masking, multi_head, qkv as qkv_checks
-from qkv.checks import position, scaling
+from qkv.checks import position, scaling, variants
 from qkv.checks._compare import close
 
 KINDS = {"helpers", "torch entry points", "nested calls", "subclass", "frames", "seeds", "files",
@@ -31,6 +31,8 @@ EXERCISES = {
     "chunked_attention": efficient.CHUNKED_ATTENTION, "kv_cache_step": efficient.KV_CACHE_STEP,
     "sinusoidal_encoding": position.SINUSOIDAL_ENCODING, "apply_rope": position.APPLY_ROPE,
     "alibi_bias": position.ALIBI_BIAS,
+    "repeat_kv": variants.REPEAT_KV, "grouped_query_attention": variants.GROUPED_QUERY_ATTENTION,
+    "causal_mask_bottom_right": variants.CAUSAL_MASK_BOTTOM_RIGHT,
 }
 IN_PROCESS = [a for a in ATTACKS if not a.notebook]
 # What the guards' refusals say (a right answer can fail for no other reason).

@@ -69,6 +69,11 @@ from .scaling import (  # noqa: F401
     check_dot_product_variance,
     check_scaled_dot_product_attention,
 )
+from .variants import (  # noqa: F401
+    check_causal_mask_bottom_right,
+    check_grouped_query_attention,
+    check_repeat_kv,
+)
 
 __all__ = [
     "check_MultiHeadAttention",
@@ -78,13 +83,16 @@ __all__ = [
     "check_attention_scores",
     "check_bahdanau_attention",
     "check_causal_mask",
+    "check_causal_mask_bottom_right",
     "check_chunked_attention",
     "check_cross_attention",
     "check_dot_product_variance",
+    "check_grouped_query_attention",
     "check_kv_cache_step",
     "check_luong_score",
     "check_merge_heads",
     "check_padding_mask",
+    "check_repeat_kv",
     "check_scaled_dot_product_attention",
     "check_self_attention",
     "check_sinusoidal_encoding",

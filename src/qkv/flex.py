@@ -1,0 +1,151 @@
+"""The course's masks and ALiBi as FlexAttention functions (chapter 9).
+
+PyTorch's FlexAttention (``torch.nn.attention.flex_attention``, PyTorch 2.5 and later)
+takes attention's variations as two small functions of indices instead of tensors:
+
+- a ``mask_mod(b, h, q_idx, kv_idx) -> bool``: ``True`` where query ``q_idx`` may attend
+  to key ``kv_idx`` (the course's convention, and SDPA's); ``create_block_mask`` turns it
+  into a :class:`BlockMask` that lets a compiled kernel skip whole blocks;
+- a ``score_mod(score, b, h, q_idx, kv_idx) -> score``: changes each scaled score before
+  the softmax (ALiBi subtracts a distance penalty).
+
+The indices arrive as tensors (``create_block_mask`` and ``flex_attention`` evaluate the
+function for all of them at once with ``torch.vmap``), so these functions use tensor
+operations only: ``&``, ``|``, comparisons and indexing, never ``if``. This module imports
+nothing from FlexAttention, so it loads with any PyTorch; the functions are exactly what
+``flex_attention`` and ``create_block_mask`` accept.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from . import _validate as v
+
+__all__ = [
+    "alibi_score_mod",
+    "bottom_right_mask_mod",
+    "causal_mask_mod",
+    "local_global_mask_mod",
+    "padding_mask_mod",
+    "sliding_window_mask_mod",
+]
+
+MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+def causal_mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+    """``qkv.causal_mask`` as a ``mask_mod``: query ``i`` sees keys ``0..i`` (top-left aligned)."""
+    v.require_tensor("b", b)  # FlexAttention passes index tensors (batched by vmap)
+    return q_idx >= kv_idx
+
+
+def bottom_right_mask_mod(L: int, S: int) -> MaskMod:
+    """``qkv.causal_mask_bottom_right(L, S)`` as a ``mask_mod``: query ``i`` sits at ``S - L + i``.
+
+    Args:
+        L: number of queries.
+        S: number of keys.
+
+    Returns:
+        The ``mask_mod``.
+    """
+    offset = v.require_int("S", S, minimum=0) - v.require_int("L", L, minimum=0)
+
+    def bottom_right(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return q_idx + offset >= kv_idx
+
+    return bottom_right
+
+
+def padding_mask_mod(lengths: Tensor) -> MaskMod:
+    """``qkv.padding_mask(lengths)`` as a ``mask_mod``: sequence ``b`` sees its first ``lengths[b]`` keys.
+
+    Args:
+        lengths: the true length of each sequence, a 1-D integer tensor.
+
+    Returns:
+        The ``mask_mod`` (it indexes ``lengths`` with the batch index ``b``).
+
+    Shape:
+        - lengths: ``(B,)``
+    """
+    v.require_dim("lengths", lengths, 1, "(B,)")
+
+    def padding(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return kv_idx < lengths[b]
+
+    return padding
+
+
+def sliding_window_mask_mod(window: int) -> MaskMod:
+    """``qkv.sliding_window_mask(L, S, window)`` as a ``mask_mod``: keys ``i - window < j <= i``.
+
+    Args:
+        window: keys each query may see, itself included.
+
+    Returns:
+        The ``mask_mod``.
+    """
+    v.require_int("window", window)
+
+    def sliding_window(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+
+    return sliding_window
+
+
+def local_global_mask_mod(n: int, window: int, global_tokens: Union[Sequence[int], Tensor] = (),
+                          device: Optional[torch.device] = None) -> MaskMod:
+    """``qkv.local_global_mask(n, window, global_tokens)`` (two-sided) as a ``mask_mod``.
+
+    Args:
+        n: sequence length.
+        window: the local window (``window // 2`` keys on each side).
+        global_tokens: positions that attend to, and are attended by, every token.
+        device: the device of the indices it will be given (the queries').
+
+    Returns:
+        The ``mask_mod``.
+    """
+    v.require_int("window", window)
+    idx = torch.as_tensor(v.require_int_sequence("global_tokens", global_tokens), dtype=torch.long)
+    is_global = torch.zeros(v.require_int("n", n), dtype=torch.bool)
+    is_global[idx] = True
+    is_global = is_global.to(device)
+
+    def local_global(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        near = (q_idx - kv_idx).abs() <= window // 2
+        return near | is_global[q_idx] | is_global[kv_idx]
+
+    return local_global
+
+
+def alibi_score_mod(slopes: Tensor) -> ScoreMod:
+    """ALiBi (Press et al. 2022) as a ``score_mod``: head ``h`` subtracts ``slopes[h] * (i - j)``.
+
+    The penalty grows with the distance from query ``i`` back to key ``j``; it is meant
+    for causal attention (``j <= i``): pair it with :func:`causal_mask_mod`. The score
+    it receives is already scaled, so this equals an additive ``attn_mask`` of
+    ``-slopes[h] * (i - j)``.
+
+    Args:
+        slopes: one slope per head (the paper's ``2 ** (-8 h / H)``, ``h = 1 .. H``, for ``H``
+            a power of two).
+
+    Returns:
+        The ``score_mod``.
+
+    Shape:
+        - slopes: ``(H,)``
+    """
+    v.require_dim("slopes", slopes, 1, "(H,)")
+
+    def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return score - slopes[h].to(score.dtype) * (q_idx - kv_idx)
+
+    return alibi
