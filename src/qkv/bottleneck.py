@@ -142,6 +142,10 @@ class Seq2Seq(nn.Module):
         for name, n in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_dim", hidden_dim)):
             v.require_int(name, n)
         v.require_callable("attention_step", attention_step)
+        sizes = {"vocab_size": vocab_size, "emb_dim": emb_dim, "hidden_dim": hidden_dim}
+        # Embedding, output layer and the GRUs' three gates dominate the count.
+        count = vocab_size * (emb_dim + 2 * hidden_dim) + 6 * hidden_dim * (emb_dim + 2 * hidden_dim)
+        v.require_weights_fit("Seq2Seq", sizes, count)
         self.embed = nn.Embedding(vocab_size, emb_dim)
         self.encoder = nn.GRU(emb_dim, hidden_dim, batch_first=True)
         self.decoder = nn.GRUCell(emb_dim + hidden_dim, hidden_dim)

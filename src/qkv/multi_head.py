@@ -109,8 +109,10 @@ class MultiHeadAttention(nn.Module):
         dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__()
-        for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads), ("kdim", kdim), ("vdim", vdim)):
-            if n is not None:
+        v.require_int("embed_dim", embed_dim)
+        v.require_int("num_heads", num_heads)
+        for name, n in (("kdim", kdim), ("vdim", vdim)):
+            if n is not None:  # None means embed_dim
                 v.require_int(name, n)
         v.require_probability("dropout", dropout)
         if embed_dim % num_heads:
@@ -118,6 +120,12 @@ class MultiHeadAttention(nn.Module):
                 f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads}); "
                 f"each head gets embed_dim // num_heads features"
             )
+        v.require_device("device", device)
+        if dtype is not None:
+            v.require_float_dtype("dtype", dtype)
+        widths = {"embed_dim": embed_dim, "kdim": kdim or embed_dim, "vdim": vdim or embed_dim}
+        count = embed_dim * (2 * embed_dim + widths["kdim"] + widths["vdim"] + 4)
+        v.require_weights_fit("MultiHeadAttention", widths, count, dtype, device)
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.kdim = embed_dim if kdim is None else kdim

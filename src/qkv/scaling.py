@@ -109,6 +109,8 @@ def attention_scores(
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     # Half precision overflows easily in the product; compute the scores in float32.
     work = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    v.require_fits("the attention scores", (*batch, L, S), work, query.device)
     scores = (query.to(work) * scale) @ key.to(work).transpose(-2, -1)
     if is_causal:
         allowed = causal_mask(L, S, device=query.device)
