@@ -1,5 +1,6 @@
 """Students' answers to assignment 06-masking, as notebook cell sources, and submissions made
-from them: the material of tests/test_progress.py and tests/test_report.py.
+from them, and nbgrader run on a course folder: the material of tests/test_progress.py,
+tests/test_report.py and tests/test_regrade.py.
 
 Each wrong answer is one known mistake, written the way a student would write it; the
 ``(test, outcome)`` it must produce is stated beside it, so a report's counts are known by
@@ -9,7 +10,11 @@ construction.
 from __future__ import annotations
 
 import copy
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Dict
 
@@ -87,3 +92,27 @@ def submission(answers: Dict[str, str], base: Path = EXERCISE):
         if meta.get("solution") and cell.cell_type == "code":
             cell.source = answers.get(grade_id(cell), solution_answer(grade_id(cell)))
     return nb
+
+
+def nbgrader(course: Path, *args: str) -> subprocess.Popen:
+    """Start ``nbgrader ARGS`` in ``course`` (output captured, read it with :func:`finish`)."""
+    bin_dir = Path(sys.executable).parent  # nbgrader runs alembic from the venv's bin
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.Popen([str(bin_dir / "nbgrader"), *args], cwd=course, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen, ok: bool = True) -> str:
+    """Wait for an nbgrader run; assert it succeeded (or, ``ok=False``, failed); its log."""
+    log = proc.communicate(timeout=600)[0]
+    assert (proc.returncode == 0) == ok, log[-4000:]
+    return log
+
+
+def masking_course(base: Path) -> Path:
+    """An nbgrader course at ``base`` with this assignment generated; its released notebook."""
+    (base / "solutions").mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", base)
+    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, base / "solutions" / ASSIGNMENT)
+    finish(nbgrader(base, "generate_assignment", ASSIGNMENT, "--force", "--create"))
+    return base / "exercises" / ASSIGNMENT / "masking.ipynb"

@@ -98,7 +98,7 @@ def test_rendered_cells_carry_nbgrader_metadata_by_kind():
     assert _meta(by_id["softmax"]) == {**base, "grade": False, "grade_id": "softmax",
                                        "locked": False, "solution": True}
     assert _meta(by_id["test_softmax"]) == {**base, "grade": True, "grade_id": "test_softmax",
-                                            "locked": True, "solution": False, "points": 2}
+                                            "locked": True, "solution": False, "points": 1}
     written = by_id["written_no_scale"]
     assert written.cell_type == "markdown"
     assert _meta(written) == {**base, "grade": True, "grade_id": "written_no_scale",
@@ -114,7 +114,9 @@ def test_setup_cell_is_the_standard_text_plus_the_assignments_lines():
     setup = next(c for c in nb.cells if c.id == "setup")
     assert setup.source.startswith("# Set-up: run this cell first.")
     assert setup.source.endswith("warnings_to_stdout()  # the autograder fails a test cell "
-                                 "that writes to stderr\nfrom torch import nn")
+                                 "that writes to stderr\nfrom torch import nn\n\n"
+                                 "from qkv import combine_masks  # given: the masks of chapter 6, "
+                                 "merged into one")
 
 
 def test_generated_notebooks_are_stamped():

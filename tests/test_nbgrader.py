@@ -70,8 +70,34 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         "    ### BEGIN SOLUTION", '    warnings.warn("a student warning", UserWarning)\n'
         "    ### BEGIN SOLUTION", 1)
     out["delegates"] = nb
+
+    # Right answers that write to stderr in every way a student's code does.
+    nb = copy.deepcopy(sol)
+    cell = _cell(nb, "softmax")
+    cell.source = _NOISY_IMPORTS + cell.source.replace(
+        "    ### BEGIN SOLUTION", _NOISY_LINES + "    ### BEGIN SOLUTION", 1)
+    out["noisy"] = nb
     out.update(_attacked(sol))
     return out
+
+
+_NOISY_IMPORTS = """import logging
+import os
+import sys
+import warnings
+
+from tqdm import tqdm
+
+logging.basicConfig()
+
+"""
+_NOISY_LINES = """    print("noisy: print", file=sys.stderr)
+    os.write(2, b"noisy: fd 2\\n")
+    warnings.warn("noisy: warning")
+    logging.getLogger("student").warning("noisy: log")
+    for _ in tqdm(range(2), desc="noisy: bar"):
+        pass
+"""
 
 
 def _attacks():
@@ -220,7 +246,7 @@ def test_edited_test_cell_is_restored_and_reassignments_do_not_help(course):
     course_dir, api = course
     scores, _ = _scores(api, SCALING, "edited")
     assert scores["test_attention_scores"] == 0
-    assert scores["test_softmax"] == 2
+    assert scores["test_softmax"] == 1
     cell = _cell(_autograded(course_dir, "edited"), "test_attention_scores")
     assert "check_attention_scores(attention_scores)" in cell.source
     assert "no scaling" in _output_text(cell)
@@ -247,7 +273,7 @@ def test_delegating_answer_scores_zero_with_its_message_and_warnings_cost_nothin
     course_dir, api = course
     scores, _ = _scores(api, SCALING, "delegates")
     assert scores["test_scaled_dot_product_attention"] == 0
-    assert scores["test_softmax"] == 2 and scores["test_attention_scores"] == 3
+    assert scores["test_softmax"] == 1 and scores["test_attention_scores"] == 2
     nb = _autograded(course_dir, "delegates")
     text = _output_text(_cell(nb, "test_scaled_dot_product_attention"))
     assert "calls torch.nn.functional.scaled_dot_product_attention" in text
@@ -271,3 +297,15 @@ def test_attacks_earn_nothing_through_autograde(course, student):
         assert scores[f"test_{grade_id}"] == 0, (grade_id, scores)
     nb = _autograded(course_dir, student)
     assert "wrong on" in _output_text(_cell(nb, "test_attention_scores"))
+
+
+def test_stderr_from_right_answers_costs_nothing_and_is_shown(course):
+    course_dir, api = course
+    scores, max_score = _scores(api, SCALING, "noisy")
+    assert sum(scores.values()) == max_score, scores
+    nb = _autograded(course_dir, "noisy")
+    cell = _cell(nb, "test_softmax")
+    assert not [o for o in cell.outputs if o.get("name") == "stderr"], cell.outputs
+    text = _output_text(cell)
+    for words in ("noisy: print", "noisy: fd 2", "noisy: warning", "noisy: log", "noisy: bar"):
+        assert words in text, (words, text[-2000:])

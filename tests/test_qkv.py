@@ -15,10 +15,10 @@ def _weights(D, E, Ev=None, Dc=None, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     Dc = D if Dc is None else Dc
     Ev = E if Ev is None else Ev
-    return (
-        torch.randn(D, E, generator=g, dtype=dtype) / math.sqrt(D),
-        torch.randn(Dc, E, generator=g, dtype=dtype) / math.sqrt(Dc),
-        torch.randn(Dc, Ev, generator=g, dtype=dtype) / math.sqrt(Dc),
+    return (  # nn.Linear's layout, (out_features, in_features)
+        torch.randn(E, D, generator=g, dtype=dtype) / math.sqrt(D),
+        torch.randn(E, Dc, generator=g, dtype=dtype) / math.sqrt(Dc),
+        torch.randn(Ev, Dc, generator=g, dtype=dtype) / math.sqrt(Dc),
     )
 
 
@@ -26,7 +26,7 @@ def _weights(D, E, Ev=None, Dc=None, dtype=torch.float32, seed=0):
 def test_self_attention_matches_torch_sdpa(dtype):
     x = torch.randn(2, 5, 12, generator=torch.Generator().manual_seed(1), dtype=dtype)
     W_q, W_k, W_v = _weights(12, 8, Ev=6, dtype=dtype)
-    want = F.scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v)
+    want = F.scaled_dot_product_attention(F.linear(x, W_q), F.linear(x, W_k), F.linear(x, W_v))
     got = self_attention(x, W_q, W_k, W_v)
     assert got.shape == (2, 5, 6) and got.dtype == dtype
     assert_close(got, want)
@@ -40,8 +40,8 @@ def test_self_attention_matches_single_head_multihead_attention():
         mha.out_proj.weight.copy_(torch.eye(D))
     x = torch.randn(3, 7, D)
     want, _ = mha(x, x, x, need_weights=False)
-    # nn stores (out, in); qkv's layout is (in, out): hence the transposes.
-    W_q, W_k, W_v = (w.T for w in mha.in_proj_weight.detach().chunk(3))
+    # nn.Linear's layout, (out, in), is qkv's: the weights go in as they are.
+    W_q, W_k, W_v = mha.in_proj_weight.detach().chunk(3)
     assert_close(self_attention(x, W_q, W_k, W_v), want)
 
 
@@ -72,8 +72,8 @@ def test_cross_attention_shapes_and_formula():
     W_q, W_k, W_v = _weights(10, 8, Ev=5, Dc=14)
     got = cross_attention(x, ctx, W_q, W_k, W_v)
     assert got.shape == (2, 3, 5)
-    weights = torch.softmax((x @ W_q) @ (ctx @ W_k).transpose(-2, -1) / math.sqrt(8), dim=-1)
-    assert_close(got, weights @ (ctx @ W_v))
+    weights = torch.softmax((x @ W_q.T) @ (ctx @ W_k.T).transpose(-2, -1) / math.sqrt(8), dim=-1)
+    assert_close(got, weights @ (ctx @ W_v.T))
 
 
 def test_cross_attention_broadcasts_one_context_over_a_batch():
@@ -116,16 +116,16 @@ def test_gradients_reach_every_weight():
     [
         (dict(x=torch.randn(5)), ValueError, "x must have shape"),
         (dict(x=torch.ones(5, 10, dtype=torch.long)), TypeError, "x must have a floating"),
-        (dict(W_q=torch.randn(8, 10)), ValueError, "W_q must have 10 rows"),
-        (dict(W_k=torch.randn(10, 8, 1)), ValueError, "W_k must be a 2-D matrix"),
-        (dict(W_k=torch.randn(10, 4)), ValueError, "same width E"),
-        (dict(W_v=torch.randn(10, 8, dtype=torch.float64)), TypeError, "W_v is torch.float64"),
+        (dict(W_q=torch.randn(10, 8)), ValueError, "W_q must have 10 columns"),
+        (dict(W_k=torch.randn(8, 10, 1)), ValueError, "W_k must be a 2-D matrix"),
+        (dict(W_k=torch.randn(4, 10)), ValueError, "same width E"),
+        (dict(W_v=torch.randn(8, 10, dtype=torch.float64)), TypeError, "W_v is torch.float64"),
         (dict(W_q=[[1.0]]), TypeError, "W_q must be a torch.Tensor"),
     ],
 )
 def test_bad_input_names_the_argument(args, err, words):
-    kw = dict(x=torch.randn(5, 10), W_q=torch.randn(10, 8), W_k=torch.randn(10, 8))
-    kw["W_v"] = torch.randn(10, 8)
+    kw = dict(x=torch.randn(5, 10), W_q=torch.randn(8, 10), W_k=torch.randn(8, 10))
+    kw["W_v"] = torch.randn(8, 10)
     kw.update(args)
     with pytest.raises(err, match=words):
         self_attention(**kw)
@@ -133,7 +133,7 @@ def test_bad_input_names_the_argument(args, err, words):
 
 def test_cross_attention_rejects_mismatched_context():
     W = _weights(10, 8)
-    with pytest.raises(ValueError, match="W_k must have 12 rows"):
+    with pytest.raises(ValueError, match="W_k must have 12 columns"):
         cross_attention(torch.randn(3, 10), torch.randn(4, 12), *W)
     with pytest.raises(TypeError, match="context is torch.float64"):
         cross_attention(torch.randn(3, 10), torch.randn(4, 10, dtype=torch.float64), *W)

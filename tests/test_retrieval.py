@@ -33,17 +33,17 @@ def test_tied_head_uses_the_keys_as_values():
     tied = RetrievalHead(8, 4, 6, tie_kv=True, generator=g)
     assert tied.W_v is None
     b = retrieval_batch(3, 5, 4, 4, g)
-    keys = b.items @ tied.W_k
-    w = torch.softmax((b.query @ tied.W_q) @ keys.transpose(-2, -1) / 6**0.5, dim=-1)
-    torch.testing.assert_close(tied(b.query, b.items), ((w @ keys) @ tied.W_o)[:, 0])
+    keys = b.items @ tied.W_k.T
+    w = torch.softmax((b.query @ tied.W_q.T) @ keys.transpose(-2, -1) / 6**0.5, dim=-1)
+    torch.testing.assert_close(tied(b.query, b.items), ((w @ keys) @ tied.W_o.T)[:, 0])
 
 
 def test_scale_one_means_unscaled_scores():
     g = torch.Generator().manual_seed(3)
     head = RetrievalHead(8, 4, 16, scale=1.0, generator=g)
     b = retrieval_batch(3, 5, 4, 4, g)
-    w = torch.softmax((b.query @ head.W_q) @ (b.items @ head.W_k).transpose(-2, -1), dim=-1)
-    torch.testing.assert_close(head(b.query, b.items), ((w @ (b.items @ head.W_v)) @ head.W_o)[:, 0])
+    w = torch.softmax((b.query @ head.W_q.T) @ (b.items @ head.W_k.T).transpose(-2, -1), dim=-1)
+    torch.testing.assert_close(head(b.query, b.items), ((w @ (b.items @ head.W_v.T)) @ head.W_o.T)[:, 0])
 
 
 

@@ -42,6 +42,12 @@ from .multi_head import (  # noqa: F401
     merge_heads,
     split_heads,
 )
+from .position import (  # noqa: F401
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    sinusoidal_encoding,
+)
 from .qkv import (  # noqa: F401
     cross_attention,
     self_attention,
@@ -60,6 +66,9 @@ __all__ = [
     "ReverseTask",
     "Seq2Seq",
     "additive_score",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
     "attend",
     "attention_scores",
     "attention_weights",
@@ -78,6 +87,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_with_weights",
     "self_attention",
+    "sinusoidal_encoding",
     "sliding_window_mask",
     "soft_lookup",
     "softmax",

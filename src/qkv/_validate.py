@@ -346,3 +346,10 @@ def _bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000
     return f"{n} B"  # unreachable
+
+
+def require_even(name: str, n: int, why: str) -> int:
+    """Raise ``ValueError`` unless the size ``n`` is even; ``why`` says what needs pairs."""
+    if n % 2:
+        raise ValueError(f"{name} must be even ({why}), got {n}")
+    return n

@@ -4,11 +4,11 @@ These are the smallest complete attention layers: one head, no bias, no output
 projection, so that every matrix product of the chapter "Query, Key and Value"
 is visible. The attention itself is :func:`qkv.scaled_dot_product_attention`.
 
-Weight layout: a projection matrix has shape ``(in_features, out_features)``
-and is applied on the right, ``Q = x @ W_q``, as the equations of "Attention Is
-All You Need" write it. ``nn.Linear`` stores the transpose: its ``weight`` has
-shape ``(out_features, in_features)``, so ``nn.Linear(D, E, bias=False)`` gives
-``W_q = linear.weight.T``.
+Weight layout: a projection matrix has shape ``(out_features, in_features)``,
+the layout of ``nn.Linear``'s ``weight`` (and of every weight matrix in the course:
+the additive score's ``W_q`` and ``W_k``, the multi-head module's layers), and is
+applied as ``Q = x @ W_q.T``, as ``nn.Linear`` computes ``y = x A^T``. A bias-free
+``nn.Linear(D, E)`` gives ``W_q = linear.weight`` as it is.
 """
 
 from __future__ import annotations
@@ -25,20 +25,21 @@ __all__ = [
 
 _X = "x (..., L, D)"
 _CTX = "context (..., S, Dc)"
-_WEIGHTS = "W_q (D, E), W_k (Dc, E), W_v (Dc, Ev)"
+_WEIGHTS = "W_q (E, D), W_k (E, Dc), W_v (Ev, Dc)"
 
 
-def _check_weight(name: str, w: object, rows: int, rows_from: str, x: Tensor) -> None:
+def _check_weight(name: str, w: object, columns: int, columns_from: str, x: Tensor) -> None:
     w = v.require_float_tensor(name, w)
     if w.dim() != 2:
         raise ValueError(
-            f"{name} must be a 2-D matrix (in_features, out_features), got {v.shape_str(w)}; "
-            f"nn.Linear(in, out).weight has the transposed shape, pass linear.weight.T"
+            f"{name} must be a 2-D matrix (out_features, in_features), as nn.Linear's weight, "
+            f"got {v.shape_str(w)}"
         )
-    if w.shape[0] != rows:
+    if w.shape[1] != columns:
         raise ValueError(
-            f"{name} must have {rows} rows (the last dim of {rows_from}), got {v.shape_str(w)}; "
-            f"the layout is (in_features, out_features) and the product is x @ {name}"
+            f"{name} must have {columns} columns (the last dim of {columns_from}), got "
+            f"{v.shape_str(w)}; the layout is nn.Linear's (out_features, in_features) and the "
+            f"product is {columns_from} @ {name}.T"
         )
     v.require_like(name, w, "x", x)
 
@@ -46,16 +47,16 @@ def _check_weight(name: str, w: object, rows: int, rows_from: str, x: Tensor) ->
 def cross_attention(x: Tensor, context: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> Tensor:
     """Queries from ``x``; keys and values from ``context``.
 
-    ``softmax((x W_q)(context W_k)^T / sqrt(E)) (context W_v)``. Each of the L
+    ``softmax((x W_q^T)(context W_k^T)^T / sqrt(E)) (context W_v^T)``. Each of the L
     positions of ``x`` receives a weighted mixture of the S value vectors of
     ``context``; nothing flows from ``x`` to ``x``.
 
     Args:
         x: the sequence that asks (e.g. decoder states).
         context: the sequence that is searched and read (e.g. encoder states).
-        W_q: query projection, ``(D, E)``, applied as ``x @ W_q``.
-        W_k: key projection, ``(Dc, E)``, applied as ``context @ W_k``.
-        W_v: value projection, ``(Dc, Ev)``, applied as ``context @ W_v``.
+        W_q: query projection, ``(E, D)``, applied as ``x @ W_q.T``.
+        W_k: key projection, ``(E, Dc)``, applied as ``context @ W_k.T``.
+        W_v: value projection, ``(Ev, Dc)``, applied as ``context @ W_v.T``.
 
     Returns:
         One output vector per query position.
@@ -72,24 +73,24 @@ def cross_attention(x: Tensor, context: Tensor, W_q: Tensor, W_k: Tensor, W_v: T
     _check_weight("W_k", W_k, context.shape[-1], "context", x)
     _check_weight("W_v", W_v, context.shape[-1], "context", x)
     v.require_same_size(
-        ("W_q", W_q, 1), ("W_k", W_k, 1),
+        ("W_q", W_q, 0), ("W_k", W_k, 0),
         "the same width E (queries and keys are compared by a dot product)", _WEIGHTS,
     )
     v.broadcast_batch(("x", "context"), (x, context), f"{_X} and {_CTX}")
-    return scaled_dot_product_attention(x @ W_q, context @ W_k, context @ W_v)
+    return scaled_dot_product_attention(x @ W_q.T, context @ W_k.T, context @ W_v.T)
 
 
 def self_attention(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> Tensor:
     """Every position of ``x`` attends to every position of ``x``.
 
-    ``softmax((x W_q)(x W_k)^T / sqrt(E)) (x W_v)``: the special case of
+    ``softmax((x W_q^T)(x W_k^T)^T / sqrt(E)) (x W_v^T)``: the special case of
     :func:`cross_attention` where the context is the sequence itself.
 
     Args:
         x: the sequence.
-        W_q: query projection ("what am I looking for?"), ``(D, E)``.
-        W_k: key projection ("what do I offer to be found by?"), ``(D, E)``.
-        W_v: value projection ("what do I hand over when found?"), ``(D, Ev)``.
+        W_q: query projection ("what am I looking for?"), ``(E, D)``.
+        W_k: key projection ("what do I offer to be found by?"), ``(E, D)``.
+        W_v: value projection ("what do I hand over when found?"), ``(Ev, D)``.
 
     Returns:
         One output vector per position.

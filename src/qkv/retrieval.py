@@ -78,10 +78,10 @@ def retrieval_batch(
 
 
 class RetrievalHead(nn.Module):
-    """One attention head, ``(x_q W_q)``, ``(items W_k)``, ``(items W_v)``, then ``W_o``.
+    """One attention head, ``x_q W_q^T``, ``items W_k^T``, ``items W_v^T``, then ``W_o``.
 
-    Weights use the ``(in_features, out_features)`` layout of
-    :func:`qkv.self_attention` and are drawn N(0, 1/in_features), so that inputs
+    Weights use the course's layout, ``nn.Linear``'s ``(out_features, in_features)`` (as
+    :func:`qkv.self_attention`), and are drawn N(0, 1/in_features), so that inputs
     with unit-variance components give queries and keys with unit-variance
     components: the assumption of the sqrt(d_k) argument.
 
@@ -111,8 +111,10 @@ class RetrievalHead(nn.Module):
         for name, n in (("d_in", d_in), ("d_out", d_out), ("width", width)):
             v.require_int(name, n)
 
-        def matrix(rows: int, cols: int) -> nn.Parameter:
-            return nn.Parameter(torch.randn(rows, cols, generator=generator) / math.sqrt(rows))
+        def matrix(n_in: int, n_out: int) -> nn.Parameter:
+            # Drawn (in, out) and stored transposed: (out, in), the same numbers as before.
+            w = torch.randn(n_in, n_out, generator=generator) / math.sqrt(n_in)
+            return nn.Parameter(w.T.contiguous())
 
         self.W_q, self.W_k = matrix(d_in, width), matrix(d_in, width)
         self.W_v = None if tie_kv else matrix(d_in, width)
@@ -120,10 +122,10 @@ class RetrievalHead(nn.Module):
         self.scale = scale
 
     def forward(self, query: Tensor, items: Tensor) -> Tensor:
-        keys = items @ self.W_k
-        values = keys if self.W_v is None else items @ self.W_v
-        out = scaled_dot_product_attention(query @ self.W_q, keys, values, scale=self.scale)
-        return (out @ self.W_o)[:, 0]
+        keys = items @ self.W_k.T
+        values = keys if self.W_v is None else items @ self.W_v.T
+        out = scaled_dot_product_attention(query @ self.W_q.T, keys, values, scale=self.scale)
+        return (out @ self.W_o.T)[:, 0]
 
 
 def train_retrieval(

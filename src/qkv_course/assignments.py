@@ -206,6 +206,34 @@ def stamp(nb: NotebookNode, source: str) -> None:
                     + first.source)
 
 
+def source(assignment: str, root: Path = ROOT) -> Path:
+    """The source of an assignment named by the user: ``06-masking``, its folder, or its ``.md``.
+
+    Args:
+        assignment: an assignment's name (a folder of ``solutions/``), or a path to a folder
+            holding one assignment source or to the source itself.
+        root: the repository root (where names are looked up).
+
+    Returns:
+        The path of the source, ``<folder>/<name>.md``.
+
+    Raises:
+        FileNotFoundError: nothing matches; the message lists the assignments there are.
+    """
+    path = Path(assignment)
+    if path.suffix == ".md" and path.is_file():
+        return path
+    named = root / "solutions" / assignment
+    folder = path if path.is_dir() else named if "/" not in assignment and named.is_dir() else None
+    found = sorted(folder.glob("*.md")) if folder is not None else []
+    if len(found) == 1:
+        return found[0]
+    known = ", ".join(p.parent.name for p in sorted(root.glob(SOURCES)))
+    where = f"{folder} holds {len(found)} .md files, not one" if folder else "no such assignment"
+    raise FileNotFoundError(f"{assignment}: {where}; give one of {known}, or the path of an "
+                            "assignment's folder or of its .md source")
+
+
 def text(nb: NotebookNode) -> str:
     """The notebook as nbformat writes it to a file."""
     out = nbformat.writes(nb)

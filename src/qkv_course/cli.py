@@ -18,6 +18,9 @@ from .graded import UsageError
 SUBCOMMANDS = {
     "progress": ("qkv_course.progress", "students: run notebooks' answers and tests, report what passes"),
     "report": ("qkv_course.report", "instructors: which named mistakes a class makes, after autograding"),
+    "regrade": ("qkv_course.regrade", "instructors: grade every submission again outside its kernel, "
+                "flag disagreements and tampering"),
+    "gradescope": ("qkv_course.gradescope", "instructors: an Otter-Grader autograder zip for Gradescope"),
 }
 
 

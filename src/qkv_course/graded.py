@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional, Tuple
 
 PASS, FAIL, TIMEOUT, ERROR, BY_HAND = "pass", "fail", "timeout", "error", "by hand"
 UNNAMED = "unnamed failure"
@@ -89,8 +89,10 @@ def outcome_of_error(ename: str, evalue: str) -> Outcome:
         return Outcome(TIMEOUT, TIMED_OUT)
     if ename != "AssertionError":
         return Outcome(ERROR, f"{ename}: {evalue}" if evalue else ename)
-    from qkv.checks._messages import mistake_named, not_written  # imports torch: only when needed
+    from qkv.checks._messages import mistake_named, not_written, over_budget  # imports torch
 
+    if over_budget(evalue):  # the check stopped a call past its time budget
+        return Outcome(TIMEOUT, evalue)
     mistake = mistake_named(evalue) or (NOT_WRITTEN if not_written(evalue) else None)
     return Outcome(FAIL, evalue or "AssertionError (with no message)", mistake)
 
@@ -171,3 +173,17 @@ def read_notebook(path: Path) -> Any:
         # that is not a notebook.
         reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(f"{path}: not a notebook ({reason[:200]})") from None
+
+
+def notebooks_in(folder: Path) -> Iterator[Tuple[str, str, Path]]:
+    """Every ``folder/<student>/<assignment>/*.ipynb`` (nbgrader's ``autograded/`` or
+    ``submitted/`` tree), sorted, hidden folders (``.ipynb_checkpoints``) left out.
+
+    Returns:
+        ``(student, assignment, notebook path)`` triples.
+    """
+    for notebook in sorted(folder.glob("*/*/*.ipynb")):
+        assignment_dir = notebook.parent
+        student = assignment_dir.parent.name
+        if not (student.startswith(".") or assignment_dir.name.startswith(".")):
+            yield student, assignment_dir.name, notebook

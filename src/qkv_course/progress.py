@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
-from .graded import (BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMEOUT, Outcome, Question,
-                     UsageError, cell_outcome, is_graded, jupyter, outcome_of_error,
+from .graded import (BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMED_OUT, TIMEOUT, Outcome,
+                     Question, UsageError, cell_outcome, is_graded, jupyter, outcome_of_error,
                      questions, read_notebook)
 
 _WORDS = {PASS: "pass", BY_HAND: "by hand", TIMEOUT: "TIMEOUT", ERROR: "ERROR"}
@@ -167,7 +167,9 @@ def format_notebook(path: Path, found: List[Question], others: List[Tuple[str, O
             lines.append(format_outcome(q.grade_id, q.outcome,
                                         f"{q.points:g} points, graded by hand", width=width))
         else:
-            note = f"(limit: {timeout} s per cell)" if q.outcome.status == TIMEOUT else ""
+            # A cell interrupted at its limit (a check's own time budget names its limit).
+            note = (f"(limit: {timeout} s per cell)"
+                    if q.outcome.status == TIMEOUT and q.outcome.message == TIMED_OUT else "")
             lines.append(format_outcome(q.grade_id, q.outcome, f"{q.earned:g}/{q.points:g}",
                                         note, width))
     if others:

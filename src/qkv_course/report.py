@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from .graded import PASS, Question, UsageError, questions, read_notebook
+from .graded import PASS, Question, UsageError, notebooks_in, questions, read_notebook
 
 COLUMNS = ("assignment", "test", "mistake", "students")
 
@@ -89,17 +89,13 @@ def read_class(autograded: Path) -> Dict[str, Dict[str, List[Question]]]:
     A file that is not a notebook is skipped with a warning on stderr.
     """
     found: Dict[str, Dict[str, List[Question]]] = {}
-    for notebook in sorted(autograded.glob("*/*/*.ipynb")):
-        assignment_dir = notebook.parent
-        student = assignment_dir.parent.name
-        if student.startswith(".") or assignment_dir.name.startswith("."):
-            continue
+    for student, assignment, notebook in notebooks_in(autograded):
         try:
             nb = read_notebook(notebook)
         except UsageError as e:
             print(f"qkv report: skipped {e}", file=sys.stderr)
             continue
-        found.setdefault(assignment_dir.name, {}).setdefault(student, []).extend(questions(nb))
+        found.setdefault(assignment, {}).setdefault(student, []).extend(questions(nb))
     return found
 
 

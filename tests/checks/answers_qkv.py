@@ -13,10 +13,11 @@ def make_cross(q_from="x", kv_from="context", transposed=False, swap_kv=False, s
 
     def cross_attention(x, context, W_q, W_k, W_v):
         src = {"x": x, "context": context}
-        wq, wk, wv = (W_q.T, W_k.T, W_v.T) if transposed else (W_q, W_k, W_v)
+        # nn.Linear's layout (out, in): x @ W.T; the mistake multiplies by W as it is.
+        wq, wk, wv = (W_q, W_k, W_v) if transposed else (W_q.T, W_k.T, W_v.T)
         if swap_kv:
             wk, wv = wv, wk
-        if linear:  # through F.linear, which wants (out, in) weights
+        if linear:  # through F.linear, which takes (out, in) weights as they are
             Q = torch.nn.functional.linear(src[q_from], wq.T)
             K = torch.nn.functional.linear(src[kv_from], wk.T)
             V = torch.nn.functional.linear(src[kv_from], wv.T)
@@ -64,7 +65,7 @@ _COMMON_WRONG = {
     "scores returned": ({"give": "scores"}, "returning the scores"),
     "W_k and W_v swapped": ({"swap_kv": True}, "W_k and W_v swapped"),
     "queries and keys swapped": ({"swap_qk": True}, "queries and keys swapped"),
-    "weights transposed": ({"transposed": True}, "(in_features, out_features)"),
+    "weights untransposed": ({"transposed": True}, "(out_features, in_features)"),
     "transpose(K, 0, 1)": ({"key_t": "01"}, "transpose only the last two axes"),
     "constant scale": ({"scale": "const"}, "wrong on"),
 }
@@ -79,7 +80,7 @@ _RIGHT = {
     "matmul": {},
     "einsum": {"einsum": True},
     "K.mT": {"key_t": "mT"},
-    "F.linear with transposed weights": {"linear": True},
+    "F.linear": {"linear": True},
     "hand-written softmax": {"manual_softmax": True},
 }
 SELF_RIGHT = {name: make_self(**kw) for name, kw in _RIGHT.items()}

@@ -265,7 +265,7 @@ ATTACKS: List[Attack] = [
         import torch
         import torch.nn.functional as F
         def self_attention(x, W_q, W_k, W_v):
-            q, k, v = x @ W_q, x @ W_k, x @ W_v
+            q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
             flat = lambda t: t.reshape(-1, *t.shape[-2:])
             out = torch.vmap(F.scaled_dot_product_attention)(flat(q), flat(k), flat(v))
             return out.reshape(*x.shape[:-1], v.shape[-1])
@@ -627,4 +627,67 @@ from qkv.checks.lookup import TORCH_SOFTMAX
 object.__setattr__(TORCH_SOFTMAX, "_search", lambda name: None)
 object.__setattr__(TORCH_SOFTMAX, "patterns", ())
 """, notebook=True),
+    # ------------------------------------------------------------------ position (chapter 7)
+    _a("position: qkv.apply_rope under another name", "helpers", "apply_rope", """
+        from qkv import apply_rope as reference
+        def apply_rope(x, offset=0, base=10000.0):
+            return reference(x, offset, base)
+        """, works=True),
+    _a("position: the checks' rope variant", "helpers", "apply_rope", """
+        from qkv.checks._position_mistakes import rope_variant
+        def apply_rope(x, offset=0, base=10000.0):
+            return rope_variant(x, offset, base)
+        """, works=True),
+    _a("position: qkv.apply_rope turned into the sinusoidal table", "helpers", "sinusoidal_encoding", """
+        import torch, qkv
+        def sinusoidal_encoding(L, E, base=10000.0, device=None, dtype=torch.float32):
+            x = torch.zeros(L, E, device=device, dtype=dtype)
+            x[:, 1::2] = 1.0  # each pair (0, 1), rotated: (-sin, cos)
+            pe = qkv.apply_rope(x, 0, base)
+            pe[:, 0::2] = -pe[:, 0::2]
+            return pe
+        """, works=True),
+    _a("position: the checks' sinusoid variant", "helpers", "sinusoidal_encoding", """
+        import torch
+        from qkv.checks._position_mistakes import sinusoid_variant
+        def sinusoidal_encoding(L, E, base=10000.0, device=None, dtype=torch.float32):
+            return sinusoid_variant(L, E, base, device, dtype)
+        """, works=True),
+    _a("position: qkv.alibi_slopes inside alibi_bias", "helpers", "alibi_bias", """
+        import torch, qkv
+        def alibi_bias(num_heads, L, S=None, device=None, dtype=torch.float32):
+            S = L if S is None else S
+            m = qkv.alibi_slopes(num_heads, device=device, dtype=dtype)
+            d = (torch.arange(L, device=device)[:, None] - torch.arange(S, device=device)[None, :]).abs()
+            return -m[:, None, None] * d.to(dtype)
+        """, works=True),
+    _a("position: the checks' alibi variant", "helpers", "alibi_bias", """
+        import torch
+        from qkv.checks._position_mistakes import alibi_variant
+        def alibi_bias(num_heads, L, S=None, device=None, dtype=torch.float32):
+            return alibi_variant(num_heads, L, S, device, dtype)
+        """, works=True),
+    _a("position: Hugging Face's apply_rotary_pos_emb, dims permuted", "torch entry points", "apply_rope", """
+        import torch
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+        def apply_rope(x, offset=0, base=10000.0):
+            L, E = x.shape[-2:]
+            to_half = torch.cat([torch.arange(0, E, 2), torch.arange(1, E, 2)]).to(x.device)
+            theta = base ** (-torch.arange(0, E, 2, device=x.device, dtype=x.dtype) / E)
+            angles = torch.arange(offset, offset + L, device=x.device, dtype=x.dtype)[:, None] * theta
+            emb = torch.cat([angles, angles], -1)
+            flat = x[..., to_half].reshape(-1, 1, L, E)  # (B, H, L, E), as the function wants
+            y, _ = apply_rotary_pos_emb(flat, flat, emb.cos()[None], emb.sin()[None])
+            return y.reshape(x.shape)[..., torch.argsort(to_half)]
+        """, works=True),
+    _a("position: BLOOM's build_alibi_tensor for the slopes", "torch entry points", "alibi_bias", """
+        import torch
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+        def alibi_bias(num_heads, L, S=None, device=None, dtype=torch.float32):
+            S = L if S is None else S
+            ones = torch.ones(1, 2, device=device)
+            m = build_alibi_tensor(ones, num_heads, torch.float64)[:, 0, 1].to(dtype)  # slope * 1
+            d = (torch.arange(L, device=device)[:, None] - torch.arange(S, device=device)[None, :]).abs()
+            return -m[:, None, None] * d.to(dtype)
+        """, works=True),
 ]

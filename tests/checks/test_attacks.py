@@ -13,7 +13,7 @@ import torch
 from attacks import ATTACKS, Attack
 from notebook import run_notebook
 from qkv.checks import bottleneck, efficient, lookup, masking, multi_head, qkv as qkv_checks
-from qkv.checks import scaling
+from qkv.checks import position, scaling
 from qkv.checks._compare import close
 
 KINDS = {"helpers", "torch entry points", "nested calls", "subclass", "frames", "seeds", "files",
@@ -29,6 +29,8 @@ EXERCISES = {
     "MultiHeadAttention": multi_head.MULTI_HEAD_ATTENTION,
     "causal_mask": masking.CAUSAL_MASK, "padding_mask": masking.PADDING_MASK,
     "chunked_attention": efficient.CHUNKED_ATTENTION, "kv_cache_step": efficient.KV_CACHE_STEP,
+    "sinusoidal_encoding": position.SINUSOIDAL_ENCODING, "apply_rope": position.APPLY_ROPE,
+    "alibi_bias": position.ALIBI_BIAS,
 }
 IN_PROCESS = [a for a in ATTACKS if not a.notebook]
 # What the guards' refusals say (a right answer can fail for no other reason).

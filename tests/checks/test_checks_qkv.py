@@ -18,9 +18,9 @@ test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
 @pytest.mark.parametrize("check,delegate", [
     (check_self_attention, lambda x, W_q, W_k, W_v: qkv.self_attention(x, W_q, W_k, W_v)),
     (check_self_attention, lambda x, W_q, W_k, W_v: F.scaled_dot_product_attention(
-        x @ W_q, x @ W_k, x @ W_v)),
+        x @ W_q.T, x @ W_k.T, x @ W_v.T)),
     (check_cross_attention, lambda x, c, W_q, W_k, W_v: qkv.scaled_dot_product_attention(
-        x @ W_q, c @ W_k, c @ W_v)),
+        x @ W_q.T, c @ W_k.T, c @ W_v.T)),
 ])
 def test_delegation_is_refused(check, delegate):
     with pytest.raises(AssertionError, match="this exercise asks you to write it yourself"):

@@ -54,7 +54,8 @@ def _calling_frame():
     """The Python frame whose call raised the event being audited (the hook's caller)."""
     _integrity._BUSY[0] = True  # sys._getframe is audited too
     try:
-        return sys._getframe(3)  # this function, its caller below, the hook, then the caller
+        # This function, _from_library or _from_importer, _refusal, the hook, then the caller.
+        return sys._getframe(4)
     finally:
         _integrity._BUSY[0] = False
 

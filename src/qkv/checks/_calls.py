@@ -25,7 +25,7 @@ import sys
 import sysconfig
 import traceback
 from types import CodeType
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, FrozenSet, Optional
 
 import torch
 import torch._ops
@@ -134,6 +134,26 @@ def from_library(frame: Any) -> bool:
     return frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS + ("<frozen",))
 
 
+_COURSE = object()  # a verdict's marker: the course's code, allowed under a helper only
+
+
+@_integrity.harness
+def within(frame: Any, allow: FrozenSet[CodeType], _course=_integrity.course_code) -> bool:
+    """Whether ``frame`` runs (through the course's code only) inside an allowed helper.
+
+    Walks out through the course's own frames: a helper's internals are allowed, but not
+    the course's code called from the student's code that a helper called back.
+    """
+    while frame is not None:
+        code = frame.f_code
+        if code in allow:
+            return True
+        if _course(code) is None:
+            return False
+        frame = frame.f_back
+    return False
+
+
 class CallWatch:
     """The profile function of one guarded run; :meth:`start` and :meth:`stop` bracket it.
 
@@ -141,11 +161,15 @@ class CallWatch:
         forbid: what the exercise blocks besides the course package (whose harness code,
             marked with :func:`._integrity.harness`, is allowed).
         trip: ``trip(message)`` records the refusal and raises.
+        allow: code of reference functions the student's code may call (the exercise's
+            helpers, :mod:`._helpers`), with whatever of the course they call in turn.
     """
 
-    def __init__(self, forbid: Forbidden, trip: Callable[[str], None]) -> None:
+    def __init__(self, forbid: Forbidden, trip: Callable[[str], None],
+                 allow: FrozenSet[CodeType] = frozenset()) -> None:
         self._forbid = forbid
         self._trip = trip
+        self._allow = allow
         self._code_names = {f.__code__: name for f, name in forbid.names.items()
                             if isinstance(_getattr(f, "__code__", None), CodeType)}
         self._builtin_names = {_id(f): name for f, name in forbid.names.items()}
@@ -160,7 +184,9 @@ class CallWatch:
         """``None`` (allowed), a refusal message, or a marker for a check at each call."""
         own = _integrity.course_code(code)
         if own is not None:
-            return f"calls {own}"
+            if code in self._allow:
+                return None
+            return (_COURSE, f"calls {own}") if self._allow else f"calls {own}"
         if code in _OPCALLS:
             return _OPCALLS
         if code in _LIBRARY_ONLY:
@@ -195,7 +221,7 @@ class CallWatch:
         inner: Dict[int, bool] = {}  # code id -> called from the checks' own code
         internal = _integrity.internal
         # The hook's own code is the course's: it runs as a profile function, unwatched.
-        refused, trip, forbid = _REFUSED, self._trip, self._forbid
+        refused, trip, forbid, allow = _REFUSED, self._trip, self._forbid, self._allow
 
         def hook(frame, event, arg):
             try:
@@ -214,7 +240,10 @@ class CallWatch:
                     keep.append(code)
                 if verdict is None:
                     return
-                if verdict is _OPCALLS:
+                if type(verdict) is tuple:  # the course's code: only under an allowed helper
+                    if not within(frame.f_back, allow):
+                        trip(verdict[1])
+                elif verdict is _OPCALLS:
                     caller = frame.f_back.f_code
                     if inner.get(_id(caller)) or internal(caller):
                         return  # the dispatch guard running an operator it has checked

@@ -114,6 +114,9 @@ class Exercise:
         error_hints: ``(substring of an error message, hint)`` pairs.
         watch: ``watch(args, kwargs)`` returns an object shown what the answer does (see
             :class:`._guard.Guard`) and reporting a ``problem``, e.g. the memory it uses.
+        helpers: the student's other answers this one may call (name -> the reference's
+            function): while the check runs, those names are the reference's, so that a
+            wrong helper costs only its own test (see :mod:`._helpers`).
     """
 
     name: str
@@ -126,7 +129,9 @@ class Exercise:
     legend: str = ""
     error_hints: Sequence[Tuple[str, str]] = ()
     watch: Optional[Callable[[tuple, dict], Any]] = None
+    helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("cases", "mistakes", "error_hints"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "helpers", MappingProxyType(dict(self.helpers)))

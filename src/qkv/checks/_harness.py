@@ -17,7 +17,6 @@ let a warning through: nbgrader scores a test cell that writes to stderr as fail
 from __future__ import annotations
 
 import builtins
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
@@ -28,27 +27,15 @@ from ._compare import _clone, _float64, _isinstance, _same, _Tensor, close, is_t
 from ._describe import describe
 from ._exercise import Case, Exercise, Mistake
 from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
+from ._budget import OverTime, budget_for, over_time
+from ._helpers import reference_helpers
 from ._run import Planned, call_guarded, checking, fresh_seed, plan, seed_note
 
-__all__ = ["warnings_to_stdout"]
+__all__: list = []
 
 _callable = builtins.callable
 
 _DEVICE_ERRORS = ("is not on the expected device", "Expected all tensors to be on the same device")
-
-
-def warnings_to_stdout() -> None:
-    """Show warnings in a notebook as ordinary output instead of on stderr.
-
-    nbgrader scores a test cell that writes anything to stderr as failed, so a
-    harmless warning from a student's answer (a deprecation, say) would cost its
-    points. The set-up cell of every exercise calls this; the warnings still show.
-    """
-    def show(message, category, filename, lineno, file=None, line=None):
-        text = warnings.formatwarning(message, category, filename, lineno, line)
-        sys.stdout.write(text)
-
-    warnings.showwarning = show
 
 
 # --------------------------------------------------------------------------- running
@@ -251,8 +238,21 @@ def start_check(name: str, student: Any, seed: Optional[int]) -> Tuple[int, str]
     return seed, ""
 
 
+def _budgets(exercise: Exercise, planned: List[Planned]) -> List[float]:
+    """Each planned call's time budget, from the reference's time on an input of the same
+    case drawn from another seed (so no expected result exists while the student's runs)."""
+    def timed(p: Planned) -> Callable[[], Any]:
+        args, kwargs = Planned(p.case, p.device, p.seed + 500).inputs()
+        return lambda: exercise.reference(*args, **kwargs)
+    return [budget_for(timed(p)) for p in planned]
+
+
 def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None:
     """Run ``student`` on every case and device; raise ``AssertionError`` on the first failure.
+
+    While it runs, the exercise's helpers are the reference's (:mod:`._helpers`), each call
+    has a time budget (:mod:`._budget`), and what it writes to stderr is shown on stdout
+    (:mod:`._stderr`).
 
     Args:
         exercise: what to run and compare.
@@ -265,18 +265,22 @@ def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None
     """
     __tracebackhide__ = True
     seed, note = start_check(exercise.name, student, seed)
-    with checking() as session:
+    with checking() as session, reference_helpers(student, exercise.helpers) as helpers:
         planned = plan(exercise, seed)
+        budgets = _budgets(exercise, planned)
         inputs = [p.inputs() for p in planned]
         watchers = [[DeviceWatch(a, k)] + ([exercise.watch(a, k)] if exercise.watch else [])
                     for a, k in inputs]
-        guard = Guard(exercise.name, exercise.forbid)
+        guard = Guard(exercise.name, exercise.forbid, allow=helpers.codes)
         results, problems = call_guarded(guard, student, exercise.run_student, inputs,
-                                         watchers, session)
+                                         watchers, session, budgets, exercise.name)
         last = planned[len(results) - 1]
         where = _describe(last.case, last.device, last.case.dtype)
         if guard.tripped:
             _fail(exercise, where, guard.tripped, note=note)
+        if _isinstance(results[-1][1], OverTime):
+            raise AssertionError(over_time(exercise.name, budgets[len(results) - 1], where)
+                                 + note)
         if problems:
             _fail(exercise, where, f"your code changed {'; '.join(problems)} while the check "
                   "ran; the checks refuse that", note=note)

@@ -18,6 +18,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
+from ._budget import OverTime, limits, over_time
 from ._compare import _type, is_tensor
 from ._exercise import NOTHING
 from ._guard import Guard, _tensors, harness
@@ -96,10 +97,12 @@ def measure(student: Callable[..., Any], plan: Sequence[Tuple[int, int]], n: int
     with checking() as session:
         guard = Guard(_NAME, NOTHING)
         results, problems = call_guarded(guard, student, None, inputs, [[c] for c in counts],
-                                         session)
+                                         session, name=_NAME)
     last = where(plan[len(results) - 1][0])
     if guard.tripped:
         _fail(last, guard.tripped, note=note)
+    if isinstance(results[-1][1], OverTime):
+        raise AssertionError(over_time(_NAME, limits()[0], last) + note)
     if problems:
         _fail(last, f"your code changed {'; '.join(problems)} while the check ran; the checks "
               "refuse that", note=note)

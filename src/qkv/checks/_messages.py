@@ -15,6 +15,17 @@ KNOWN_MISTAKE = "the result matches a known mistake: "
 _RAISED_AS = re.compile(r", as '(?P<name>.+)' does$")
 
 
+# A call of the student's code that ran past the check's time budget (qkv.checks._budget):
+# "<name>: your <name> took more than N s on <input> ...". qkv progress and report count it
+# as a timeout, like a cell nbgrader interrupted.
+_OVER_BUDGET = re.compile(r"^(?P<name>\w+): your (?P=name) took more than [\d.]+ s on ")
+
+
+def over_budget(message: str) -> bool:
+    """Whether a check's failure message says a call ran past the check's time budget."""
+    return _OVER_BUDGET.match(message.strip()) is not None
+
+
 def raised_as(error: str, mistake: str) -> str:
     """The harness's words for an error that a known mistake raises too."""
     return f"it raised {error}, as '{mistake}' does"

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
+from ._budget import OverTime, Timer, limits
 from ._compare import _float64
 from ._exercise import Args, Case, Exercise
 from ._guard import Guard, harness
 from ._inputs import devices
 from ._session import Session
+from ._stderr import captured
 
 _urandom = os.urandom
 _catch_warnings = warnings.catch_warnings
@@ -73,18 +74,16 @@ def plan(exercise: Exercise, seed: int) -> List[Planned]:
 @contextlib.contextmanager
 def checking() -> Iterator[Session]:
     """What surrounds a whole check: an intact course and torch (:class:`._session.Session`),
-    the notebook's random state left alone, stderr sent to stdout, a single thread."""
+    the notebook's random state left alone, a single thread. (What the student's code writes
+    to stderr is caught around each guarded pass: :func:`call_guarded`.)"""
     # The inputs are tiny: waking a pool of threads for each op costs more than the op
     # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    # The student's global random state is left as it was (building modules draws from it),
-    # and anything their code writes to stderr goes to stdout: nbgrader fails a test cell
-    # with stderr output.
+    # The student's global random state is left as it was (building modules draws from it).
     gpus = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     try:
-        with Session() as session, torch.random.fork_rng(devices=gpus), \
-                contextlib.redirect_stderr(sys.stdout):
+        with Session() as session, torch.random.fork_rng(devices=gpus):
             yield session
     finally:
         torch.set_num_threads(threads)
@@ -93,30 +92,40 @@ def checking() -> Iterator[Session]:
 @harness(calls_student=True)
 def _call_all(guard: Guard, student: Any, run_student: Optional[Callable[..., Any]],
               inputs: Sequence[Args], watchers: Sequence[list], session: Session,
-              _start=Guard.start, _stop=Guard.stop, _watch=Guard.watch,
-              _changed=Session.changed, _zip=zip) -> Tuple[list, List[str]]:
+              budgets: Sequence[float], timer: Timer, _start=Guard.start, _stop=Guard.stop,
+              _watch=Guard.watch, _changed=Session.changed, _arm=Timer.arm,
+              _disarm=Timer.disarm, _zip=zip, _OverTime=OverTime) -> Tuple[list, List[str]]:
     """Call the student's code on each input under the guard; stop at the first exception.
 
-    Everything it uses after the student's code is bound as a default argument: the
-    student's code cannot rebind it, and :meth:`Session.changed` (first) undoes whatever
-    the student's code changed in the course, torch or Python.
+    Each call runs against its budget (:mod:`._budget`); one that runs past it ends with
+    an :class:`OverTime` as its exception, even if the student's code caught it. Everything
+    it uses after the student's code is bound as a default argument: the student's code
+    cannot rebind it, and :meth:`Session.changed` (first) undoes whatever the student's
+    code changed in the course, torch or Python.
     """
     results: list = []
     _start(guard)
     try:
-        for (args, kwargs), ws in _zip(inputs, watchers):
+        for (args, kwargs), ws, seconds in _zip(inputs, watchers, budgets):
             _watch(guard, ws)
             try:
-                if run_student is None:
-                    results.append((student(*args, **kwargs), None))
-                else:
-                    results.append((run_student(student, *args, **kwargs), None))
+                _arm(timer, seconds)
+                try:
+                    if run_student is None:
+                        got = student(*args, **kwargs)
+                    else:
+                        got = run_student(student, *args, **kwargs)
+                finally:
+                    _disarm(timer)
+                results.append((got, None) if not timer.spent else (None, _OverTime()))
+            except _OverTime as e:
+                results.append((None, e))
             except Exception as e:  # noqa: BLE001 (the student's code may raise anything)
                 results.append((None, e))
-                break
-            if guard.tripped:
+            if results[-1][1] is not None or guard.tripped:
                 break
     finally:
+        _disarm(timer)
         problems = _stop(guard)
     moved = _changed(session)
     if moved:
@@ -125,16 +134,31 @@ def _call_all(guard: Guard, student: Any, run_student: Optional[Callable[..., An
 
 
 def call_guarded(guard: Guard, student: Any, run_student: Optional[Callable[..., Any]],
-                 inputs: Sequence[Args], watchers: Sequence[list], session: Session
+                 inputs: Sequence[Args], watchers: Sequence[list], session: Session,
+                 budgets: Optional[Sequence[float]] = None, name: str = "your code"
                  ) -> Tuple[list, List[str]]:
-    """Run the student's code on ``inputs`` (warnings recorded, never shown).
+    """Run the student's code on ``inputs``, with stderr and warnings caught and shown on
+    stdout afterwards (:mod:`._stderr`), each call within its budget (:mod:`._budget`).
+
+    Args:
+        budgets: seconds per input (default: the floor of :func:`._budget.limits`).
+        name: what the note about stderr calls the student's code.
 
     Returns:
         ``[(result, exception), ...]`` (one per input, up to the first exception or
-        refusal), and what the student's code changed that it should not have (the
-        guard, the course, torch or Python), in words; empty when nothing.
+        refusal; an :class:`OverTime` for a call past its budget), and what the student's
+        code changed that it should not have (the guard, the course, torch or Python), in
+        words; empty when nothing.
     """
     __tracebackhide__ = True
-    with _catch_warnings(record=True):
-        _simplefilter("always")
-        return _call_all(guard, student, run_student, inputs, watchers, session)
+    if budgets is None:
+        budgets = [limits()[0]] * len(inputs)
+    timer = Timer()
+    with captured() as caught:
+        with _catch_warnings(record=True) as recorded:
+            _simplefilter("always")
+            out = _call_all(guard, student, run_student, inputs, watchers, session, budgets,
+                            timer)
+        caught.add_warnings(recorded)
+    caught.show(name)
+    return out

@@ -147,13 +147,13 @@ SOFTMAX = Exercise(
 SOFT_LOOKUP_WEIGHTS = Exercise(
     name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 1)), cases=_soft_cases(),
     mistakes=soft_mistakes(1), run_student=pick(1, "output, weights"),
-    forbid=TORCH_ATTENTION,
+    forbid=TORCH_ATTENTION, helpers={"softmax": qkv.softmax},
     legend="(..., L, S) for the weights",
 )
 SOFT_LOOKUP_OUTPUT = Exercise(
     name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 0)), cases=_soft_cases(),
     mistakes=soft_mistakes(0), run_student=pick(0, "output, weights"),
-    forbid=TORCH_ATTENTION,
+    forbid=TORCH_ATTENTION, helpers={"softmax": qkv.softmax},
     legend="(..., L, Ev) for the output",
 )
 

@@ -256,6 +256,10 @@ MULTI_HEAD_ATTENTION = Exercise(
     ],
     run_student=_run_student,
     forbid=TORCH_ATTENTION,
+    # The student's split_heads and merge_heads are the reference's while the check runs (a
+    # mistake there costs their own tests only); combine_masks is given by the assignment.
+    helpers={"split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads,
+             "combine_masks": qkv.combine_masks},
     legend="like the query: (B, L, embed_dim)",
     error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
                   "your module creates"),

@@ -25,8 +25,8 @@ from ._inputs import randn
 
 __all__ = ["check_cross_attention", "check_self_attention"]
 
-_LAYOUT = ("the weights are (in_features, out_features): Q = x @ W_q, K = context @ W_k, "
-           "V = context @ W_v")
+_LAYOUT = ("the weights are (out_features, in_features), as nn.Linear's weight: Q = x @ W_q.T, "
+           "K = context @ W_k.T, V = context @ W_v.T")
 
 
 # --------------------------------------------------------------------------- wrong variants
@@ -36,7 +36,8 @@ def _cross(x, context, W_q, W_k, W_v, *, q_from="x", kv_from="context", swap_kv=
            swap_qk=False, transposed=False, **attend_kw):
     """Cross-attention with switches that reproduce common mistakes (all off: right)."""
     src = {"x": x, "context": context}
-    if transposed:
+    # Right: nn.Linear's layout, applied as x @ W.T; the mistake applies them as they are.
+    if not transposed:
         W_q, W_k, W_v = W_q.transpose(-2, -1), W_k.transpose(-2, -1), W_v.transpose(-2, -1)
     if swap_kv:
         W_k, W_v = W_v, W_k
@@ -53,7 +54,7 @@ def _self(x, W_q, W_k, W_v, **kw):
 
 
 def _mistakes(fn: Callable[..., Any], cross: bool) -> List[Mistake]:
-    scale_hint = "divide the scores by sqrt(E), E = W_q.shape[1] (the width of queries and keys)"
+    scale_hint = "divide the scores by sqrt(E), E = W_q.shape[0] (the width of queries and keys)"
     out = []
     if cross:
         out += [
@@ -65,12 +66,12 @@ def _mistakes(fn: Callable[..., Any], cross: bool) -> List[Mistake]:
                     partial(fn, q_from="context", kv_from="x")),
         ]
     out += [
-        Mistake("the weight matrices applied transposed (x @ W.T)", _LAYOUT,
+        Mistake("the weight matrices applied untransposed (x @ W instead of x @ W.T)", _LAYOUT,
                 partial(fn, transposed=True)),
         Mistake("W_k and W_v swapped", "keys come from W_k, values from W_v",
                 partial(fn, swap_kv=True)),
         Mistake("queries and keys swapped (the weight matrix is transposed)",
-                "row i of the scores compares query i with every key: (x W_q) @ (context W_k)^T",
+                "row i of the scores compares query i with every key: Q @ K.transpose(-2, -1)",
                 partial(fn, swap_qk=True)),
         Mistake("no scaling", scale_hint, partial(fn, factor=lambda E, Ev, s: 1.0)),
         Mistake("scaling by E instead of sqrt(E)", scale_hint,
@@ -103,7 +104,7 @@ def _cases(cross: bool) -> List[Case]:
     def make(batch, L, D, E, Ev, S=None, Dc=None, ctx_batch=None):
         def build(gen, device, dtype):
             x = randn(gen, *batch, L, D)
-            ws = [randn(gen, D, E) / math.sqrt(D)]
+            ws = [randn(gen, E, D) / math.sqrt(D)]  # nn.Linear's layout, (out, in)
             args = [x]
             if cross:
                 c_in = D if Dc is None else Dc
@@ -111,7 +112,7 @@ def _cases(cross: bool) -> List[Case]:
                 args.append(randn(gen, *cb, L if S is None else S, c_in))
             else:
                 c_in = D
-            ws += [randn(gen, c_in, E) / math.sqrt(c_in), randn(gen, c_in, Ev) / math.sqrt(c_in)]
+            ws += [randn(gen, E, c_in) / math.sqrt(c_in), randn(gen, Ev, c_in) / math.sqrt(c_in)]
             return tuple(t.to(device=device, dtype=dtype) for t in args + ws), {}
         return build
 
@@ -162,7 +163,8 @@ CROSS_ATTENTION = Exercise(
 def check_self_attention(self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check a student's ``self_attention(x, W_q, W_k, W_v)`` against :func:`qkv.self_attention`.
 
-    Weights are ``(in_features, out_features)``; x is ``(L, D)`` or batched ``(..., L, D)``.
+    Weights are ``(out_features, in_features)``, as ``nn.Linear``'s; x is ``(L, D)`` or batched
+    ``(..., L, D)``.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.

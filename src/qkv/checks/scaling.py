@@ -36,7 +36,8 @@ __all__ = [
 # --------------------------------------------------------------------------- cases
 
 
-def _attention_cases(with_value: bool = True) -> List[Case]:
+def _attention_cases(with_value: bool = True, masks: bool = True) -> List[Case]:
+    """The attention checks' inputs; without masks for assignment 4 (masks are chapter 6's)."""
     def make(batch, L, S, E, Ev, mask=None, big=0.0, **kw):
         def build(gen, device, dtype):
             q, k, v = qkv_inputs(gen, device, dtype, batch, L, S, E, Ev, big)
@@ -54,8 +55,27 @@ def _attention_cases(with_value: bool = True) -> List[Case]:
         return build
 
     f32, f64 = torch.float32, torch.float64
-    return [
+    common = [
         Case("unbatched input with L=3, S=5, E=4, Ev=6", make((), 3, 5, 4, 6), f32),
+        Case("batched input (B=2, H=2) with L=4, S=5, E=6, Ev=7 and scale=0.3",
+             make((2, 2), 4, 5, 6, 7, scale=0.3), f64),
+        Case("input with large logits (scores near 450) and L=4, S=5, E=4, Ev=3",
+             make((2,), 4, 5, 4, 3, big=30.0), f32, rtol=2e-3, atol=1e-4),
+        Case("input with large logits (scores near 800) and L=4, S=5, E=4, Ev=3",
+             make((2,), 4, 5, 4, 3, big=40.0), f64),
+    ]
+    if not masks:
+        return [
+            common[0],
+            Case("batched input (B=2, H=3) with L=5, S=7, E=8, Ev=3", make((2, 3), 5, 7, 8, 3),
+                 f64),
+            Case("batched input (B=2) with L=S=4, E=6, Ev=5", make((2,), 4, 4, 6, 5), f32),
+            *common[1:],
+            half_case("batched input (B=2, H=2) with L=4, S=6, E=8, Ev=4",
+                      make((2, 2), 4, 6, 8, 4)),
+        ]
+    return [
+        common[0],
         Case("batched input (B=2, H=3) with L=5, S=7, E=8, Ev=3 and a bool mask (L, S)",
              make((2, 3), 5, 7, 8, 3, "bool"), f64),
         Case("batched input (B=2) with L=S=4, E=6, Ev=5 and is_causal=True",
@@ -66,12 +86,7 @@ def _attention_cases(with_value: bool = True) -> List[Case]:
              make((3, 2), 4, 6, 4, 3, "padding"), f32),
         Case("batched input (B=2) with L=5, S=3, E=4, Ev=2 and a float mask added to the scores",
              make((2,), 5, 3, 4, 2, "float"), f64),
-        Case("batched input (B=2, H=2) with L=4, S=5, E=6, Ev=7 and scale=0.3",
-             make((2, 2), 4, 5, 6, 7, scale=0.3), f64),
-        Case("input with large logits (scores near 450) and L=4, S=5, E=4, Ev=3",
-             make((2,), 4, 5, 4, 3, big=30.0), f32, rtol=2e-3, atol=1e-4),
-        Case("input with large logits (scores near 800) and L=4, S=5, E=4, Ev=3",
-             make((2,), 4, 5, 4, 3, big=40.0), f64),
+        *common[1:],
         # Last: the mistakes that do not depend on precision are named above.
         half_case("batched input (B=2, H=2) with L=4, S=6, E=8, Ev=4 and a bool mask (L, S)",
                   make((2, 2), 4, 6, 8, 4, "bool")),
@@ -93,30 +108,46 @@ def _scores_close(got, expected, rtol, atol) -> bool:
     return close(g.masked_fill(masked, 0.0), e.masked_fill(masked, 0.0), rtol, atol)
 
 
+def _scores_without_masks(query: Tensor, key: Tensor, scale: Optional[float] = None) -> Tensor:
+    """Assignment 4's ``attention_scores(query, key, scale=None)``, from the reference, in the
+    inputs' dtype (as the exercise asks; the reference computes half precision in float32)."""
+    return qkv.attention_scores(query, key, scale=scale).to(query.dtype)
+
+
+# Assignment 4 (no masks yet: chapter 6 teaches them).
 ATTENTION_SCORES = Exercise(
     name="attention_scores", reference=via_float32(qkv.attention_scores),
-    cases=_attention_cases(with_value=False),
+    cases=_attention_cases(with_value=False, masks=False),
     mistakes=attention_mistakes(give="scores", with_value=False),
     forbid=TORCH_ATTENTION, compare=_scores_close,
     legend="(..., L, S)", error_hints=[("without overflow", FILL_HINT)],
 )
 
+_SDPA_HINTS = [("x.T", "transpose only the last two axes: key.transpose(-2, -1)"),
+               ("without overflow", FILL_HINT)]
+
+# Assignment 6: with masks, built on the student's causal_mask (the reference's in the check).
 SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
     reference=via_float32(qkv.scaled_dot_product_attention),
     cases=_attention_cases(), mistakes=attention_mistakes(),
-    forbid=TORCH_ATTENTION,
-    legend="(..., L, Ev)",
-    error_hints=[("x.T", "transpose only the last two axes: key.transpose(-2, -1)"),
-                 ("without overflow", FILL_HINT)],
+    forbid=TORCH_ATTENTION, legend="(..., L, Ev)", error_hints=_SDPA_HINTS,
+    helpers={"causal_mask": qkv.causal_mask},
+)
+
+# Assignment 4: no masks, built on the student's attention_scores and softmax.
+UNMASKED_ATTENTION = Exercise(
+    name="scaled_dot_product_attention",
+    reference=via_float32(qkv.scaled_dot_product_attention),
+    cases=_attention_cases(masks=False), mistakes=attention_mistakes(),
+    forbid=TORCH_ATTENTION, legend="(..., L, Ev)", error_hints=_SDPA_HINTS,
+    helpers={"attention_scores": _scores_without_masks, "softmax": qkv.softmax},
 )
 
 
 def check_attention_scores(attention_scores: Callable[..., Tensor],
                            seed: Optional[int] = 0) -> None:
-    """Check ``attention_scores(query, key, attn_mask=None, is_causal=False, scale=None)``.
-
-    Masked scores may be ``-inf`` or any large negative number (below -1e4).
+    """Check assignment 4's ``attention_scores(query, key, scale=None)``: the scaled scores.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -126,17 +157,22 @@ def check_attention_scores(attention_scores: Callable[..., Tensor],
 
 
 def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..., Tensor],
-                                       seed: Optional[int] = 0) -> None:
+                                       seed: Optional[int] = 0, *, masks: bool = True) -> None:
     """Check a student's ``scaled_dot_product_attention`` against the reference.
 
-    Same signature as :func:`qkv.scaled_dot_product_attention`; the check passes
-    ``dropout_p=0.0`` (the default), so dropout may be left out.
+    With ``masks`` (assignment 6), the signature of :func:`qkv.scaled_dot_product_attention`
+    and inputs with bool, float and causal masks; the check passes ``dropout_p=0.0`` (the
+    default), so dropout may be left out. Without (assignment 4), ``(query, key, value,
+    scale=None)`` and no masks. While it runs, the student's ``attention_scores`` and
+    ``softmax`` (assignment 4) or ``causal_mask`` (assignment 6) are the reference's: a
+    mistake there costs only that function's test.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_check(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, seed)
+    run_check(SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,
+              scaled_dot_product_attention, seed)
 
 
 # --------------------------------------------------------------------------- variance

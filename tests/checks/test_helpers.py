@@ -1,0 +1,136 @@
+"""Points follow the mistake (issue 13, item 3): a check grades one function; the student's other
+answers it calls are the reference's while it runs, so a wrong helper costs only its own test.
+
+Each answer is a cell's source (the model answers are the assignments' own) run in one
+namespace, as in a notebook, the function looking its helpers up there. A wrong helper beside
+a right function: the function's check passes; a wrong function beside a right helper: its
+check fails naming the function.
+"""
+
+import re
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import qkv
+from qkv.checks import (check_MultiHeadAttention, check_merge_heads,
+                        check_scaled_dot_product_attention, check_soft_lookup)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WRONG_CAUSAL = """
+def causal_mask(L, S=None, device=None):
+    S = L if S is None else S
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(-1)  # diagonal hidden
+"""
+WRONG_SCORES_AND_SOFTMAX = """
+def attention_scores(query, key, scale=None):
+    return query @ key.transpose(-2, -1)  # no scale
+
+def softmax(x, dim=-1):
+    return x.exp() / x.exp().sum(dim=0, keepdim=True)  # the wrong axis, and unstable
+"""
+WRONG_SPLIT_MERGE = """
+def split_heads(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, num_heads, L, D // num_heads)  # no transpose
+
+def merge_heads(x):
+    raise NotImplementedError()
+"""
+
+
+def _solution(assignment: str, grade_id: str) -> str:
+    """The model answer of an answer cell, as a student would write it (no nbgrader markers)."""
+    path = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", cell.source, flags=re.MULTILINE)
+
+
+RIGHT_MASKED_SDPA = _solution("06-masking", "scaled_dot_product_attention")
+RIGHT_UNMASKED_SDPA = _solution("04-scaling", "scaled_dot_product_attention")
+RIGHT_SOFT_LOOKUP = _solution("02-lookup", "soft_lookup")
+RIGHT_MERGE = _solution("05-multi-head", "merge_heads")
+RIGHT_MHA = _solution("05-multi-head", "MultiHeadAttention")
+
+
+def _notebook(*cells):
+    """One namespace, as a notebook's: the set-up cell's names, then each cell run in it."""
+    ns = {"__name__": "__main__"}
+    exec("import math\nimport torch\nfrom torch import nn\nimport qkv\n"  # noqa: S102
+         "from qkv import combine_masks\n", ns)
+    for cell in cells:
+        exec(compile(textwrap.dedent(cell), "<cell>", "exec"), ns)  # noqa: S102 (test input)
+    return ns
+
+
+def test_masked_attention_scores_with_a_wrong_causal_mask():
+    ns = _notebook(WRONG_CAUSAL, RIGHT_MASKED_SDPA)
+    wrong = ns["causal_mask"]
+    check_scaled_dot_product_attention(ns["scaled_dot_product_attention"])
+    check_scaled_dot_product_attention(ns["scaled_dot_product_attention"], seed=None)
+    assert ns["causal_mask"] is wrong  # the notebook's own, put back
+
+
+def test_a_wrong_attention_with_a_right_causal_mask_is_named():
+    wrong = RIGHT_MASKED_SDPA.replace("* scale", "* 1.0")
+    assert wrong != RIGHT_MASKED_SDPA
+    ns = _notebook("causal_mask = qkv.causal_mask\n", wrong)
+    with pytest.raises(AssertionError, match="^scaled_dot_product_attention: wrong on .*"
+                                             "no scaling"):
+        check_scaled_dot_product_attention(ns["scaled_dot_product_attention"])
+
+
+def test_unmasked_attention_scores_with_wrong_scores_and_softmax():
+    ns = _notebook(WRONG_SCORES_AND_SOFTMAX, RIGHT_UNMASKED_SDPA)
+    check_scaled_dot_product_attention(ns["scaled_dot_product_attention"], masks=False)
+    assert ns["softmax"].__module__ == "__main__"
+
+
+def test_soft_lookup_scores_with_a_wrong_softmax():
+    ns = _notebook(WRONG_SCORES_AND_SOFTMAX, RIGHT_SOFT_LOOKUP)
+    check_soft_lookup(ns["soft_lookup"])
+
+
+def test_multi_head_attention_scores_with_wrong_split_and_merge():
+    ns = _notebook(WRONG_SPLIT_MERGE, RIGHT_MHA)
+    check_MultiHeadAttention(ns["MultiHeadAttention"])
+    assert ns["split_heads"].__module__ == "__main__"
+
+
+def test_merge_heads_test_cell_passes_with_a_wrong_split_heads():
+    ns = _notebook(WRONG_SPLIT_MERGE, RIGHT_MERGE)
+    check_merge_heads(ns["merge_heads"])
+    # The test cell's own lines take split_heads from the reference.
+    x = torch.randn(2, 5, 12)
+    assert torch.equal(ns["merge_heads"](qkv.split_heads(x, 3)), x)
+
+
+def test_the_helpers_open_no_door_to_the_reference():
+    delegates = _notebook("""
+    def scaled_dot_product_attention(query, key, value, scale=None):
+        return qkv.scaled_dot_product_attention(query, key, value, scale=scale)
+    """)
+    with pytest.raises(AssertionError, match="write it yourself"):
+        check_scaled_dot_product_attention(delegates["scaled_dot_product_attention"],
+                                           masks=False)
+    # The course's code reached from the student's code that a helper calls back is refused.
+    called_back = _notebook("""
+    class Sneaky(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            plain = [a.as_subclass(torch.Tensor) if isinstance(a, Sneaky) else a for a in args]
+            qkv.scaled_dot_product_attention(plain[0][None], plain[0][None], plain[0][None])
+            return func(*plain, **(kwargs or {}))
+
+    def scaled_dot_product_attention(query, key, value, scale=None):
+        weights = softmax(attention_scores(query.as_subclass(Sneaky), key, scale=scale))
+        return weights.as_subclass(torch.Tensor) @ value
+    """, WRONG_SCORES_AND_SOFTMAX)
+    with pytest.raises(AssertionError, match="qkv.scaled_dot_product_attention"):
+        check_scaled_dot_product_attention(called_back["scaled_dot_product_attention"],
+                                           masks=False)
