@@ -8,13 +8,14 @@ it got and what was expected.
 
 from __future__ import annotations
 
-import math
-import os
 from numbers import Integral
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
+
+# Memory checks live in their own module; they are part of the same rule book.
+from ._memory import CHUNKED_HINT, memory_limit, require_fits, require_weights_fit  # noqa: F401
 
 
 def shape_str(t: Tensor) -> str:
@@ -138,6 +139,19 @@ def require_dim(name: str, t: object, n: int, legend: str) -> Tensor:
     require_tensor(name, t)
     if t.dim() != n:
         raise ValueError(f"{name} must have shape {legend}, got {shape_str(t)}")
+    return t
+
+
+def require_tokens(name: str, t: object, vocab_size: int, legend: str) -> Tensor:
+    """Raise unless ``t`` is a 2-D integer tensor of token ids in ``[0, vocab_size)``."""
+    require_dim(name, t, 2, legend)
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids (torch.long), got {t.dtype}")
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size):
+        raise ValueError(
+            f"{name} must hold token ids in [0, {vocab_size}) (vocab_size), got values from "
+            f"{int(t.min())} to {int(t.max())}"
+        )
     return t
 
 
@@ -280,72 +294,6 @@ def check_mask(
                 f"{tuple(batch_shape)} of the inputs; expected (..., {L}, {S}) with leading dims "
                 f"equal to those or 1"
             )
-
-
-def memory_limit(device: torch.device) -> int:
-    """Bytes of memory available on ``device``: free GPU memory on CUDA, available RAM otherwise.
-
-    Available, not total: an allocation that fits the machine but not what is free
-    makes the system swap or kill the process (often a whole Jupyter kernel).
-    """
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not POSIX: assume a large machine
-        return 1 << 40
-
-
-CHUNKED_HINT = (
-    "use qkv.chunked_attention, which never holds all L x S weights at once, or shorter inputs"
-)
-
-
-def require_fits(
-    what: str, shape: Sequence[int], dtype: torch.dtype, device: torch.device, hint: str = CHUNKED_HINT
-) -> None:
-    """Raise ``ValueError`` before allocating a tensor of ``shape`` that could never fit.
-
-    Without this a call with long sequences asks the allocator for terabytes and
-    fails deep inside torch (or swaps the machine to a halt). ``what`` names the
-    tensor in the message ("the (L, S) scores"); ``hint`` says what to do instead.
-    """
-    elements = math.prod(int(d) for d in shape)
-    needed = elements * torch.empty((), dtype=dtype).element_size()
-    limit = memory_limit(torch.device(device))
-    if needed > limit:
-        raise ValueError(
-            f"{what} of shape {tuple(int(d) for d in shape)} would need {_bytes(needed)}, more than "
-            f"the {_bytes(limit)} of memory available on {torch.device(device).type}; {hint}"
-        )
-
-
-def require_weights_fit(owner: str, sizes: dict, count: int, dtype: Optional[torch.dtype] = None,
-                        device: Optional[torch.device] = None) -> None:
-    """Refuse a module whose ``count`` parameters could never fit, naming the sizes that were asked.
-
-    ``sizes`` are the constructor's size arguments (``{"embed_dim": 10**7}``), for the message.
-    """
-    args = ", ".join(f"{k}={n}" for k, n in sizes.items())
-    dtype = dtype or torch.get_default_dtype()
-    require_fits(f"the weights of {owner}({args})", (count,), dtype, torch.device(device or "cpu"),
-                 hint="check the sizes: they are widths and counts, not numbers of tokens")
-
-
-def _bytes(n: float) -> str:
-    """``n`` bytes written for people: ``4.0 TB``."""
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1000 or unit == "PB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    return f"{n} B"  # unreachable
 
 
 def require_even(name: str, n: int, why: str) -> int:

@@ -165,6 +165,7 @@ class Seq2Seq(nn.Module):
             - src: ``(B, S)``, tgt_in: ``(B, T)``
             - logits: ``(B, T, vocab_size)``, weights: ``(B, T, S)``
         """
+        self._check_tokens(src=src, tgt_in=tgt_in)
         enc, last = self.encoder(self.embed(src))
         s = last[0]
         emb = self.embed(tgt_in)
@@ -174,6 +175,15 @@ class Seq2Seq(nn.Module):
             logits.append(logit)
             weights.append(w)
         return torch.stack(logits, 1), (None if self.attn is None else torch.stack(weights, 1))
+
+    def _check_tokens(self, **sequences: Tensor) -> None:
+        """Token ids in ``[0, vocab_size)``, one batch size: checked before the embedding sees them."""
+        n = self.embed.num_embeddings
+        for name, t in sequences.items():
+            v.require_tokens(name, t, n, "(B, S)" if name == "src" else "(B, T)")
+        batch = {name: t.shape[0] for name, t in sequences.items()}
+        if len(set(batch.values())) > 1:
+            raise ValueError(f"src and tgt_in must have the same batch size B, got {batch}")
 
     def _step(self, emb_t: Tensor, s: Tensor, enc: Tensor, last: Tensor):
         c, w = self._context(s, enc, last)
@@ -188,6 +198,8 @@ class Seq2Seq(nn.Module):
             - src: ``(B, S)``
             - tokens: ``(B, steps)``, weights: ``(B, steps, S)``
         """
+        self._check_tokens(src=src)
+        v.require_int("steps", steps, minimum=0)
         enc, last = self.encoder(self.embed(src))
         s = last[0]
         y = torch.full((src.shape[0],), BOS, dtype=src.dtype, device=src.device)

@@ -219,6 +219,10 @@ def dot_product_variance(
     v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
                        "; make one with torch.Generator(device).manual_seed(0)")
     v.require_float_dtype("dtype", dtype)
+    v.require_fits(f"one pair of d_k={d_k} vectors", (2, d_k), dtype, generator.device,
+                   hint="d_k is the width of one query, typically 64 to 256")
+    v.require_fits(f"the n_samples={n_samples} dot products", (n_samples,), dtype, generator.device,
+                   hint="draw fewer samples: the estimate's error shrinks as 1/sqrt(n_samples)")
     # Draw in chunks of about 2**22 numbers so that d_k = 1024 with a million
     # samples does not need gigabytes at once.
     chunk = max(1, 2**22 // d_k)
