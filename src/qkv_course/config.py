@@ -136,3 +136,23 @@ def toc_pages(root: Path = ROOT) -> list[Page]:
 def chapters(root: Path = ROOT) -> list[Page]:
     """The numbered chapters, in reading order."""
     return [page for page in toc_pages(root) if page.is_chapter]
+
+
+def _project(root: Path) -> dict:
+    import tomllib
+
+    return tomllib.loads((root / "pyproject.toml").read_text())["project"]
+
+
+def release_tag(root: Path = ROOT) -> str:
+    """The tag of the release a chapter's Colab copy installs: ``v`` + pyproject's version.
+
+    A release is made by setting ``version`` in ``pyproject.toml``, regenerating
+    (``python -m qkv_course generate``) and tagging that commit ``v<version>``.
+    """
+    return f"v{_project(root)['version']}"
+
+
+def extras(root: Path = ROOT) -> dict[str, list[str]]:
+    """The optional dependencies of the ``qkv`` package (pyproject), extra -> requirements."""
+    return dict(_project(root).get("optional-dependencies", {}))

