@@ -153,5 +153,5 @@ def test_triton_attention_without_cuda_says_so():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA; the GPU tests cover it")
     q, k, v = _qkv(L=4, S=4, dtype=torch.float16)
-    with pytest.raises(RuntimeError, match="CUDA"):
+    with pytest.raises(ValueError, match="CUDA"):
         qkv.triton_attention(q, k, v)

@@ -60,8 +60,8 @@ def test_padded_tokens_change_nothing_at_real_positions():
     x = torch.randn(3, 7, 16)
     garbage = torch.where(keep[..., None], x, 1e3 * torch.randn(3, 7, 16))
     with torch.no_grad():
-        a, _ = mha(x, key_padding_mask=keep)
-        b, _ = mha(garbage, key_padding_mask=keep)
+        a, _ = mha(x, key_mask=keep)
+        b, _ = mha(garbage, key_mask=keep)
         c, _ = mha(garbage)
     assert torch.equal(a[keep], b[keep])
     assert not torch.allclose(a[keep], c[keep])  # without the mask the garbage leaks in

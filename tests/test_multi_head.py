@@ -24,7 +24,7 @@ KPM = torch.tensor([[False] * 6, [False] * 4 + [True] * 2, [False] * 5 + [True]]
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize(
     "masks",
-    ["none", "key_padding_mask", "attn_mask", "both", "float attn_mask", "is_causal + padding"],
+    ["none", "key_mask", "attn_mask", "both", "float attn_mask", "is_causal + padding"],
 )
 def test_from_torch_same_output_and_weights(bias, masks):
     m = make_torch_mha(bias=bias)
@@ -32,8 +32,8 @@ def test_from_torch_same_output_and_weights(bias, masks):
     x = rand(3, 6, 16)
     causal_torch = torch.ones(6, 6, dtype=torch.bool).triu(1)  # torch: True = forbidden
     kw = {}
-    if masks in ("key_padding_mask", "both", "is_causal + padding"):
-        kw["key_padding_mask"] = KPM
+    if masks in ("key_mask", "both", "is_causal + padding"):
+        kw["key_padding_mask"] = KPM  # torch's name and meaning (True = padding)
     if masks in ("attn_mask", "both"):
         kw["attn_mask"] = causal_torch
     if masks == "float attn_mask":
@@ -41,7 +41,8 @@ def test_from_torch_same_output_and_weights(bias, masks):
     if masks == "is_causal + padding":
         kw["attn_mask"] = causal_torch
     want, want_w = m(x, x, x, **kw)
-    conv = {k: qkv.from_torch_mask(val) for k, val in kw.items()}
+    ours_name = {"key_padding_mask": "key_mask"}  # ours: True = real token
+    conv = {ours_name.get(k, k): qkv.from_torch_mask(val) for k, val in kw.items()}
     if masks == "is_causal + padding":
         del conv["attn_mask"]
         conv["is_causal"] = True
@@ -95,12 +96,12 @@ def test_split_merge_round_trip_and_layout():
         (lambda: qkv.merge_heads(torch.zeros(3, 10)), ["(B, H, L, Dh)"]),
         (lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 6)), ["query", "(B, S, 8)", "(2, 3, 6)"]),
         (
-            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), key_padding_mask=torch.ones(2, 4, dtype=torch.bool)),
-            ["key_padding_mask", "(2, 3)", "(2, 4)"],
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), key_mask=torch.ones(2, 4, dtype=torch.bool)),
+            ["key_mask", "(2, 3)", "(2, 4)"],
         ),
         (
-            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), key_padding_mask=torch.ones(2, 3)),
-            ["key_padding_mask", "bool", "float32"],
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), key_mask=torch.ones(2, 3)),
+            ["key_mask", "bool", "float32"],
         ),
         (
             lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), attn_mask=torch.ones(3, 3, dtype=torch.bool), is_causal=True),
@@ -115,3 +116,21 @@ def test_errors_name_what_was_wrong(call, words):
         call()
     for w in words:
         assert w in str(e.value), (w, str(e.value))
+
+
+def test_pytorch_padding_mask_name_is_refused_not_misread():
+    """PyTorch's key_padding_mask means True = padding; ours is key_mask, True = real token."""
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    ours = qkv.MultiHeadAttention.from_torch(theirs)
+    x = torch.randn(2, 4, 8)
+    padding = torch.tensor([[False] * 4, [False, False, True, True]])  # PyTorch: True = padding
+    with pytest.raises(ValueError) as e:
+        ours(x, key_padding_mask=padding)
+    assert "key_mask=~key_padding_mask" in str(e.value)
+    with torch.no_grad():
+        ref, _ = theirs(x, x, x, key_padding_mask=padding)
+        out, _ = ours(x, key_mask=~padding)
+    torch.testing.assert_close(out, ref)
+    with pytest.raises(TypeError, match="unexpected keyword arguments: masks"):
+        ours(x, masks=padding)

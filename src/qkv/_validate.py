@@ -14,6 +14,9 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+# Memory checks live in their own module; they are part of the same rule book.
+from ._memory import CHUNKED_HINT, memory_limit, require_fits, require_weights_fit  # noqa: F401
+
 
 def shape_str(t: Tensor) -> str:
     """Shape of ``t`` written as ``(2, 3, 4)``."""
@@ -76,6 +79,22 @@ def require_callable(name: str, fn: object) -> None:
         raise TypeError(f"{name} must be a function, got {type(fn).__name__}")
 
 
+def require_device(name: str, device: object) -> Optional[torch.device]:
+    """Raise unless ``device`` is ``None``, a ``torch.device`` or a device string like ``"cpu"``.
+
+    ``torch.device(7)`` means ``cuda:7``; an int is more likely a size passed in the wrong place.
+    """
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{name} must be a torch.device, a string such as 'cpu', or None, "
+                        f"got {type(device).__name__} {device!r}")
+    try:
+        return torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"{name}={device!r} is not a device torch knows: {error}") from None
+
+
 def require_float_dtype(name: str, dtype: object) -> torch.dtype:
     """Raise ``TypeError`` unless ``dtype`` is a floating-point ``torch.dtype``."""
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -120,6 +139,19 @@ def require_dim(name: str, t: object, n: int, legend: str) -> Tensor:
     require_tensor(name, t)
     if t.dim() != n:
         raise ValueError(f"{name} must have shape {legend}, got {shape_str(t)}")
+    return t
+
+
+def require_tokens(name: str, t: object, vocab_size: int, legend: str) -> Tensor:
+    """Raise unless ``t`` is a 2-D integer tensor of token ids in ``[0, vocab_size)``."""
+    require_dim(name, t, 2, legend)
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids (torch.long), got {t.dtype}")
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size):
+        raise ValueError(
+            f"{name} must hold token ids in [0, {vocab_size}) (vocab_size), got values from "
+            f"{int(t.min())} to {int(t.max())}"
+        )
     return t
 
 

@@ -142,6 +142,10 @@ class Seq2Seq(nn.Module):
         for name, n in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_dim", hidden_dim)):
             v.require_int(name, n)
         v.require_callable("attention_step", attention_step)
+        sizes = {"vocab_size": vocab_size, "emb_dim": emb_dim, "hidden_dim": hidden_dim}
+        # Embedding, output layer and the GRUs' three gates dominate the count.
+        count = vocab_size * (emb_dim + 2 * hidden_dim) + 6 * hidden_dim * (emb_dim + 2 * hidden_dim)
+        v.require_weights_fit("Seq2Seq", sizes, count)
         self.embed = nn.Embedding(vocab_size, emb_dim)
         self.encoder = nn.GRU(emb_dim, hidden_dim, batch_first=True)
         self.decoder = nn.GRUCell(emb_dim + hidden_dim, hidden_dim)
@@ -161,6 +165,7 @@ class Seq2Seq(nn.Module):
             - src: ``(B, S)``, tgt_in: ``(B, T)``
             - logits: ``(B, T, vocab_size)``, weights: ``(B, T, S)``
         """
+        self._check_tokens(src=src, tgt_in=tgt_in)
         enc, last = self.encoder(self.embed(src))
         s = last[0]
         emb = self.embed(tgt_in)
@@ -170,6 +175,15 @@ class Seq2Seq(nn.Module):
             logits.append(logit)
             weights.append(w)
         return torch.stack(logits, 1), (None if self.attn is None else torch.stack(weights, 1))
+
+    def _check_tokens(self, **sequences: Tensor) -> None:
+        """Token ids in ``[0, vocab_size)``, one batch size: checked before the embedding sees them."""
+        n = self.embed.num_embeddings
+        for name, t in sequences.items():
+            v.require_tokens(name, t, n, "(B, S)" if name == "src" else "(B, T)")
+        batch = {name: t.shape[0] for name, t in sequences.items()}
+        if len(set(batch.values())) > 1:
+            raise ValueError(f"src and tgt_in must have the same batch size B, got {batch}")
 
     def _step(self, emb_t: Tensor, s: Tensor, enc: Tensor, last: Tensor):
         c, w = self._context(s, enc, last)
@@ -184,6 +198,8 @@ class Seq2Seq(nn.Module):
             - src: ``(B, S)``
             - tokens: ``(B, steps)``, weights: ``(B, steps, S)``
         """
+        self._check_tokens(src=src)
+        v.require_int("steps", steps, minimum=0)
         enc, last = self.encoder(self.embed(src))
         s = last[0]
         y = torch.full((src.shape[0],), BOS, dtype=src.dtype, device=src.device)

@@ -263,7 +263,8 @@ def triton_attention(
         The attention output, in the inputs' dtype.
 
     Raises:
-        RuntimeError: CUDA or Triton is not available.
+        ValueError: the tensors are not on a CUDA device (or no GPU is available).
+        RuntimeError: Triton is not available.
 
     Shape:
         - query: ``(B, H, L, E)``, key: ``(B, H, S, E)``, value: ``(B, H, S, E)``
@@ -272,8 +273,9 @@ def triton_attention(
     """
     _check_inputs(query, key, value, None, is_causal, 0.0, scale)
     if not torch.cuda.is_available() or query.device.type != "cuda":
-        raise RuntimeError(
-            f"triton_attention needs CUDA tensors on a machine with a GPU; got tensors on "
+        # Wrong input (tensors on the CPU), so a ValueError, as for any other argument.
+        raise ValueError(
+            f"triton_attention needs query, key and value on a CUDA device; got query on "
             f"{query.device} (torch.cuda.is_available() = {torch.cuda.is_available()}). "
             f"Use qkv.chunked_attention on the CPU."
         )

@@ -60,6 +60,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """
     v.require_float_tensor("x", x)
     v.require_dim_index("dim", dim, "x", x)
+    if x.shape[dim] == 0 if x.dim() else False:
+        return x.clone()  # nothing to normalise (torch.softmax returns the empty tensor too)
     work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     shifted = work - work.amax(dim=dim, keepdim=True)
     e = shifted.exp()
@@ -84,6 +86,9 @@ def attention_weights(scores: Tensor, inplace: bool = False) -> Tensor:
         - scores: ``(..., S)``, output: ``(..., S)``
     """
     v.require_float_tensor("scores", scores, "(..., L, S)", min_dim=1)
+    if scores.shape[-1] == 0:
+        # No keys at all: the weights are empty and, as with torch's SDPA, the output is zero.
+        return scores.clone()
     row_max = scores.amax(dim=-1, keepdim=True)
     # A row with no allowed key has max -inf; pin it to 0 so exp gives zeros, not NaN.
     empty = row_max == float("-inf")
@@ -115,6 +120,7 @@ def hard_lookup(query: Tensor, keys: Tensor, values: Tensor) -> Tuple[Tensor, Te
         - output: ``(..., L, Ev)``, weights: ``(..., L, S)``
     """
     _check(query, keys, values)
+    _require_fits(query, keys)
     scores = query @ keys.transpose(-2, -1)
     best = scores.argmax(dim=-1, keepdim=True)
     weights = torch.zeros_like(scores).scatter_(-1, best, 1.0)
@@ -147,8 +153,16 @@ def soft_lookup(
     """
     _check(query, keys, values)
     v.require_positive_number("temperature", temperature)
+    _require_fits(query, keys)
     weights = softmax((query @ keys.transpose(-2, -1)) / temperature, dim=-1)
     return weights @ values, weights
+
+
+def _require_fits(query: Tensor, key: Tensor, *extra: int) -> None:
+    """Refuse, before allocating, an ``(..., L, S, *extra)`` score tensor that cannot fit in memory."""
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    shape = (*batch, query.shape[-2], key.shape[-2], *extra)
+    v.require_fits("the (L, S) scores", shape, query.dtype, query.device)
 
 
 def _check_scores(query: Tensor, key: Tensor, **params: Tensor) -> None:
@@ -160,6 +174,7 @@ def _check_scores(query: Tensor, key: Tensor, **params: Tensor) -> None:
     names, tensors = ("query", "key", *params), (query, key, *params.values())
     v.require_same(names, tensors, "dtype")
     v.require_same(names, tensors, "device")
+    v.broadcast_batch(("query", "key"), (query, key), "query (..., L, Eq), key (..., S, Ek)")
 
 
 def additive_score(query: Tensor, key: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor) -> Tensor:
@@ -190,6 +205,7 @@ def additive_score(query: Tensor, key: Tensor, W_q: Tensor, W_k: Tensor, v_a: Te
         )
     # (..., L, 1, A) + (..., 1, S, A) broadcasts to every pair: that pairwise tanh is
     # why additive attention costs L*S*A work and memory, not just L*S.
+    _require_fits(query, key, W_q.shape[0])
     features = torch.tanh((query @ W_q.T).unsqueeze(-2) + (key @ W_k.T).unsqueeze(-3))
     return features @ v_a
 
@@ -211,6 +227,7 @@ def luong_score(query: Tensor, key: Tensor, W: Optional[Tensor] = None) -> Tenso
         - output: ``(..., L, S)``
     """
     _check_scores(query, key, **({} if W is None else {"W": W}))
+    _require_fits(query, key)
     if W is None:
         if query.shape[-1] != key.shape[-1]:
             raise ValueError(
@@ -274,6 +291,8 @@ class AdditiveAttention(nn.Module):
         super().__init__()
         for name, n in (("query_dim", query_dim), ("key_dim", key_dim), ("attn_dim", attn_dim)):
             v.require_int(name, n)
+        sizes = {"query_dim": query_dim, "key_dim": key_dim, "attn_dim": attn_dim}
+        v.require_weights_fit("AdditiveAttention", sizes, attn_dim * (query_dim + key_dim + 1))
         self.W_q = nn.Parameter(torch.randn(attn_dim, query_dim) / query_dim**0.5)
         self.W_k = nn.Parameter(torch.randn(attn_dim, key_dim) / key_dim**0.5)
         self.v_a = nn.Parameter(torch.randn(attn_dim) / attn_dim**0.5)
@@ -306,6 +325,9 @@ class LuongAttention(nn.Module):
         if method == "dot" and key_dim != query_dim:
             raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
         general = method == "general"
+        if general:
+            sizes = {"query_dim": query_dim, "key_dim": key_dim}
+            v.require_weights_fit("LuongAttention", sizes, query_dim * key_dim)
         self.W = nn.Parameter(torch.randn(query_dim, key_dim) / query_dim**0.5) if general else None
 
     def forward(

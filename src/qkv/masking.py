@@ -49,6 +49,8 @@ def causal_mask(L: int, S: Optional[int] = None, device: Optional[torch.device] 
         - output: ``(L, S)``
     """
     L, S = _sizes(L, S)
+    device = v.require_device("device", device)
+    v.require_fits("the causal mask", (L, S), torch.bool, device or torch.device("cpu"))
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
@@ -82,6 +84,10 @@ def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None)
     S = longest if S is None else v.require_int("S", S, minimum=0)
     if longest > S:
         raise ValueError(f"a length ({longest}) exceeds the padded length S={S}")
+    v.require_fits(
+        f"the padding mask for lengths up to {longest} and S={S}", (lengths.shape[0], S), torch.bool,
+        lengths.device, hint="check lengths and S: they are token counts",
+    )
     positions = torch.arange(S, device=lengths.device)
     return positions[None, :] < lengths[:, None]
 
@@ -176,6 +182,8 @@ def sliding_window_mask(
     """
     L, S = _sizes(L, S)
     v.require_int("window", window)
+    device = v.require_device("device", device)
+    v.require_fits("the sliding-window mask", (L, S), torch.bool, device or torch.device("cpu"))
     rows = torch.arange(L, device=device)[:, None]
     cols = torch.arange(S, device=device)[None, :]
     return (cols <= rows) & (cols > rows - window)

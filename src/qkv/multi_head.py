@@ -3,7 +3,10 @@
 Masks follow SDPA: a bool mask is ``True`` where attention is allowed. This is
 the **opposite** of ``nn.MultiheadAttention``, whose ``attn_mask`` and
 ``key_padding_mask`` are ``True`` where attention is forbidden; convert them with
-:func:`qkv.from_torch_mask`.
+:func:`qkv.from_torch_mask`. The padding mask is therefore called ``key_mask`` here
+(``True`` for real tokens): reusing PyTorch's name for the opposite meaning would
+make a module built with :meth:`MultiHeadAttention.from_torch` and called the same
+way attend to the padding; ``key_padding_mask=`` is refused with that explanation.
 """
 
 from __future__ import annotations
@@ -109,8 +112,10 @@ class MultiHeadAttention(nn.Module):
         dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__()
-        for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads), ("kdim", kdim), ("vdim", vdim)):
-            if n is not None:
+        v.require_int("embed_dim", embed_dim)
+        v.require_int("num_heads", num_heads)
+        for name, n in (("kdim", kdim), ("vdim", vdim)):
+            if n is not None:  # None means embed_dim
                 v.require_int(name, n)
         v.require_probability("dropout", dropout)
         if embed_dim % num_heads:
@@ -118,6 +123,12 @@ class MultiHeadAttention(nn.Module):
                 f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads}); "
                 f"each head gets embed_dim // num_heads features"
             )
+        v.require_device("device", device)
+        if dtype is not None:
+            v.require_float_dtype("dtype", dtype)
+        widths = {"embed_dim": embed_dim, "kdim": kdim or embed_dim, "vdim": vdim or embed_dim}
+        count = embed_dim * (2 * embed_dim + widths["kdim"] + widths["vdim"] + 4)
+        v.require_weights_fit("MultiHeadAttention", widths, count, dtype, device)
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.kdim = embed_dim if kdim is None else kdim
@@ -158,11 +169,12 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key: Optional[Tensor] = None,
         value: Optional[Tensor] = None,
-        key_padding_mask: Optional[Tensor] = None,
+        key_mask: Optional[Tensor] = None,
         need_weights: bool = False,
         attn_mask: Optional[Tensor] = None,
         average_attn_weights: bool = True,
         is_causal: bool = False,
+        **torch_only: Tensor,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
 
@@ -170,29 +182,33 @@ class MultiHeadAttention(nn.Module):
             query: the sequence that asks.
             key: the sequence that is matched (default ``query``).
             value: the sequence that is returned (default ``key``).
-            key_padding_mask: bool ``(B, S)``, ``True`` for real tokens that may be
-                attended to (the opposite of ``nn.MultiheadAttention``).
+            key_mask: bool ``(B, S)``, ``True`` for real tokens that may be
+                attended to. Not called ``key_padding_mask``: ``nn.MultiheadAttention``'s
+                argument of that name is ``True`` for padding, the opposite.
             need_weights: also return the attention weights.
             attn_mask: bool (True = may attend) or float (added) mask,
                 broadcastable to ``(B, H, L, S)``; ``(L, S)`` is the usual form.
             average_attn_weights: average the returned weights over heads.
             is_causal: apply an upper-left causal mask (combined with
-                ``key_padding_mask`` if both are given).
+                ``key_mask`` if both are given).
+            **torch_only: only to refuse ``key_padding_mask`` (PyTorch's meaning) with
+                a message that says how to convert it.
 
         Returns:
             ``(output, weights)``; ``weights`` is ``None`` unless ``need_weights``.
         """
+        _refuse_torch_names(torch_only)
         key = query if key is None else key
         value = key if value is None else value
         batched = self._check_inputs(query, key, value)
         if not batched:
             query, key, value = query[None], key[None], value[None]
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask[None]
+            if key_mask is not None:
+                key_mask = key_mask[None]
         B, L, _ = query.shape
         S = key.shape[1]
 
-        mask = combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+        mask = combine_masks(attn_mask, key_mask, is_causal, B, L, S, query)
         q = split_heads(self.q_proj(query), self.num_heads)
         k = split_heads(self.k_proj(key), self.num_heads)
         vv = split_heads(self.v_proj(value), self.num_heads)
@@ -238,9 +254,21 @@ class MultiHeadAttention(nn.Module):
         return from_bert_layer(cls, layer)
 
 
+def _refuse_torch_names(extra: dict) -> None:
+    """Refuse keyword arguments ``forward`` does not take, PyTorch's ``key_padding_mask`` by name."""
+    if "key_padding_mask" in extra:
+        raise ValueError(
+            "qkv.MultiHeadAttention takes key_mask (True = a real token that may be attended to), "
+            "not key_padding_mask, which nn.MultiheadAttention reads the opposite way (True = "
+            "padding); pass key_mask=~key_padding_mask (or qkv.from_torch_mask(key_padding_mask))"
+        )
+    if extra:
+        raise TypeError(f"forward() got unexpected keyword arguments: {', '.join(sorted(extra))}")
+
+
 def combine_masks(
     attn_mask: Optional[Tensor],
-    key_padding_mask: Optional[Tensor],
+    key_mask: Optional[Tensor],
     is_causal: bool,
     B: int,
     L: int,
@@ -251,7 +279,7 @@ def combine_masks(
 
     Args:
         attn_mask: bool (True = may attend) or float (added) mask, or ``None``.
-        key_padding_mask: bool ``(B, S)``, True for real tokens, or ``None``.
+        key_mask: bool ``(B, S)``, True for real tokens, or ``None``.
         is_causal: add an upper-left causal mask (not together with ``attn_mask``).
         B, L, S: batch size, queries and keys.
         query: the (batched) queries, for their dtype and device.
@@ -268,19 +296,19 @@ def combine_masks(
         attn_mask = causal_mask(L, S, device=query.device)
     if attn_mask is not None:
         v.check_mask(attn_mask, L, S, query.dtype, query.device)
-    if key_padding_mask is None:
+    if key_mask is None:
         return attn_mask
-    v.require_tensor("key_padding_mask", key_padding_mask)
-    if key_padding_mask.shape != (B, S):
+    v.require_tensor("key_mask", key_mask)
+    if key_mask.shape != (B, S):
         raise ValueError(
-            f"key_padding_mask must have shape (B, S) = ({B}, {S}), "
-            f"got {v.shape_str(key_padding_mask)}"
+            f"key_mask must have shape (B, S) = ({B}, {S}), "
+            f"got {v.shape_str(key_mask)}"
         )
-    if key_padding_mask.dtype != torch.bool:
+    if key_mask.dtype != torch.bool:
         raise TypeError(
-            f"key_padding_mask must be bool, True for real tokens, got {key_padding_mask.dtype}"
+            f"key_mask must be bool, True for real tokens, got {key_mask.dtype}"
         )
-    pad = key_padding_mask[:, None, None, :]
+    pad = key_mask[:, None, None, :]
     if attn_mask is None:
         return pad
     if attn_mask.dtype == torch.bool:

@@ -109,6 +109,8 @@ def attention_scores(
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     # Half precision overflows easily in the product; compute the scores in float32.
     work = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    v.require_fits("the attention scores", (*batch, L, S), work, query.device)
     scores = (query.to(work) * scale) @ key.to(work).transpose(-2, -1)
     if is_causal:
         allowed = causal_mask(L, S, device=query.device)
@@ -217,6 +219,10 @@ def dot_product_variance(
     v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
                        "; make one with torch.Generator(device).manual_seed(0)")
     v.require_float_dtype("dtype", dtype)
+    v.require_fits(f"one pair of d_k={d_k} vectors", (2, d_k), dtype, generator.device,
+                   hint="d_k is the width of one query, typically 64 to 256")
+    v.require_fits(f"the n_samples={n_samples} dot products", (n_samples,), dtype, generator.device,
+                   hint="draw fewer samples: the estimate's error shrinks as 1/sqrt(n_samples)")
     # Draw in chunks of about 2**22 numbers so that d_k = 1024 with a million
     # samples does not need gigabytes at once.
     chunk = max(1, 2**22 // d_k)

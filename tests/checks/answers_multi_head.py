@@ -91,7 +91,7 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
             self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
             self.drop = nn.Dropout(dropout)
 
-        def forward(self, query, key=None, value=None, key_padding_mask=None, need_weights=False,
+        def forward(self, query, key=None, value=None, key_mask=None, need_weights=False,
                     attn_mask=None, average_attn_weights=True, is_causal=False):
             key = query if key is None else key
             value = key if value is None else value
@@ -108,8 +108,8 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
                 allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
             if attn_mask is not None:
                 allowed = allowed & attn_mask
-            if key_padding_mask is not None:
-                allowed = allowed & key_padding_mask[:, None, None, :]
+            if key_mask is not None:
+                allowed = allowed & key_mask[:, None, None, :]
             if builtin_attention:
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
                 w = None

@@ -42,7 +42,7 @@ def merge_variant(x, *, how="ok"):
     return x.transpose(1, 2).reshape(B, L, H * Dh)
 
 
-def mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_weights=False,
+def mha_variant(spec, query, key=None, value=None, key_mask=None, need_weights=False,
                  attn_mask=None, average_attn_weights=True, is_causal=False, *,
                  out_proj=True, scale_by="head", split="ok", merge="ok", invert_padding=False,
                  value_proj="v_proj", dropout=False, fill=float("-inf")):
@@ -57,14 +57,14 @@ def mha_variant(spec, query, key=None, value=None, key_padding_mask=None, need_w
     batched = query.dim() == 3
     if not batched:
         query, key, value = query[None], key[None], value[None]
-        if key_padding_mask is not None:
-            key_padding_mask = key_padding_mask[None]
-    if invert_padding and key_padding_mask is not None:
-        key_padding_mask = ~key_padding_mask
+        if key_mask is not None:
+            key_mask = key_mask[None]
+    if invert_padding and key_mask is not None:
+        key_mask = ~key_mask
     B, L, D = query.shape
     S, H = key.shape[1], spec["num_heads"]
     W, b = spec["weights"], spec["biases"]
-    mask = qkv.combine_masks(attn_mask, key_padding_mask, is_causal, B, L, S, query)
+    mask = qkv.combine_masks(attn_mask, key_mask, is_causal, B, L, S, query)
     q, k, v = (split_variant(F.linear(t, W[n], b[n]), H, how=split)
                for t, n in ((query, "q_proj"), (key, "k_proj"), (value, value_proj)))
     scale = {"head": 1.0 / math.sqrt(D // H), "embed": 1.0 / math.sqrt(D), "head_dim": H / D,

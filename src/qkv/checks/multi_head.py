@@ -186,7 +186,7 @@ def _mha_cases() -> List[Case]:
             kwargs = {}
             if options.get("padding"):
                 lengths = torch.randint(1, S, (batch[0],), generator=gen)
-                kwargs["key_padding_mask"] = (torch.arange(S)[None, :] < lengths[:, None]).to(device)
+                kwargs["key_mask"] = (torch.arange(S)[None, :] < lengths[:, None]).to(device)
             if options.get("mask"):
                 kwargs["attn_mask"] = bool_mask(gen, L, S, device=device)
             for name in ("is_causal", "need_weights", "average_attn_weights"):
@@ -205,7 +205,7 @@ def _mha_cases() -> List[Case]:
              make((2,), 5, 5, 8, 2, self_attention=True), f32),
         Case("cross-attention, B=2, L=4, S=6, embed_dim=12, num_heads=3, kdim=5, vdim=7",
              make((2,), 4, 6, 12, 3, kdim=5, vdim=7), f64),
-        Case("batch B=3, L=S=5, embed_dim=8, num_heads=4 with key_padding_mask (B, S)",
+        Case("batch B=3, L=S=5, embed_dim=8, num_heads=4 with key_mask (B, S)",
              make((3,), 5, 5, 8, 4, padding=True), f32),
         Case("B=2, L=4, S=6, embed_dim=6, num_heads=2 with a bool attn_mask (L, S)",
              make((2,), 4, 6, 6, 2, mask=True), f64),
@@ -217,7 +217,7 @@ def _mha_cases() -> List[Case]:
              make((2,), 3, 5, 8, 2, need_weights=True), f64),
         Case("B=2, L=S=4, embed_dim=8, num_heads=2, built with dropout=1.0 and put in eval mode "
              "(no dropout in eval)", make((2,), 4, 4, 8, 2, dropout=1.0), f32),
-        half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_padding_mask and is_causal=True",
+        half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_mask and is_causal=True",
                   make((2,), 5, 5, 8, 2, padding=True, is_causal=True)),
     ]
 
@@ -249,8 +249,8 @@ MULTI_HEAD_ATTENTION = Exercise(
         Mistake("reshape without transpose when merging heads",
                 "transpose(1, 2) back to (B, L, H, Dh) before reshaping to (B, L, D)",
                 partial(mha_variant, merge="reshape")),
-        Mistake("key_padding_mask inverted",
-                "key_padding_mask is True for real tokens (qkv's convention; "
+        Mistake("key_mask inverted",
+                "key_mask is True for real tokens (qkv's convention; "
                 "nn.MultiheadAttention uses the opposite)",
                 partial(mha_variant, invert_padding=True)),
     ],
