@@ -28,8 +28,9 @@ c.Execute.timeout = 120
 # still run and are graded.
 c.Execute.interrupt_on_timeout = True
 # Once a notebook has run, its outputs are in hand: stop its kernel at once. nbgrader's default
-# ("graceful") waits for the kernel's Python, torch loaded, to exit: about a second per notebook,
-# a third of the floor that every notebook pays (benchmarks/autograde.py --compare).
+# ("graceful") waits for the kernel's Python, torch loaded, to exit after every notebook: about a
+# third of the floor every notebook pays (kernel start and imports; see benchmarks/autograde.py
+# --compare and book/instructors.md).
 c.Execute.shutdown_kernel = "immediate"
 
 # A test cell a student deleted is put back (and scores zero if its answer is missing).

@@ -12,7 +12,8 @@ of the class to the floor, and checks every grade against the one its kind must 
 ``--compare`` also runs nbgrader's default for each setting the course changes to cut the floor
 (``Execute.shutdown_kernel``: "graceful" waits for the kernel's Python to exit after every
 notebook, "immediate" stops it as soon as the notebook has run), alternating the two
-configurations (``--rounds``, the order flipped each round) so that both see the same load.
+configurations chunk by chunk (``--chunk`` students per command, the order flipped from one
+chunk to the next) so that both see the same machine load.
 
 Run from the repository root, with the course's environment (nbgrader's ``bin`` on PATH):
 ``python benchmarks/autograde.py --students 50 --floor 10 --compare``
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,11 +85,11 @@ def _submit(course: Path, assignment: str, notebooks: Dict[str, nbformat.Noteboo
         nbformat.write(nb, str(folder / name))
 
 
-def _autograde(course: Path, assignment: str, extra: List[str]) -> float:
-    """Seconds for one ``nbgrader autograde`` of every submission (regrading with --force)."""
+def _autograde(course: Path, assignment: str, extra: List[str], students: str = "*") -> float:
+    """Seconds for one ``nbgrader autograde`` of the submissions of ``students`` (a glob), with --force."""
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
-                           *extra], cwd=course, capture_output=True, text=True)
+                           f"--student={students}", *extra], cwd=course, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"nbgrader autograde {assignment} failed:\n{proc.stderr[-3000:]}")
@@ -113,32 +113,34 @@ def main() -> None:
     parser.add_argument("--floor", type=int, default=10, help="floor notebooks per measurement")
     parser.add_argument("--compare", action="store_true",
                         help="also run nbgrader's defaults for the settings the course changes")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="measurements of each configuration (the median is printed)")
+    parser.add_argument("--chunk", type=int, default=10,
+                        help="with --compare: students graded by one command, in turn by each configuration")
     args = parser.parse_args()
     configs = CONFIGS if args.compare else {"course": CONFIGS["course"]}
-    kinds = {f"s{i:03d}": MIX[i % len(MIX)] for i in range(args.students)}
-    seconds: Dict[str, Dict[str, List[float]]] = {n: {"floor": [], "class": []} for n in configs}
+    # Ids g<chunk>-<n>: with --compare each chunk of --chunk students is graded by every
+    # configuration in turn (the order flipped from one chunk to the next), so that all
+    # configurations see the same machine load; without it, one command grades everyone.
+    chunk = args.chunk if args.compare else max(args.students, args.floor)
+    kinds = {f"g{i // chunk}-{i:03d}": MIX[i % len(MIX)] for i in range(args.students)}
+    seconds: Dict[str, Dict[str, float]] = {n: {"floor": 0.0, "class": 0.0} for n in configs}
     with tempfile.TemporaryDirectory() as tmp, nbgrader_environment():
         course = _course(Path(tmp))
         floor_nb = nbformat.read(str(course / "exercises" / "floor" / "floor.ipynb"), 4)
         for what, assignment, count in (("floor", "floor", args.floor),
                                         ("class", class_.ASSIGNMENT, args.students)):
             if what == "floor":
-                _submit(course, assignment, {f"f{i:03d}": floor_nb for i in range(count)})
+                _submit(course, assignment, {f"g{i // chunk}-{i:03d}": floor_nb for i in range(count)})
             else:
                 _submit(course, assignment, {s: class_.submission(k) for s, k in kinds.items()})
-            for r in range(args.rounds):
-                # Each configuration in turn, on the same files, the order flipped every round.
-                for name in (list(configs) if r % 2 == 0 else list(configs)[::-1]):
-                    seconds[name][what].append(_autograde(course, assignment, configs[name]) / count)
-                    if what == "class":
-                        _check_grades(course, kinds)
+            for c in range((count + chunk - 1) // chunk):
+                for name in (list(configs) if c % 2 == 0 else list(configs)[::-1]):
+                    seconds[name][what] += _autograde(course, assignment, configs[name], f"g{c}-*") / count
+            if what == "class":
+                _check_grades(course, kinds)
 
     print(f"class: {args.students} submissions of {class_.ASSIGNMENT} ({', '.join(MIX)}, ...); "
-          f"floor: {args.floor} notebooks with only the set-up cell; one nbgrader command each")
-    for name, runs in seconds.items():
-        s = {what: statistics.median(times) for what, times in runs.items()}
+          f"floor: {args.floor} notebooks with only the set-up cell; {chunk} students per nbgrader command")
+    for name, s in seconds.items():
         print(f"{name:>17}: floor {s['floor']:.2f} s/notebook, class {s['class']:.2f} s/notebook "
               f"= {60 / s['class']:.1f} notebooks/minute, ratio to the floor {s['class'] / s['floor']:.2f}")
 

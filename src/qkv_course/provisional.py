@@ -5,13 +5,15 @@ and nbgrader counts it as 0: the feedback page shows "Written response 0.0 / 2.0
 model answer, and ``grades.csv`` holds a total that will still change, with nothing marking it.
 
 - :class:`PendingGrades` (feedback): nbgrader's ``GetGrades``, which also marks every answer that
-  still needs a person (nbgrader's own ``needs_manual_grade`` flag, cleared when a score is saved
-  in formgrader). The course's feedback template, ``templates/feedback_qkv/feedback.html.j2`` (nbgrader's page with
-  two blocks changed), says "Not graded yet" on those answers and lists them above the notebook,
+  nobody has scored yet (no score from the autograder, none saved in formgrader). The course's
+  feedback template, ``templates/feedback_qkv/feedback.html.j2`` (nbgrader's page with two
+  blocks changed), says "Not graded yet" on those answers and lists them above the notebook,
   and shows no "0.0 / 2.0" for them.
 - :class:`ProvisionalCsvExport` (``nbgrader export``): nbgrader's ``grades.csv`` columns, properly
-  quoted, plus ``needs_manual_grading`` (True while any answer of the submission waits for a
-  person: the total is provisional) and ``ungraded_points`` (the points those answers are worth).
+  quoted, plus ``needs_manual_grading`` (nbgrader's flag, as formgrader shows it: an answer waits
+  for a person, or a hand-given score is to be reviewed after autograding again) and
+  ``ungraded_points`` (the points of the answers nobody has scored: while it is above 0, the
+  total is provisional).
 
 Enable both in ``nbgrader_config.py``::
 
@@ -66,7 +68,7 @@ class PendingGrades(GetGrades):
         meta = cell.metadata.nbgrader
         grade = self.gradebook.find_grade(meta["grade_id"], self.notebook_id, self.assignment_id,
                                           self.student_id)
-        if grade.needs_manual_grade:
+        if not_scored(grade):
             meta["pending"] = True
             # nbgrader's template prints "score / points" wherever a cell is a grade cell (the
             # contents and the cell's heading); this is the page's copy of the notebook, and
@@ -76,10 +78,19 @@ class PendingGrades(GetGrades):
                                                      "points": float(grade.max_score)})
 
 
+def not_scored(grade) -> bool:
+    """Whether nobody has scored this answer: no score from the autograder, none by hand.
+
+    A written answer left as released has an automatic 0 and waits for no one; a score saved in
+    formgrader stays when the notebook is autograded again (nbgrader then flags it for review).
+    """
+    return grade.auto_score is None and grade.manual_score is None
+
+
 def _ungraded_points(submission) -> float:
-    """The points of a submission's answers that still need a person (0.0 when none do)."""
+    """The points of a submission's answers that nobody has scored (0.0 when there are none)."""
     return float(sum(grade.max_score for notebook in submission.notebooks
-                     for grade in notebook.grades if grade.needs_manual_grade))
+                     for grade in notebook.grades if not_scored(grade)))
 
 
 def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterable[str] = ()) -> List[Dict]:
@@ -117,7 +128,7 @@ def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterab
             row.update(timestamp=submission.timestamp, raw_score=submission.score,
                        late_submission_penalty=penalty,
                        score=max(0.0, submission.score - penalty),
-                       needs_manual_grading=ungraded > 0,
+                       needs_manual_grading=bool(submission.needs_manual_grade),
                        ungraded_points=ungraded)
             out.append(row)
     return out
@@ -135,7 +146,7 @@ class ProvisionalCsvExport(ExportPlugin):
             writer.writeheader()
             for row in table:
                 writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        pending = sum(1 for row in table if row["needs_manual_grading"])
+        pending = sum(1 for row in table if row["ungraded_points"])
         if pending:
             self.log.warning("%d of %d totals in %s are provisional: answers wait for grading "
-                             "by hand (column needs_manual_grading)", pending, len(table), dest)
+                             "by hand (column ungraded_points)", pending, len(table), dest)
