@@ -101,7 +101,7 @@ def _check_grades(course: Path, kinds: Dict[str, str]) -> None:
     with nbgrader_api(course).gradebook as gb:
         for student, kind in kinds.items():
             sub = gb.find_submission(class_.ASSIGNMENT, student)
-            points, waits = class_.EXPECTED[kind]
+            points, waits = class_.expected(kind)
             assert (sub.code_score, bool(sub.needs_manual_grade)) == (points, waits), (
                 f"{student} ({kind}): {sub.code_score} points, needs manual grade "
                 f"{sub.needs_manual_grade}; expected {points}, {waits}")

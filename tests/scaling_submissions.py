@@ -2,12 +2,12 @@
 benchmarks/autograde.py.
 
 Each kind of submission starts from the released exercise, as a student's does, and its grade
-is known by construction (out of 12: 10 autograded points, 2 for the written answer):
+is known by construction (:func:`expected`, from the points in the solution notebook):
 
-- ``model``: every answer cell and the written answer hold the model answers: 10 autograded
-  points, and the written answer waits for grading by hand;
+- ``model``: every answer cell and the written answer hold the model answers: every autograded
+  point, and the written answer waits for grading by hand;
 - ``unscaled``: the model answers, but ``attention_scores`` forgets the scale (a named
-  mistake): its test and the attention test that calls it fail (10 - 3 - 3 = 4 points);
+  mistake): its test and the attention test that calls it fail, the others pass;
 - ``blank``: the exercise as released: 0 points, and nothing waits for a person;
 - ``edited_test``: ``blank`` with a line added to the test cell ``test_softmax`` (the one real
   edit of a locked cell in a class: autograding logs it and puts the cell back).
@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 import nbformat
 from nbformat import NotebookNode
@@ -30,14 +30,31 @@ SOLUTION = ROOT / "solutions" / ASSIGNMENT / NOTEBOOK
 EXERCISE = ROOT / "exercises" / ASSIGNMENT / NOTEBOOK
 WRITTEN = "written_no_scale"
 EDITED_TEST = "test_softmax"
-# kind -> autograded points out of 10, and whether the written answer waits for a person
-EXPECTED = {"model": (10.0, True), "unscaled": (4.0, True), "blank": (0.0, False),
-            "edited_test": (0.0, False)}
+KINDS = ("model", "unscaled", "blank", "edited_test")
+UNSCALED_FAILS = ("test_attention_scores", "test_scaled_dot_product_attention")
 _SCALE = "    scores = scores * scale\n"
 
 
 def grade_id(cell: NotebookNode) -> str:
     return cell.metadata.get("nbgrader", {}).get("grade_id", "")
+
+
+def points() -> Dict[str, float]:
+    """The points of every graded cell of the assignment (grade id -> points), tests and written."""
+    nb = nbformat.read(str(SOLUTION), as_version=4)
+    return {grade_id(c): float(c.metadata["nbgrader"]["points"])
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def expected(kind: str) -> Tuple[float, bool]:
+    """The autograded points a submission of this ``kind`` gets, and whether its written answer
+    waits for a person."""
+    tests = {g: p for g, p in points().items() if g != WRITTEN}
+    if kind == "model":
+        return sum(tests.values()), True
+    if kind == "unscaled":
+        return sum(p for g, p in tests.items() if g not in UNSCALED_FAILS), True
+    return 0.0, False
 
 
 def model_answers() -> Dict[str, str]:
@@ -48,9 +65,9 @@ def model_answers() -> Dict[str, str]:
 
 
 def submission(kind: str) -> NotebookNode:
-    """The released exercise as a student of this ``kind`` (one of :data:`EXPECTED`) hands it in."""
-    if kind not in EXPECTED:
-        raise ValueError(f"kind {kind!r}: one of {', '.join(EXPECTED)}")
+    """The released exercise as a student of this ``kind`` (one of :data:`KINDS`) hands it in."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     nb = copy.deepcopy(nbformat.read(str(EXERCISE), as_version=4))
     answers = model_answers() if kind in ("model", "unscaled") else {}
     if kind == "unscaled":

@@ -5,7 +5,7 @@ markers, step by step under their ``###`` headings), not copied here: a command 
 page is the command tested. They run in a temporary copy of what a fresh clone holds (the files
 ``git ls-files`` lists), with this Python's environment, on a class of four:
 
-- alice hands in the model answers, and her written answer is graded by hand (2 of 2 points) at
+- alice hands in the model answers, and her written answer is graded by hand (full points) at
   the page's hand-grading step, as formgrader saves a score;
 - carol forgets the scale in ``attention_scores`` (a named mistake) and nobody has graded her
   written answer yet: her feedback must say so, and her exported total is provisional;
@@ -123,8 +123,8 @@ def _run_path(course: Path) -> Dict[str, str]:
         pytest.fail("the `qkv` command is not installed in this environment (pip install -e .)")
     logs = {}
     for heading, commands in path_steps(PAGE.read_text()):
-        if "by hand" in heading.lower():
-            _grade_by_hand(course, "alice", 2.0)  # carol's answer is left for later
+        if "by hand" in heading.lower():  # full points for alice; carol's answer is left for later
+            _grade_by_hand(course, "alice", class_.points()[class_.WRITTEN])
         for command in commands:
             proc = subprocess.run(["bash", "-c", command], cwd=course, env=env,
                                   capture_output=True, text=True, timeout=900)
@@ -163,11 +163,12 @@ def test_grades_csv_has_every_student_and_marks_provisional_totals(term):
         rows = {row["student_id"]: row for row in csv.DictReader(fh)}
     got = {s: (float(r["score"]), r["needs_manual_grading"], float(r["ungraded_points"]))
            for s, r in rows.items()}
-    assert got == {"alice": (12.0, "False", 0.0),   # 10 autograded + 2 by hand
-                   "carol": (4.0, "True", 2.0),     # her written answer still waits
+    written = class_.points()[class_.WRITTEN]
+    assert got == {"alice": (class_.expected("model")[0] + written, "False", 0.0),  # + by hand
+                   "carol": (class_.expected("unscaled")[0], "True", written),  # still waits
                    "frank_li": (0.0, "False", 0.0),
-                   "bob": (0.0, "False", 0.0)}      # registered, submitted nothing
-    assert {r["max_score"] for r in rows.values()} == {"12.0"}
+                   "bob": (0.0, "False", 0.0)}  # registered, submitted nothing
+    assert {float(r["max_score"]) for r in rows.values()} == {sum(class_.points().values())}
 
 
 @pytest.mark.slow
@@ -175,11 +176,12 @@ def test_feedback_says_not_graded_yet_instead_of_zero(term):
     course, _ = term
     pages = {s: (course / "feedback" / s / class_.ASSIGNMENT / "scaling.html").read_text()
              for s in SUBMISSIONS}
-    written = re.compile(r"Written response</a> \(Score: ([\d.]+) / 2\.0\)")
-    assert written.findall(pages["alice"]) == ["2.0"] and "Not graded yet" not in pages["alice"]
+    points = class_.points()[class_.WRITTEN]
+    written = re.compile(rf"Written response</a> \(Score: ([\d.]+) / {points}\)")
+    assert written.findall(pages["alice"]) == [str(points)] and "Not graded yet" not in pages["alice"]
     assert written.findall(pages["carol"]) == []  # no "0.0 / 2.0" for an answer nobody graded
-    assert "Not graded yet (2.0 points, graded by hand)" in pages["carol"]
-    assert f'href="#comment-{class_.WRITTEN}">{class_.WRITTEN}</a> (2.0 points)' in pages["carol"]
+    assert f"Not graded yet ({points} points, graded by hand)" in pages["carol"]
+    assert f'href="#comment-{class_.WRITTEN}">{class_.WRITTEN}</a> ({points} points)' in pages["carol"]
     # A blank written answer is scored 0 at once: nothing waits for a person.
     assert written.findall(pages["frank_li"]) == ["0.0"] and "Not graded yet" not in pages["frank_li"]
 
