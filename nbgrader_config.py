@@ -6,6 +6,8 @@ See book/instructors.md for the commands. Everything nbgrader writes while gradi
 
 import os
 
+from qkv_course.provisional import template_dirs
+
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
 # The course directory is the one holding this file (an absolute path, as nbgrader wants).
@@ -25,6 +27,11 @@ c.Execute.timeout = 120
 # A cell that runs out of time is interrupted and recorded as an error; the other cells
 # still run and are graded.
 c.Execute.interrupt_on_timeout = True
+# Once a notebook has run, its outputs are in hand: stop its kernel at once. nbgrader's default
+# ("graceful") waits for the kernel's Python, torch loaded, to exit after every notebook: about a
+# third of the floor every notebook pays (kernel start and imports; see benchmarks/autograde.py
+# --compare and book/instructors.md).
+c.Execute.shutdown_kernel = "immediate"
 
 # A test cell a student deleted is put back (and scores zero if its answer is missing).
 c.OverwriteCells.add_missing_cells = True
@@ -38,3 +45,29 @@ c.Autograde.create_student = True
 # stops the collection with an error naming it (nbgrader's own collector would skip it silently
 # and the student would get a zero). See book/instructors.md.
 c.ZipCollectApp.collector_plugin = "qkv_course.collect.StudentFileCollector"
+
+# Autograding puts back every locked cell (set-up and test cells) from the gradebook. nbgrader's
+# own OverwriteCells logs "Attribute 'checksum' ... has changed!" for every test cell with hidden
+# tests in every submission (the gradebook keeps them, the release does not: nbgrader #1961);
+# the course's version says it only when a student really edited a locked cell. The rest of
+# the list is nbgrader's default, in its order.
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "qkv_course.overwrite.OverwriteReleasedCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
+# Feedback and export: an answer that waits for grading by hand (the written answers) says "Not
+# graded yet" on the student's feedback page instead of 0, and grades.csv marks totals that are
+# still provisional (columns needs_manual_grading and ungraded_points). See
+# src/qkv_course/provisional.py.
+c.GenerateFeedback.preprocessors = [
+    "qkv_course.provisional.PendingGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+c.HTMLExporter.template_name = "feedback_qkv"
+c.HTMLExporter.template_file = "feedback.html.j2"
+c.HTMLExporter.extra_template_basedirs = template_dirs()  # nbgrader's templates, then the course's
+c.ExportApp.plugin_class = "qkv_course.provisional.ProvisionalCsvExport"
