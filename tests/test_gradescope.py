@@ -111,7 +111,7 @@ def _namespace(**answers):
 def test_test_files_score_a_cell_as_nbgrader_does():
     files = _test_files(MASKING, time_limit=3)
     points = {"test_causal_mask": 2, "test_padding_mask": 2,
-              "test_scaled_dot_product_attention": 3}
+              "test_scaled_dot_product_attention": 4}
     for name, text in files.items():
         f = _parsed(text, name)
         assert f.name == name and f.possible == points[name]
@@ -138,8 +138,11 @@ def test_test_files_score_a_cell_as_nbgrader_does():
 
     start = time.perf_counter()
     f = run("test_padding_mask", _namespace(padding_mask=LOOPS_WITHOUT_S))
-    assert f.score == 0 and "time limit of 3" in f.summary()
-    assert time.perf_counter() - start < 15  # stopped once, not once per case
+    # Stopped by Otter's time limit, or first by the check's own time budget (10 s floor),
+    # which takes over SIGALRM while it runs and names the input instead.
+    assert f.score == 0
+    assert "time limit of 3" in f.summary() or "took more than" in f.summary(), f.summary()
+    assert time.perf_counter() - start < 40  # stopped once, not once per case
 
 
 # --------------------------------------------------------------------------- graded for real

@@ -184,7 +184,7 @@ def test_plan_reads_answers_tests_and_their_checks():
     assert p.answers == ["causal_mask", "padding_mask", "scaled_dot_product_attention"]
     assert p.tests == [(CAUSAL, 2.0, "check_causal_mask", "causal_mask"),
                        (PADDING, 2.0, "check_padding_mask", "padding_mask"),
-                       (SDPA, 3.0, "check_scaled_dot_product_attention",
+                       (SDPA, 4.0, "check_scaled_dot_product_attention",
                         "scaled_dot_product_attention")]
     assert "import qkv.checks" in p.setup
 

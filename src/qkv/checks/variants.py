@@ -124,6 +124,8 @@ GROUPED_QUERY_ATTENTION = Exercise(
         *(Mistake(m.name, m.hint, gqa_attention_mistake(m.fn)) for m in attention_mistakes()),
     ],
     forbid=TORCH_ATTENTION,  # SDPA (enable_gqa), flex_attention: any name with "attention"
+    # A wrong repeat_kv costs only its own test: the reference's stands in while this one runs.
+    helpers={"repeat_kv": qkv.repeat_kv},
     legend="(B, Hq, L, Ev)",
     error_hints=[("must match the size of tensor", "the key/value heads must be repeated to Hq "
                   "before they meet the queries (or the queries grouped as (B, Hkv, G, L, E))"),
