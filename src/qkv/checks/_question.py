@@ -64,13 +64,15 @@ class Choice:
 
 def _as_number(question_id: str, answer: object) -> float:
     """The student's numeric answer as a float (an int, a float or a one-element tensor)."""
-    if isinstance(answer, bool) or not (isinstance(answer, (int, float)) or hasattr(answer, "item")):
+    numeric = isinstance(answer, (int, float)) or hasattr(answer, "item")
+    if isinstance(answer, bool) or not numeric:
         raise AssertionError(f"{question_id}: expected a number (an int or a float), "
                              f"got {_shown(answer)}")
     try:
         return float(answer.item() if hasattr(answer, "item") else answer)
     except (TypeError, ValueError, RuntimeError):
-        raise AssertionError(f"{question_id}: expected a single number, got {_shown(answer)}") from None
+        raise AssertionError(f"{question_id}: expected a single number, "
+                             f"got {_shown(answer)}") from None
 
 
 @dataclass(frozen=True)
