@@ -1,0 +1,118 @@
+"""One conceptual question of an assignment, and how an answer to it is judged.
+
+A question is multiple choice (:class:`Choice`) or numeric (:class:`Number`). Its feedback is
+the point: a wrong answer is told why *that* answer is wrong ("Not (b): ... Try again."), a
+right one why it is right. A numeric answer is computed when asked, from :mod:`qkv` where it
+can be (a parameter count from an instance), so the question cannot drift from the reference.
+The banks (:mod:`._questions_early`, :mod:`._questions_late`) hold the questions and
+:func:`qkv.checks.check_question` looks them up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+_TRY = "Try again."
+
+
+def _shown(answer: object) -> str:
+    """An answer as an error message shows it: its type and its value."""
+    return f"{type(answer).__name__} {answer!r}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A multiple-choice question.
+
+    Attributes:
+        id: the question's id, also the name of the student's variable (``masking_q1``).
+        choices: letter -> the choice as the assignment prints it (``"a" -> "(4, 10)"``).
+        answer: the right letter.
+        why: why the right choice is right (the confirmation), without a final full stop.
+        wrong: for every other letter, why that choice is wrong, without a final full stop.
+    """
+
+    id: str
+    choices: Mapping[str, str]
+    answer: str
+    why: str
+    wrong: Mapping[str, str]
+
+    def judge(self, answer: object) -> str:
+        """The one-line confirmation of a right answer.
+
+        Args:
+            answer: a letter, ``"b"`` (``"B"`` and ``"(b)"`` are read as ``"b"``).
+
+        Returns:
+            "<id>: right, (b) <the choice> - <why>".
+
+        Raises:
+            AssertionError: not one of the letters, or a wrong one (saying why it is wrong).
+        """
+        letters = ", ".join(f'"{k}"' for k in self.choices)
+        letter = answer.strip().strip("()").lower() if isinstance(answer, str) else None
+        if letter not in self.choices:
+            raise AssertionError(f"{self.id}: expected one of {letters} (a str), "
+                                 f"got {_shown(answer)}")
+        if letter != self.answer:
+            raise AssertionError(f"{self.id}: Not ({letter}): {self.wrong[letter]}. {_TRY}")
+        return f"{self.id}: right, ({letter}) {self.choices[letter]} - {self.why}."
+
+
+def _as_number(question_id: str, answer: object) -> float:
+    """The student's numeric answer as a float (an int, a float or a one-element tensor)."""
+    numeric = isinstance(answer, (int, float)) or hasattr(answer, "item")
+    if isinstance(answer, bool) or not numeric:
+        raise AssertionError(f"{question_id}: expected a number (an int or a float), "
+                             f"got {_shown(answer)}")
+    try:
+        return float(answer.item() if hasattr(answer, "item") else answer)
+    except (TypeError, ValueError, RuntimeError):
+        raise AssertionError(f"{question_id}: expected a single number, "
+                             f"got {_shown(answer)}") from None
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric question: the answer within a relative tolerance.
+
+    Attributes:
+        id: the question's id, also the name of the student's variable.
+        answer: computes the right number (from :mod:`qkv` where it can).
+        why: why it is that number (the confirmation), without a final full stop.
+        wrong: computes the typical wrong numbers -> what each comes from (forgetting the
+            bias, counting one head...), without a final full stop.
+        hint: what to look at for any other wrong number, without a final full stop.
+        rel_tol: how close counts as equal, relative to the right number.
+    """
+
+    id: str
+    answer: Callable[[], float]
+    why: str
+    wrong: Callable[[], Mapping[float, str]]
+    hint: str
+    rel_tol: float = 1e-6
+
+    def _same(self, a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=1e-12)
+
+    def judge(self, answer: object) -> str:
+        """The one-line confirmation of a right answer.
+
+        Args:
+            answer: a number.
+
+        Returns:
+            "<id>: right, <number> - <why>".
+
+        Raises:
+            AssertionError: not a number, or a wrong one (saying what it comes from, or a hint).
+        """
+        got, right = _as_number(self.id, answer), float(self.answer())
+        if self._same(got, right):
+            return f"{self.id}: right, {answer!r} - {self.why}."
+        why = next((w for value, w in self.wrong().items() if self._same(got, value)), self.hint)
+        raise AssertionError(f"{self.id}: Not {answer!r}: {why}. {_TRY}")

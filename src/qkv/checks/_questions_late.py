@@ -1,0 +1,135 @@
+"""The conceptual questions of assignments 6 to 9 (see :mod:`._question`).
+
+Each assignment asks its questions in a markdown cell that prints the choices as written here
+(``tests/checks/test_checks_questions.py`` checks that, and checks every right answer against
+:mod:`qkv`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+import qkv
+
+from ._question import Choice, Number
+
+MASKING_Q1 = Choice(
+    id="masking_q1",
+    choices={"a": "ones(4, 4).tril()", "b": "ones(4, 4).triu()", "c": "ones(4, 4).tril(-1)",
+             "d": "ones(4, 4).tril(1)"},
+    answer="a",
+    why="query i may see keys 0..i: the lower triangle, diagonal included",
+    wrong={
+        "b": "the upper triangle allows the future and hides the past: it is the causal "
+             "mask read in the other convention (True = blocked)",
+        "c": "that hides the diagonal too: no query could see its own token, and query 0 "
+             "would see nothing at all",
+        "d": "that lets every query see one token of the future",
+    },
+)
+
+MASKING_Q2 = Choice(
+    id="masking_q2",
+    choices={"a": "keep", "b": "~keep", "c": "keep.float()", "d": "keep.T"},
+    answer="b",
+    why="nn.MultiheadAttention's key_padding_mask is True where a key is ignored, the "
+        "opposite of the course's (and SDPA's) True = allowed",
+    wrong={
+        "a": "key_padding_mask is True where a key is ignored: keep would hide the real "
+             "tokens and attend to the padding",
+        "c": "a float mask is added to the scores: adding 1 to the real tokens hides nothing",
+        "d": "both are (B, S): the convention is the problem, not the layout",
+    },
+)
+
+POSITION_Q1 = Choice(
+    id="position_q1",
+    choices={"a": "m + n", "b": "m - n", "c": "m alone", "d": "nothing: RoPE leaves scores as "
+             "they are"},
+    answer="b",
+    why="q is rotated by angles proportional to m, k by angles proportional to n, and their "
+        "dot product sees only the difference of the angles",
+    wrong={
+        "a": "the two rotations meet in the dot product as R(m)^T R(n) = R(n - m): their "
+             "angles subtract",
+        "c": "the key is rotated too, by its own position n",
+        "d": "the score of rotated vectors depends on the angle between the rotations: "
+             "that is how RoPE gives attention position",
+    },
+)
+
+POSITION_Q2 = Number(
+    id="position_q2",
+    answer=lambda: float(qkv.alibi_slopes(8)[0]),
+    why="ALiBi's slopes are 2^(-8h/H) for h = 1..H: head 0 gets 2^-1",
+    wrong=lambda: {
+        2.0 ** -8: "2^-8 is the last head's slope: head 0 gets the steepest, 2^-1",
+        1.0: "2^0 counts the heads from 0 in the exponent; they count from 1",
+        0.25: "2^-2 is head 1's slope: one head off",
+    },
+    hint="with H = 8 heads the slopes are 2^(-8h/H) for h = 1..H",
+)
+
+EFFICIENT_Q1 = Number(
+    id="efficient_q1",
+    answer=lambda: 4096 * 4096 * torch.finfo(torch.float32).bits / 8 / 2**20,
+    why="4096 * 4096 scores of 4 bytes each is 2^26 bytes, 64 MiB, for every head and "
+        "every sequence of the batch",
+    wrong=lambda: {
+        32: "that is 2 bytes per score (float16); a float32 takes 4",
+        16: "that is 1 byte per score; a float32 takes 4",
+        128: "that is 8 bytes per score (float64); a float32 takes 4",
+        1 / 16: "that is in GiB; the question asks MiB (2^20 bytes)",
+        64 * 2**20 / 10**6: "that is in MB (10^6 bytes); the question asks MiB (2^20 bytes)",
+    },
+    hint="L * S scores, 4 bytes each in float32, and 2^20 bytes to a MiB",
+)
+
+EFFICIENT_Q2 = Choice(
+    id="efficient_q2",
+    choices={"a": "multiplied by exp(m - m')", "b": "multiplied by exp(m' - m)",
+             "c": "left as it is", "d": "reset to zero"},
+    answer="a",
+    why="its terms were exp(s - m); against the new max they are exp(s - m') = "
+        "exp(s - m) exp(m - m')",
+    wrong={
+        "b": "that makes it larger, but m' > m makes every exp(s - m') smaller than exp(s - m)",
+        "c": "its terms were computed against the old max m, and the new chunk's against m': "
+             "the sum would mix two scales",
+        "d": "the keys already visited would be forgotten: attention over the last chunk only",
+    },
+)
+
+VARIANTS_Q1 = Number(
+    id="variants_q1",
+    answer=lambda: 2 * 32 * 8 * 128 * torch.finfo(torch.bfloat16).bits // 8,
+    why="keys and values (2) in each of 32 layers, for 8 key/value heads of 128 dims, "
+        "2 bytes each",
+    wrong=lambda: {
+        2 * 32 * 32 * 128 * 2: "that caches 32 key/value heads, multi-head attention's cache; "
+                               "GQA stores only the 8 key/value heads",
+        32 * 8 * 128 * 2: "the cache holds the keys and the values: twice that",
+        2 * 32 * 8 * 128 * 4: "twice the answer: 4 bytes per number is float32, or 32 heads "
+                              "without the values; count 2 bytes and 8 key/value heads",
+        2 * 8 * 128 * 2: "that is one layer; every layer has a cache of its own",
+    },
+    hint="bytes per token = 2 (keys and values) x layers x key/value heads x head dim x bytes "
+         "per number",
+)
+
+VARIANTS_Q2 = Choice(
+    id="variants_q2",
+    choices={"a": "key 0 only", "b": "keys 0 to 3", "c": "all 5 keys", "d": "keys 3 and 4"},
+    answer="b",
+    why="it is token 3 of the sequence: the 3 cached keys and itself (the bottom-right "
+        "alignment)",
+    wrong={
+        "a": "that is the top-left alignment of is_causal=True, right without a cache; "
+             "here query 0 is token 3 of the sequence",
+        "c": "key 4 is the second new token, in the first one's future",
+        "d": "the cached keys 0 to 2 are its past, which it may see; key 4 is its future",
+    },
+)
+
+QUESTIONS = (MASKING_Q1, MASKING_Q2, POSITION_Q1, POSITION_Q2, EFFICIENT_Q1, EFFICIENT_Q2,
+             VARIANTS_Q1, VARIANTS_Q2)

@@ -1,0 +1,214 @@
+"""The assignments' conceptual questions (``qkv.checks.check_question``): every wrong answer is
+told why it is wrong, every right answer is a fact of :mod:`qkv`, and every assignment asks them."""
+
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+import torch
+import torch.nn as nn
+
+import qkv
+from qkv import checks
+from qkv.checks import check_question
+from qkv.checks._question import Choice, Number
+from qkv.checks._questions import QUESTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted((ROOT / "solutions").glob("*/*.md"))
+CHOICES = [q for q in QUESTIONS.values() if isinstance(q, Choice)]
+NUMBERS = [q for q in QUESTIONS.values() if isinstance(q, Number)]
+
+
+def _ids(q):
+    return q.id
+
+
+def test_check_question_is_exported():
+    assert "check_question" in checks.__all__ and checks.check_question is check_question
+
+
+@pytest.mark.parametrize("q", CHOICES, ids=_ids)
+def test_every_wrong_choice_is_explained(q):
+    assert q.answer in q.choices and len(q.choices) >= 3
+    assert set(q.wrong) == set(q.choices) - {q.answer}
+    for text in [q.why, *q.wrong.values()]:
+        assert text.strip() and not text.endswith("."), text  # the message adds the full stop
+
+
+@pytest.mark.parametrize("q", NUMBERS, ids=_ids)
+def test_every_typical_wrong_number_is_explained_and_differs_from_the_answer(q):
+    wrong = q.wrong()
+    assert len(wrong) >= 3 and q.hint and not q.hint.endswith(".")
+    for value, why in wrong.items():
+        assert not q._same(value, q.answer()), (value, why)
+        assert why.strip() and not why.endswith("."), why
+
+
+@pytest.mark.parametrize("q", CHOICES, ids=_ids)
+def test_choices_right_passes_and_each_wrong_fails_with_its_explanation(q, capsys):
+    for spelled in (q.answer, q.answer.upper(), f"({q.answer})"):
+        check_question(q.id, spelled)
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and f"{q.id}: right, ({q.answer})" in out and q.why in out
+    for letter, why in q.wrong.items():
+        with pytest.raises(AssertionError) as info:
+            check_question(q.id, letter)
+        assert str(info.value) == f"{q.id}: Not ({letter}): {why}. Try again."
+
+
+@pytest.mark.parametrize("q", NUMBERS, ids=_ids)
+def test_numbers_right_passes_and_each_wrong_fails_with_its_explanation(q, capsys):
+    right = q.answer()
+    for spelled in (right, float(right), torch.tensor(float(right))):
+        check_question(q.id, spelled)
+        assert f"{q.id}: right" in capsys.readouterr().out
+    for value, why in q.wrong().items():
+        with pytest.raises(AssertionError, match=re.escape(f"{why}. Try again.")):
+            check_question(q.id, value)
+    with pytest.raises(AssertionError, match=re.escape(f"Not 12345.678: {q.hint}. Try again.")):
+        check_question(q.id, 12345.678)
+
+
+def test_an_answer_of_the_wrong_kind_says_what_was_expected():
+    with pytest.raises(AssertionError, match='masking_q1: expected one of "a", "b", "c", "d" '
+                                             r"\(a str\), got int 1"):
+        check_question("masking_q1", 1)
+    with pytest.raises(AssertionError, match='expected one of .*got str \'e\''):
+        check_question("masking_q1", "e")
+    with pytest.raises(AssertionError, match=r"multi_head_q1: expected a number \(an int or a "
+                                             r"float\), got str '1050624'"):
+        check_question("multi_head_q1", "1050624")
+    with pytest.raises(AssertionError, match="expected a number .* got bool True"):
+        check_question("scaling_q1", True)
+    with pytest.raises(AssertionError, match="expected a single number"):
+        check_question("scaling_q1", torch.ones(2))
+    with pytest.raises(ValueError, match="no question 'masking_q9'; the ids are bottleneck_q1, "):
+        check_question("masking_q9", "a")
+
+
+def test_check_question_leaves_the_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    for q in NUMBERS:
+        check_question(q.id, q.answer())
+    assert torch.equal(torch.rand(3), expected)
+
+
+# --- the right answers are facts of the reference (so the bank cannot drift from it) ---
+
+def _right(question_id):
+    q = QUESTIONS[question_id]
+    return q.choices[q.answer]
+
+
+def test_the_shapes_are_the_reference_s():
+    g = torch.Generator().manual_seed(0)
+    shapes = [(4, 64), (4, 10, 32), (16, 64), (16, 32), (16,)]  # s, keys, W_q, W_k, v_a
+    _, w = qkv.bahdanau_attention(*[torch.randn(*s, generator=g) for s in shapes])
+    assert _right("bottleneck_q2") == str(tuple(w.shape))
+    x = torch.randn(2, 5, 16, generator=g)
+    out = qkv.self_attention(x, torch.randn(8, 16), torch.randn(8, 16), torch.randn(12, 16))
+    assert _right("qkv_q1") == str(tuple(out.shape))
+    heads = qkv.split_heads(torch.zeros(2, 10, 512), 8)
+    assert _right("multi_head_q2") == str(tuple(heads.shape))
+
+
+def test_the_lookup_facts():
+    g = torch.Generator().manual_seed(0)
+    q, keys = torch.randn(1, 3, generator=g), torch.randn(6, 3, generator=g)
+    values = torch.randn(6, 2, generator=g)
+    cold, _ = qkv.soft_lookup(q, keys, values, temperature=1e-4)
+    hard, _ = qkv.hard_lookup(q, keys, values)
+    assert _right("lookup_q1") == "the value of the best-matching key"
+    torch.testing.assert_close(cold, hard)
+    s = torch.randn(5, generator=g)
+    assert _right("lookup_q2") == "they do not change"
+    torch.testing.assert_close(qkv.softmax(s + 7.0), qkv.softmax(s))
+
+
+def test_self_attention_is_permutation_equivariant():
+    g = torch.Generator().manual_seed(0)
+    x, W = torch.randn(5, 16, generator=g), [torch.randn(8, 16, generator=g) for _ in range(3)]
+    perm = torch.randperm(5, generator=g)
+    assert _right("qkv_q2") == "the same outputs, in the new order of the tokens"
+    torch.testing.assert_close(qkv.self_attention(x[perm], *W), qkv.self_attention(x, *W)[perm])
+
+
+def test_the_parameter_counts_match_pytorch_and_the_variance_is_measured():
+    assert QUESTIONS["multi_head_q1"].answer() == sum(
+        p.numel() for p in nn.MultiheadAttention(512, 8).parameters())
+    measured = qkv.dot_product_variance(64, 200_000, torch.Generator().manual_seed(0))
+    assert abs(measured - QUESTIONS["scaling_q1"].answer()) < 2
+
+
+def test_the_masks():
+    ones = lambda *s: torch.ones(*s, dtype=torch.bool)  # noqa: E731  (the choices' `ones`)
+    choices = QUESTIONS["masking_q1"].choices
+    masks = {k: eval(v, {"ones": ones}) for k, v in choices.items()}  # noqa: S307
+    right = [k for k, m in masks.items() if torch.equal(m, qkv.causal_mask(4))]
+    assert right == [QUESTIONS["masking_q1"].answer]
+    # key_padding_mask=~keep gives the attention of the real tokens only.
+    torch.manual_seed(0)
+    mha, x = nn.MultiheadAttention(8, 2, batch_first=True).eval(), torch.randn(1, 5, 8)
+    keep = qkv.padding_mask([3], 5)
+    assert _right("masking_q2") == "~keep"
+    padded, _ = mha(x, x, x, key_padding_mask=~keep)
+    real, _ = mha(x, x[:, :3], x[:, :3])
+    torch.testing.assert_close(padded, real)
+    row = qkv.causal_mask_bottom_right(2, 5)[0].nonzero().flatten().tolist()
+    assert _right("variants_q2") == "keys 0 to 3" and row == [0, 1, 2, 3]
+
+
+def test_rope_scores_depend_on_the_offset_only_and_alibi_slopes():
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 1, 1, 8, generator=g), torch.randn(1, 1, 1, 8, generator=g)
+
+    def score(m, n):
+        return (qkv.apply_rope(q, offset=m) * qkv.apply_rope(k, offset=n)).sum()
+
+    assert _right("position_q1") == "m - n"
+    torch.testing.assert_close(score(7, 3), score(4, 0))
+    assert not torch.allclose(score(7, 3), score(3, 7))
+    assert QUESTIONS["position_q2"].answer() == 2 ** (-8 / 8)
+
+
+def test_the_online_softmax_rescale():
+    s, m, m_new = torch.tensor([0.5, 1.0]), 1.0, 3.0
+    l_old = torch.exp(s - m).sum()
+    assert _right("efficient_q2") == "multiplied by exp(m - m')"
+    rescaled = l_old * torch.exp(torch.tensor(m - m_new))
+    torch.testing.assert_close(rescaled, torch.exp(s - m_new).sum())
+
+
+# --- every assignment asks its questions ---
+
+def _question_cells(path):
+    """(answer ids, test cells' ids and points, the markdown) of an assignment source."""
+    nb = jupytext.read(path, fmt="md:myst")
+    answers = [c.metadata["answer"] for c in nb.cells if c.metadata.get("answer") in QUESTIONS]
+    tests = {c.metadata["tests"]: (c.metadata.get("points"), c.source) for c in nb.cells
+             if "check_question" in c.source and "tests" in c.metadata}
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    return answers, tests, markdown
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.parent.name)
+def test_every_assignment_asks_two_questions_worth_a_point_each(path):
+    answers, tests, markdown = _question_cells(path)
+    assert len(answers) >= 2, f"{path.name} asks {answers}"
+    for qid in answers:
+        points, source = tests[f"test_{qid}"]
+        assert points == 1 and f'check_question("{qid}", {qid})' in source
+        q = QUESTIONS[qid]
+        assert f"(`{qid}`)" in markdown
+        for letter, text in getattr(q, "choices", {}).items():
+            shown = rf"\({letter}\) `?{re.escape(text)}`?\n"
+            assert re.search(shown, markdown + "\n"), (qid, letter)
+
+
+def test_every_question_is_asked_once():
+    asked = [qid for path in SOURCES for qid in _question_cells(path)[0]]
+    assert sorted(asked) == sorted(QUESTIONS)
