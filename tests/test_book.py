@@ -110,7 +110,7 @@ def test_every_chapter_ends_with_a_summary_and_references(page):
     assert sections.index("Summary") >= len(sections) - 3, f"{page.name}: Summary is not near the end"
     entries = [line for line in text.split("\n## References", 1)[1].splitlines() if line.startswith("- ")]
     assert entries, f"{page.name}: the References section lists nothing"
-    undated = [e for e in entries if not re.search(r"\b(19|20)\d\d\b", e)]
+    undated = [e for e in entries if not re.search(r"\b(19|20)\d\d[a-z]?\b", e)]
     assert not undated, f"{page.name}: references without a year: {undated}"
 
 
