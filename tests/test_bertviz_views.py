@@ -50,6 +50,16 @@ def test_views_point_at_local_libraries_first(render):
     assert '"[CLS]"' in html
 
 
+@pytest.mark.parametrize("lib_url", [None, "../_static/vendor"])
+def test_views_sit_in_a_box_that_scrolls_inside_the_column(lib_url):
+    html = bv.view_html("model_view", weights(), TOKENS, lib_url=lib_url)
+    assert html.startswith(bv.BOX)
+    # the view's own elements are inside the box, the drawing script after it
+    box_end = html.index("</div>\n<script")
+    assert 'id="bertviz' in html[:box_end] and "max-width: 100%" in bv.BOX
+    assert "overflow-x: auto" in bv.BOX
+
+
 def test_without_lib_url_bertviz_html_is_unchanged_in_substance():
     html = bv.view_html("head_view", weights(), TOKENS)
     assert f'<script src="{bv.CDN["require"]}"></script>' in html

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qkv_course.config import ROOT, config, toc_pages
+from qkv_course.config import ROOT, chapters, config, toc_pages
 from qkv_course.sphinx.redirects import write_redirects
 
 REDIRECTS: dict = config()["sphinx"]["config"]["qkv_redirects"]
@@ -73,3 +73,50 @@ def test_redirects_are_written_and_a_missing_target_fails(tmp_path: Path):
         write_redirects(tmp_path, {"book/07-complexity.html": "book/08-efficient.html"}, pages)
     with pytest.raises(Exception, match="is a page of the book"):
         write_redirects(tmp_path, {"book/02-lookup.html": "book/02-lookup.html"}, pages)
+
+
+CHAPTERS = chapters()
+# A cell that draws: pyplot, or one of qkv.viz's plotting helpers.
+_DRAWS = re.compile(r"\bplt\.(show|subplots)\b|\bplot_\w+\(|\bviz\.attention_heatmap\(")
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_every_figure_cell_gives_a_caption_and_alt_text(page):
+    """Read by myst-nb (cell metadata mystnb.figure.caption and mystnb.image.alt): a screen
+    reader announces what the figure shows, not its file name. The browser test checks the page."""
+    import jupytext
+
+    nb = jupytext.read(page.source, fmt="md:myst")
+    missing = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not _DRAWS.search(cell.source):
+            continue
+        meta = cell.metadata.get("mystnb", {})
+        caption = str(meta.get("figure", {}).get("caption", ""))
+        alt = str(meta.get("image", {}).get("alt", ""))
+        if len(caption) < 20 or len(alt) < 40:
+            missing.append(cell.source.strip().splitlines()[0])
+    assert not missing, f"{page.name}: figure cells without a caption or alt text: {missing}"
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_every_chapter_ends_with_a_summary_and_references(page):
+    """A "Summary" section, and a "References" list as the last section (an exercise may sit
+    between them), with full citations: every entry has a year."""
+    text = page.source.read_text()
+    sections = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert "Summary" in sections, f"{page.name} has no Summary section"
+    assert sections[-1] == "References", f"{page.name} does not end with References: {sections[-3:]}"
+    assert sections.index("Summary") >= len(sections) - 3, f"{page.name}: Summary is not near the end"
+    entries = [line for line in text.split("\n## References", 1)[1].splitlines() if line.startswith("- ")]
+    assert entries, f"{page.name}: the References section lists nothing"
+    undated = [e for e in entries if not re.search(r"\b(19|20)\d\d[a-z]?\b", e)]
+    assert not undated, f"{page.name}: references without a year: {undated}"
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_chapters_do_not_call_the_course_sources_seeds(page):
+    """Readers never saw the course's source documents; "seed" means a random seed only."""
+    text = page.source.read_text()
+    wrong = re.findall(r"[^\n]*\bthe seeds\b(?! each)[^\n]*", text, flags=re.I)
+    assert not wrong, f"{page.name}: {wrong}"

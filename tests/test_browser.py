@@ -282,7 +282,6 @@ def test_no_page_is_wider_than_a_phone(browser, site, page):
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: the figures get alt text and captions in the next pass")
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
 def test_every_figure_has_alt_text_that_says_what_it_shows(browser, site, page):
     v = Visit(browser, site, page.html)

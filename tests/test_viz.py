@@ -24,6 +24,18 @@ def test_plot_head_grid_has_one_map_per_head():
         viz.plot_head_grid(torch.rand(3, 5, 5))
 
 
+
+def test_plot_head_grid_draws_only_the_heads_asked_for():
+    w = torch.softmax(torch.randn(2, 4, 5, 5), -1)
+    fig = viz.plot_head_grid(w, heads=[2, 3])
+    axes = fig.get_axes()
+    assert len(axes) == 4
+    assert axes[0].get_title() == "head 2" and axes[0].get_ylabel() == "layer 0"
+    assert abs(float(axes[3].get_images()[0].get_array()[0, 0]) - float(w[1, 3, 0, 0])) < 1e-6
+    plt.close(fig)
+    with pytest.raises(ValueError, match="heads"):
+        viz.plot_head_grid(w, heads=[4])
+
 def _results(runs):
     return {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0",
             "date": "2026-11-23T00:00:00+00:00", "dtype": "float16", "B": 4, "H": 32, "runs": runs}

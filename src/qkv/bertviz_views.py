@@ -135,6 +135,18 @@ def localize(html: str, lib_url: str) -> str:
 
 _VIEWS = ("head_view", "model_view")
 
+#: The box a view is drawn in: as wide as the column at most, and scrolling inside itself
+#: when the view is wider (the model view of 12 heads is, and any view is on a phone), so
+#: that the page never scrolls sideways. Inline, so that it works in Colab too.
+BOX = '<div class="qkv-bertviz" style="max-width: 100%; overflow-x: auto;">'
+
+
+def _boxed(html: str) -> str:
+    """``html`` with its content in :data:`BOX`; a closing ``<script>`` stays last, outside."""
+    match = _SCRIPT.search(html)
+    end = match.start() if match else len(html)
+    return BOX + html[:end] + "</div>\n" + html[end:]
+
 
 def view_html(
     kind: str,
@@ -155,7 +167,8 @@ def view_html(
         **kwargs: passed to bertviz's view (e.g. ``layer=``, ``heads=``, ``include_layers=``).
 
     Returns:
-        A self-contained HTML fragment.
+        A self-contained HTML fragment, the view in a box (:data:`BOX`) that scrolls
+        sideways inside itself where the view is wider than the page's column.
     """
     v.require_choice("kind", kind, _VIEWS)
     try:
@@ -168,7 +181,7 @@ def view_html(
         raise ValueError(f"tokens has {len(tokens)} entries but the attention covers T={T} positions")
     view = getattr(bertviz, kind)
     html = view(layers, list(tokens), html_action="return", **kwargs).data
-    return html if lib_url is None else localize(html, lib_url)
+    return _boxed(html if lib_url is None else localize(html, lib_url))
 
 
 def head_view(attention: Any, tokens: Sequence[str], lib_url: Optional[str] = None, **kwargs: Any) -> Any:

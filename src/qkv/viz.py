@@ -108,6 +108,7 @@ def plot_head_grid(
     labels: Optional[Sequence[Sequence[str]]] = None,
     tokens: Optional[Sequence[str]] = None,
     cell: float = 1.3,
+    heads: Optional[Sequence[int]] = None,
 ) -> Figure:
     """A grid of heat maps: one row per layer, one column per head.
 
@@ -118,6 +119,9 @@ def plot_head_grid(
         tokens: when given, the tokens label the axes of the bottom-left map
             only (the maps are too small for more).
         cell: size of one map in inches.
+        heads: the heads to draw, one column each (default: all ``H``). A page
+            column holds about six maps a row legibly; draw a model with more
+            heads as several grids.
 
     Returns:
         The figure.
@@ -127,20 +131,25 @@ def plot_head_grid(
     """
     v.require_dim("weights", weights, 4, "(layers, H, T, T)")
     layers, H, L, S = weights.shape
-    fig, axes = plt.subplots(layers, H, figsize=(cell * H, cell * layers * 1.15), squeeze=False)
+    heads = list(range(H)) if heads is None else list(heads)
+    if not heads or any(not 0 <= h < H for h in heads):
+        raise ValueError(f"heads must be a non-empty selection of 0..{H - 1}, got {heads}")
+    fig, axes = plt.subplots(
+        layers, len(heads), figsize=(cell * len(heads), cell * layers * 1.15), squeeze=False
+    )
     w = weights.detach().float().cpu()
     for i in range(layers):
-        for h in range(H):
-            ax = axes[i][h]
+        for col, h in enumerate(heads):
+            ax = axes[i][col]
             ax.imshow(w[i, h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
-                ax.set_title(f"head {h}", fontsize=8)
-            if h == 0:
-                ax.set_ylabel(f"layer {i}", fontsize=8)
+                ax.set_title(f"head {h}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel(f"layer {i}", fontsize=9)
             if labels is not None:
-                ax.set_xlabel(labels[i][h], fontsize=6)
+                ax.set_xlabel(labels[i][h], fontsize=7)
     if tokens is not None and len(tokens) == S == L:
         ax = axes[layers - 1][0]
         ax.set_xticks(range(S), tokens, rotation=90, fontsize=5)
