@@ -298,6 +298,13 @@ def ablate_heads(model: AttentionOnlyTransformer, heads: Sequence[Tuple[int, int
     """
     v.require_instance("model", model, AttentionOnlyTransformer, "a qkv.AttentionOnlyTransformer")
     num_layers, num_heads = len(model.layers), model.layers[0].num_heads
+    want = f"heads must be a sequence of (layer, head) pairs of ints, got {heads!r}"
+    try:
+        heads = [(layer, head) for layer, head in heads]
+    except (TypeError, ValueError):
+        raise TypeError(want) from None
+    if any(isinstance(i, bool) or not isinstance(i, int) for pair in heads for i in pair):
+        raise TypeError(want)
     for layer, head in heads:
         if not (0 <= layer < num_layers and 0 <= head < num_heads):
             raise ValueError(f"head ({layer}, {head}) is not in the model's {num_layers} layers "
