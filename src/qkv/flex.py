@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
+from .variants import _global_positions
 
 __all__ = [
     "alibi_score_mod",
@@ -38,9 +39,27 @@ MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
+def _check_indices(q_idx: object, kv_idx: object) -> None:
+    """Integer index tensors whose shapes broadcast, as FlexAttention passes them (batched by vmap).
+
+    Skipped while FlexAttention compiles the function: it passes its own indices then.
+    """
+    if torch.compiler.is_compiling():
+        return
+    for name, t in (("q_idx", q_idx), ("kv_idx", kv_idx)):
+        v.require_tensor(name, t)
+        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+            raise TypeError(f"{name} must be an integer index tensor, got {t.dtype}")
+    try:
+        v.broadcast_shapes(q_idx.shape, kv_idx.shape)
+    except RuntimeError:
+        raise ValueError(f"q_idx {v.shape_str(q_idx)} and kv_idx {v.shape_str(kv_idx)} must have "
+                         f"shapes that broadcast") from None
+
+
 def causal_mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
     """``qkv.causal_mask`` as a ``mask_mod``: query ``i`` sees keys ``0..i`` (top-left aligned)."""
-    v.require_tensor("b", b)  # FlexAttention passes index tensors (batched by vmap)
+    _check_indices(q_idx, kv_idx)  # b and h are not used: any batch and head
     return q_idx >= kv_idx
 
 
@@ -112,9 +131,13 @@ def local_global_mask_mod(n: int, window: int, global_tokens: Union[Sequence[int
     Returns:
         The ``mask_mod``.
     """
+    n = v.require_int("n", n)
     v.require_int("window", window)
-    idx = torch.as_tensor(v.require_int_sequence("global_tokens", global_tokens), dtype=torch.long)
-    is_global = torch.zeros(v.require_int("n", n), dtype=torch.bool)
+    idx = _global_positions(global_tokens, n)
+    device = v.require_device("device", device)
+    v.require_fits(f"the (n,) global flags for n={n}", (n,), torch.bool, device or torch.device("cpu"),
+                   hint="check n: it is the sequence length")
+    is_global = torch.zeros(n, dtype=torch.bool)
     is_global[idx] = True
     is_global = is_global.to(device)
 

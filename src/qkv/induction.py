@@ -91,6 +91,9 @@ class InductionTask:
         """
         v.require_int("batch_size", batch_size)
         v.require_instance("generator", generator, torch.Generator, "a torch.Generator")
+        v.require_fits(f"the (batch_size, vocab_size) permutations for batch_size={batch_size}",
+                       (batch_size, self.vocab_size), torch.float32, generator.device,
+                       hint="check batch_size and vocab_size")
         B, T, dev = batch_size, self.length, generator.device
         f = {"generator": generator, "device": dev}
         # T distinct tokens per sequence: the first T of a random permutation of the vocabulary
@@ -142,9 +145,17 @@ class AttentionOnlyTransformer(nn.Module):
         dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__()
-        for name, n in (("vocab_size", vocab_size), ("max_len", max_len), ("num_layers", num_layers)):
+        sizes = {"vocab_size": vocab_size, "max_len": max_len, "d_model": d_model,
+                 "num_layers": num_layers, "num_heads": num_heads}
+        for name, n in sizes.items():
             v.require_int(name, n)
-        f = {"device": device, "dtype": dtype}
+        if d_model % num_heads:
+            raise ValueError(f"num_heads={num_heads} must divide d_model={d_model}")
+        f = {"device": v.require_device("device", device),
+             "dtype": dtype if dtype is None else v.require_float_dtype("dtype", dtype)}
+        # embedding, unembedding, positions and 4 projections per layer, with their biases
+        count = (2 * vocab_size + max_len) * d_model + vocab_size + num_layers * 4 * (d_model + 1) * d_model
+        v.require_weights_fit("AttentionOnlyTransformer", sizes, count, dtype, f["device"])
         self.embed = nn.Embedding(vocab_size, d_model, **f)
         self.pos = nn.Parameter(torch.randn(max_len, d_model, **f))
         self.layers = nn.ModuleList(MultiHeadAttention(d_model, num_heads, **f) for _ in range(num_layers))
@@ -159,7 +170,7 @@ class AttentionOnlyTransformer(nn.Module):
         Returns:
             ``(logits, weights)``.
         """
-        v.require_dim("tokens", tokens, 2, "(B, T)")
+        v.require_tokens("tokens", tokens, self.embed.num_embeddings, "(B, T)")
         T = tokens.shape[1]
         if T > self.pos.shape[0]:
             raise ValueError(f"tokens has {T} positions, the model was built for max_len={self.pos.shape[0]}")
@@ -287,6 +298,13 @@ def ablate_heads(model: AttentionOnlyTransformer, heads: Sequence[Tuple[int, int
     """
     v.require_instance("model", model, AttentionOnlyTransformer, "a qkv.AttentionOnlyTransformer")
     num_layers, num_heads = len(model.layers), model.layers[0].num_heads
+    want = f"heads must be a sequence of (layer, head) pairs of ints, got {heads!r}"
+    try:
+        heads = [(layer, head) for layer, head in heads]
+    except (TypeError, ValueError):
+        raise TypeError(want) from None
+    if any(isinstance(i, bool) or not isinstance(i, int) for pair in heads for i in pair):
+        raise TypeError(want)
     for layer, head in heads:
         if not (0 <= layer < num_layers and 0 <= head < num_heads):
             raise ValueError(f"head ({layer}, {head}) is not in the model's {num_layers} layers "

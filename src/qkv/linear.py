@@ -45,11 +45,13 @@ def elu_feature_map(x: Tensor) -> Tensor:
 
 
 def _check(query: Tensor, key: Tensor, value: Optional[Tensor], is_causal: bool,
-           feature_map: FeatureMap) -> None:
+           feature_map: FeatureMap, eps: object) -> None:
     names = ("query", "key") if value is None else ("query", "key", "value")
     tensors = (query, key) if value is None else (query, key, value)
     v.check_attention_inputs(names, tensors, _LEGEND)
     v.require_callable("feature_map", feature_map)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < float("inf"):
+        raise ValueError(f"eps must be a finite number >= 0 (added to the normaliser), got {eps!r}")
     if is_causal and query.shape[-2] != key.shape[-2]:
         raise ValueError(f"is_causal=True needs as many queries as keys (L == S), got query "
                          f"{v.shape_str(query)} and key {v.shape_str(key)}")
@@ -81,7 +83,10 @@ def linear_attention_weights(
         - query: ``(..., L, E)``, key: ``(..., S, E)``
         - output: ``(..., L, S)``
     """
-    _check(query, key, None, is_causal, feature_map)
+    _check(query, key, None, is_causal, feature_map, eps)
+    batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    v.require_fits("the (..., L, S) weights", (*batch, query.shape[-2], key.shape[-2]), query.dtype,
+                   query.device)
     sim = feature_map(query) @ feature_map(key).transpose(-2, -1)
     if is_causal:
         sim = sim.tril()
@@ -121,7 +126,7 @@ def linear_attention(
         - query: ``(..., L, E)``, key: ``(..., S, E)``, value: ``(..., S, Ev)``
         - output: ``(..., L, Ev)``
     """
-    _check(query, key, value, is_causal, feature_map)
+    _check(query, key, value, is_causal, feature_map, eps)
     v.require_int("chunk_size", chunk_size)
     fq, fk = feature_map(query), feature_map(key)
     if not is_causal:

@@ -99,6 +99,11 @@ def path_length(forward: Forward, n: int, d: int, max_hops: Optional[int] = None
     v.require_callable("forward", forward)
     n, d = v.require_int("n", n), v.require_int("d", d)
     limit = n if max_hops is None else v.require_int("max_hops", max_hops)
+    if generator is not None:
+        v.require_instance("generator", generator, torch.Generator, "a torch.Generator or None")
+    v.require_fits(f"the (n, d) input for n={n}, d={d}", (n, d), torch.float64,
+                   torch.device("cpu") if generator is None else generator.device,
+                   hint="check n and d: a sequence length and a width")
     x = torch.randn(n, d, generator=generator, dtype=torch.float64)
     lo, hi = 0, 1  # invariant: lo hops do not reach (0 never does)
     while not _reaches(forward, x, hi):
@@ -111,10 +116,13 @@ def path_length(forward: Forward, n: int, d: int, max_hops: Optional[int] = None
     return hi
 
 
-def _check_layer(d: object, generator: object) -> None:
+def _check_layer(d: object, generator: object, owner: str, count: int = 2, **sizes: int) -> None:
+    """``d`` and ``generator`` checked, and ``count`` weight matrices of ``d * d * k`` refused unless they fit."""
     v.require_int("d", d)
     v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
                        "; make one with torch.Generator().manual_seed(0)")
+    v.require_weights_fit(owner, {"d": d, **sizes}, count * d * d * sizes.get("kernel_size", 1),
+                          torch.float64, generator.device)
 
 
 def _weights(generator: torch.Generator, *shape: int) -> Tensor:
@@ -135,7 +143,7 @@ def recurrent(d: int, generator: torch.Generator) -> Forward:
     Returns:
         ``forward(x, hops)``: every state ``h_0 .. h_{n-1}``, shape ``(n, d)``.
     """
-    _check_layer(d, generator)
+    _check_layer(d, generator, "recurrent")
     W, U = _weights(generator, d, d), _weights(generator, d, d)
 
     def forward(x: Tensor, hops: int) -> Tensor:
@@ -167,8 +175,8 @@ def convolutional(d: int, kernel_size: int, generator: torch.Generator,
     Returns:
         ``forward(x, hops)``, shape ``(n, d)`` to ``(n, d)``.
     """
-    _check_layer(d, generator)
     k = v.require_int("kernel_size", kernel_size, minimum=2)
+    _check_layer(d, generator, "convolutional", count=1, kernel_size=k)
     layers: List[Tensor] = []
 
     def forward(x: Tensor, hops: int) -> Tensor:
@@ -196,7 +204,9 @@ def self_attention_stack(d: int, generator: torch.Generator,
     Returns:
         ``forward(x, hops)``, shape ``(n, d)`` to ``(n, d)``.
     """
-    _check_layer(d, generator)
+    _check_layer(d, generator, "self_attention_stack", count=3)
+    if window is not None:
+        v.require_int("window", window)
     layers: List[List[Tensor]] = []
 
     def forward(x: Tensor, hops: int) -> Tensor:

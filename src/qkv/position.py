@@ -23,7 +23,7 @@ position times a frequency would lose whole digits.
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -53,8 +53,22 @@ def _angles(positions: Tensor, E: int, base: float) -> Tensor:
 
 def _sizes(E: object, base: object) -> int:
     E = v.require_even("E", v.require_int("E", E), _PAIRS + " share a frequency")
-    v.require_positive_number("base", base)
+    _check_base(base)
     return E
+
+
+def _check_base(base: object) -> None:
+    v.require_positive_number("base", base)
+    if not math.isfinite(base):
+        raise ValueError(f"base must be a finite positive number (10000.0 in the papers), got {base!r}")
+
+
+def _require_fits(what: str, shapes: Sequence[Sequence[int]], dtype: torch.dtype,
+                  device: Optional[torch.device]) -> None:
+    """Refuse, before allocating, any of the tables ``shapes`` that could never fit."""
+    for shape in shapes:
+        v.require_fits(what, shape, dtype, device or torch.device("cpu"),
+                       hint="check the sizes: a position table holds every position")
 
 
 def sinusoidal_encoding(
@@ -85,7 +99,9 @@ def sinusoidal_encoding(
     """
     L = v.require_int("L", L, minimum=0)
     E = _sizes(E, base)
+    device = v.require_device("device", device)
     v.require_float_dtype("dtype", dtype)
+    _require_fits(f"the sinusoidal table (L, E) for L={L}, E={E}", [(L, E), (E,)], _work_dtype(dtype), device)
     positions = torch.arange(L, device=device, dtype=_work_dtype(dtype))
     angles = _angles(positions, E, base)
     # Stacked on a new last dim and flattened: sin, cos, sin, cos, ... (pair i at 2i, 2i + 1).
@@ -114,7 +130,11 @@ def apply_rope(x: Tensor, offset: int = 0, base: float = 10000.0, pairing: str =
         - output: same as ``x``
     """
     v.require_float_tensor("x", x, "(..., L, E)", min_dim=2)
-    L, E = x.shape[-2], _sizes(x.shape[-1], base)
+    L, E = x.shape[-2], x.shape[-1]
+    if E == 0 or E % 2:
+        raise ValueError(f"E must be even and positive ({_PAIRS} are rotated together): x must have "
+                         f"shape (..., L, E), got {v.shape_str(x)}")
+    _check_base(base)
     offset = v.require_int("offset", offset, minimum=0)
     v.require_choice("pairing", pairing, ("interleaved", "half"))
     work = _work_dtype(x.dtype)
@@ -158,7 +178,11 @@ def alibi_slopes(
         - output: ``(H,)``
     """
     v.require_int("num_heads", num_heads)
+    device = v.require_device("device", device)
     v.require_float_dtype("dtype", dtype)
+    # Python floats, as Python computes them (torch's pow differs in the last bit): a list of
+    # up to 3 * num_heads of them while they are made, 32 bytes each, i.e. 12 float64s a head.
+    _require_fits(f"the slopes of num_heads={num_heads} heads", [(num_heads, 12)], torch.float64, device)
     return torch.tensor(_slopes(num_heads), device=device, dtype=dtype)
 
 
@@ -191,8 +215,12 @@ def alibi_bias(
     """
     L = v.require_int("L", L, minimum=0)
     S = L if S is None else v.require_int("S", S, minimum=0)
+    v.require_int("num_heads", num_heads)
+    device = v.require_device("device", device)
     v.require_float_dtype("dtype", dtype)
     work = _work_dtype(dtype)
+    _require_fits(f"the ALiBi bias (num_heads, L, S) for num_heads={num_heads}, L={L}, S={S}",
+                  [(num_heads, L, S), (L, S), (L + S,)], work, device)
     slopes = alibi_slopes(num_heads, device=device, dtype=work)
     rows = torch.arange(L, device=device, dtype=work)[:, None]
     cols = torch.arange(S, device=device, dtype=work)[None, :]

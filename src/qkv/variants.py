@@ -56,6 +56,9 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
     """
     v.require_float_tensor("x", x, "(..., Hkv, S, E)", min_dim=3)
     v.require_int("n_rep", n_rep)
+    shape = (*x.shape[:-3], x.shape[-3] * n_rep, *x.shape[-2:])
+    v.require_fits(f"the repeated heads (n_rep={n_rep})", shape, x.dtype, x.device,
+                   hint="grouped_query_attention shares the heads without copying them")
     return x.repeat_interleave(n_rep, dim=-3)
 
 
@@ -70,7 +73,22 @@ def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> int:
     if Hkv == 0 or Hq % Hkv:
         raise ValueError(f"the query heads Hq={Hq} must be a multiple of the key/value heads "
                          f"Hkv={Hkv} (dim -3); expected {_LEGEND}")
+    names, tensors = ("query", "key", "value"), (query, key, value)
+    v.require_same(names, tensors, "dtype")
+    v.require_same(names, tensors, "device")
+    v.broadcast_batch(names, [t.flatten(-3, -2) for t in tensors], _LEGEND)  # the dims before the heads
     return Hq // Hkv
+
+
+def _check_mask(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor],
+                is_causal: bool) -> None:
+    """``attn_mask`` against the ``(..., Hq, L, S)`` scores, and not together with ``is_causal``."""
+    if is_causal and attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True, not both; to combine them, pass "
+                         "attn_mask=qkv.causal_mask(L, S) & your_mask")
+    lead = v.broadcast_shapes(*(t.shape[:-3] for t in (query, key, value)))
+    v.check_mask(attn_mask, query.shape[-2], key.shape[-2], query.dtype, query.device,
+                 (*lead, query.shape[-3]))
 
 
 def _group_mask(attn_mask: Optional[Tensor], is_causal: bool, Hkv: int, G: int, L: int, S: int,
@@ -121,6 +139,7 @@ def grouped_query_attention(
         - output: ``(..., Hq, L, Ev)``
     """
     G = _check_gqa(query, key, value)
+    _check_mask(query, key, value, attn_mask, is_causal)
     Hkv, L, S = key.shape[-3], query.shape[-2], key.shape[-2]
     # (..., Hq, L, E) -> (..., Hkv, G * L, E): the G query heads of a group become G * L rows
     # that all meet the same keys. Broadcasting (..., Hkv, G, L, E) against (..., Hkv, 1, S, E)
@@ -149,7 +168,23 @@ def causal_mask_bottom_right(L: int, S: Optional[int] = None,
         Bool mask ``(L, S)``, ``True`` where attention is allowed.
     """
     L, S = _sizes(L, S)
+    device = v.require_device("device", device)
+    v.require_fits("the causal mask", (L, S), torch.bool, device or torch.device("cpu"))
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L)
+
+
+def _global_positions(global_tokens: object, n: int) -> Tensor:
+    """``global_tokens`` checked as positions in ``0 .. n - 1``, as a ``long`` tensor."""
+    if isinstance(global_tokens, Tensor):
+        if global_tokens.is_floating_point() or global_tokens.is_complex() or global_tokens.dim() > 1 \
+                or global_tokens.dtype == torch.bool:
+            raise TypeError(f"global_tokens must be a sequence of ints or a 1-D integer tensor, got a "
+                            f"{global_tokens.dtype} tensor of shape {v.shape_str(global_tokens)}")
+        global_tokens = global_tokens.tolist() if global_tokens.dim() else [int(global_tokens)]
+    idx = torch.as_tensor(v.require_int_sequence("global_tokens", global_tokens), dtype=torch.long)
+    if idx.numel() and not (0 <= int(idx.min()) and int(idx.max()) < n):
+        raise ValueError(f"global_tokens must lie in 0 .. n - 1 = {n - 1}, got {idx.tolist()}")
+    return idx
 
 
 def local_global_mask(
@@ -182,9 +217,10 @@ def local_global_mask(
     """
     n, _ = _sizes(n, None)
     v.require_int("window", window)
-    idx = torch.as_tensor(v.require_int_sequence("global_tokens", global_tokens), dtype=torch.long)
-    if idx.numel() and not (0 <= int(idx.min()) and int(idx.max()) < n):
-        raise ValueError(f"global_tokens must lie in 0 .. {n - 1}, got {idx.tolist()}")
+    idx = _global_positions(global_tokens, n)
+    device = v.require_device("device", device)
+    # a few (n, n) bool masks are alive at once: refuse what could never fit
+    v.require_fits(f"the (n, n) mask for n={n}", (3, n, n), torch.bool, device or torch.device("cpu"))
     if is_causal:
         allowed = sliding_window_mask(n, n, window, device=device)
     else:  # a band of window // 2 diagonals on each side (bool all along: n * n bytes)
