@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import ContextManager, Iterator, NamedTuple, Optional, Sequence, Tuple
+from typing import ContextManager, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -297,19 +297,24 @@ def ablate_heads(model: AttentionOnlyTransformer, heads: Sequence[Tuple[int, int
         A context manager: ``with ablate_heads(model, [(1, 0)]): ...``.
     """
     v.require_instance("model", model, AttentionOnlyTransformer, "a qkv.AttentionOnlyTransformer")
-    num_layers, num_heads = len(model.layers), model.layers[0].num_heads
+    heads = _check_heads(heads, len(model.layers), model.layers[0].num_heads)
+    return _zero_columns(model, heads)
+
+
+def _check_heads(heads: object, num_layers: int, num_heads: int) -> List[Tuple[int, int]]:
+    """``heads`` as a list of ``(layer, head)`` int pairs inside the model, or a clear error."""
     want = f"heads must be a sequence of (layer, head) pairs of ints, got {heads!r}"
     try:
-        heads = [(layer, head) for layer, head in heads]
+        pairs = [(layer, head) for layer, head in heads]
     except (TypeError, ValueError):
         raise TypeError(want) from None
-    if any(isinstance(i, bool) or not isinstance(i, int) for pair in heads for i in pair):
+    if any(isinstance(i, bool) or not isinstance(i, int) for pair in pairs for i in pair):
         raise TypeError(want)
-    for layer, head in heads:
+    for layer, head in pairs:
         if not (0 <= layer < num_layers and 0 <= head < num_heads):
             raise ValueError(f"head ({layer}, {head}) is not in the model's {num_layers} layers "
                              f"of {num_heads} heads")
-    return _zero_columns(model, heads)
+    return pairs
 
 
 @contextlib.contextmanager
