@@ -181,11 +181,14 @@ def test_bad_usage_exits_2_with_one_line(tmp_path, capsys, make, message):
 def test_plan_reads_answers_tests_and_their_checks():
     nb = nbformat.read(str(ROOT / "solutions" / ASSIGNMENT / "masking.ipynb"), as_version=4)
     p = plan(nb)
-    assert p.answers == ["causal_mask", "padding_mask", "scaled_dot_product_attention"]
+    assert p.answers == ["causal_mask", "padding_mask", "scaled_dot_product_attention",
+                         "masking_q1", "masking_q2"]
     assert p.tests == [(CAUSAL, 2.0, "check_causal_mask", "causal_mask"),
                        (PADDING, 2.0, "check_padding_mask", "padding_mask"),
                        (SDPA, 4.0, "check_scaled_dot_product_attention",
-                        "scaled_dot_product_attention")]
+                        "scaled_dot_product_attention"),
+                       ("test_masking_q1", 1.0, "check_question:masking_q1", "masking_q1"),
+                       ("test_masking_q2", 1.0, "check_question:masking_q2", "masking_q2")]
     assert "import qkv.checks" in p.setup
 
 

@@ -39,13 +39,17 @@ MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
-def _check_indices(q_idx: object, kv_idx: object) -> None:
+def _check_indices(q_idx: object, kv_idx: object, b: object = 0, h: object = 0) -> None:
     """Integer index tensors whose shapes broadcast, as FlexAttention passes them (batched by vmap).
 
     Skipped while FlexAttention compiles the function: it passes its own indices then.
     """
     if torch.compiler.is_compiling():
         return
+    for name, t in (("b", b), ("h", h)):
+        if isinstance(t, bool) or not isinstance(t, (int, Tensor)):
+            raise TypeError(f"{name} must be an index (an int or an integer tensor, as "
+                            f"FlexAttention passes it), got {type(t).__name__} {t!r}")
     for name, t in (("q_idx", q_idx), ("kv_idx", kv_idx)):
         v.require_tensor(name, t)
         if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
@@ -59,7 +63,7 @@ def _check_indices(q_idx: object, kv_idx: object) -> None:
 
 def causal_mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
     """``qkv.causal_mask`` as a ``mask_mod``: query ``i`` sees keys ``0..i`` (top-left aligned)."""
-    _check_indices(q_idx, kv_idx)  # b and h are not used: any batch and head
+    _check_indices(q_idx, kv_idx, b, h)  # b and h are not used: any batch and head
     return q_idx >= kv_idx
 
 

@@ -113,6 +113,14 @@ def refusal_flags(message: str) -> List[Flag]:
     return flags
 
 
+def _resolve(checks: Any, name: str) -> Optional[Callable[..., Any]]:
+    """The check called ``name``; ``check_question:<id>`` asks question ``<id>`` (no inputs to draw)."""
+    if name.startswith("check_question:"):
+        qid = name.split(":", 1)[1]
+        return lambda answer, seed=None: checks.check_question(qid, answer)
+    return getattr(checks, name, None)
+
+
 def _grade(check: Callable[..., Any], answer: Any, name: str) -> Tuple[bool, str, List[Flag]]:
     """Call ``check(answer, seed=None)``: passed, its failure's message, flags."""
     out = io.StringIO()
@@ -183,7 +191,7 @@ def main(fd: int) -> None:
         exec(compile(spec["setup"], "<setup>", "exec"), ns)  # noqa: S102 (the instructor's cell)
     import qkv.checks
 
-    checks = {c: getattr(qkv.checks, c, None) for _, c, _ in spec["tests"]}
+    checks = {c: _resolve(qkv.checks, c) for _, c, _ in spec["tests"]}
     limit_memory(spec["memory"])
     watch = Watch()
     sys.addaudithook(watch)

@@ -81,8 +81,15 @@ def _cells(nb: Any) -> List[Tuple[Dict[str, Any], Any]]:
 
 
 def _check_call(source: str) -> Optional[Tuple[str, str]]:
-    """The first ``check_x(answer, ...)`` a test cell makes: ``(check, answer)``."""
+    """The first ``check_x(answer, ...)`` a test cell makes: ``(check, answer)``.
+
+    A question's ``check_question("id", answer)`` gives ``("check_question:id", answer)``.
+    """
     for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "check_question" and len(node.args) == 2
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[1], ast.Name)):
+            return f"check_question:{node.args[0].value}", node.args[1].id
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id.startswith("check_") and node.args
                 and isinstance(node.args[0], ast.Name)):
