@@ -109,6 +109,9 @@ def _keywords(text: str):
     return {part.split(":")[0] for part in text.split("; ")} if text else set()
 
 
+QUESTIONS = ("test_masking_q1", "test_masking_q2")
+
+
 @pytest.mark.slow
 def test_regrade_restores_the_lost_and_flags_the_tampered(graded_class, capsys, tmp_path):
     course, exits_log = graded_class
@@ -127,24 +130,28 @@ def test_regrade_restores_the_lost_and_flags_the_tampered(graded_class, capsys, 
     assert got == {
         ("delegating", CAUSAL): ("2", "2", "2", set()),
         ("delegating", PADDING): ("2", "2", "2", set()),
-        ("delegating", SDPA): ("0", "0", "3", {"torch-attention", "delegates"}),
+        ("delegating", SDPA): ("0", "0", "4", {"torch-attention", "delegates"}),
         ("exiting", CAUSAL): ("", "2", "2", {"not-autograded", "disagree"}),
         ("exiting", PADDING): ("", "0", "2", {"exit", "crashed", "not-autograded"}),
-        ("exiting", SDPA): ("", "3", "3", {"not-autograded", "disagree"}),
+        ("exiting", SDPA): ("", "4", "4", {"not-autograded", "disagree"}),
         ("honest", CAUSAL): ("2", "2", "2", set()),
         ("honest", PADDING): ("2", "2", "2", set()),
-        ("honest", SDPA): ("3", "3", "3", set()),
+        ("honest", SDPA): ("4", "4", "4", set()),
         ("looping", CAUSAL): ("2", "2", "2", set()),
         ("looping", PADDING): ("0", "0", "2", {"timeout"}),
-        ("looping", SDPA): ("3", "3", "3", set()),
+        ("looping", SDPA): ("4", "4", "4", set()),
         ("tampered", CAUSAL): ("2", "0", "2", {"checks", "patches", "tampers", "disagree"}),
         ("tampered", PADDING): ("2", "2", "2", set()),
-        ("tampered", SDPA): ("3", "3", "3", set()),
+        ("tampered", SDPA): ("4", "4", "4", set()),
+        # The two questions of the assignment: right everywhere, lost with the kernel for one.
+        **{(who, q): ("1", "1", "1", set()) for who in ("delegating", "honest", "looping",
+                                                         "tampered") for q in QUESTIONS},
+        **{("exiting", q): ("", "1", "1", {"not-autograded", "disagree"}) for q in QUESTIONS},
     }
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert out == summary
-    assert "5 submission(s) of 5 student(s), 15 test(s)" in summary
-    assert "disagreements with nbgrader: 3" in summary and "flagged students: 4" in summary
+    assert "5 submission(s) of 5 student(s), 25 test(s)" in summary
+    assert "disagreements with nbgrader: 5" in summary and "flagged students: 4" in summary
     assert "honest" not in summary
 
 
