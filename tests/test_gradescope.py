@@ -268,7 +268,7 @@ def test_scores_are_the_ones_each_submission_deserves(graded):
     assert MISTAKE_NAMES[INVERTED_CAUSAL] in _otter_output(otter, "test_causal_mask")
     assert scores[MASKING, "tampered"][0]["test_causal_mask"] == 0
     scaling, otter = scores[SCALING, "mistake"]
-    assert scaling["test_attention_scores"] == 0 and scaling["test_softmax"] == 2
+    assert scaling["test_attention_scores"] == 0 and scaling["test_softmax"] == 1
     assert "no scaling" in _otter_output(otter, "test_attention_scores")
     for student in ("tampered", "attacker"):
         assert scores[SCALING, student][0]["test_attention_scores"] == 0
@@ -296,5 +296,6 @@ def test_the_zip_installs_cpu_torch_and_the_bundled_package_and_leaves_written_a
     assert setup.rstrip().endswith("pip uninstall --yes rfc3987-syntax")
     assert {n for n in names if n.startswith("tests/")} == {
         f"tests/{t}.py" for t in ("test_attention_scores", "test_softmax",
-                                  "test_scaled_dot_product_attention", "test_dot_product_variance")}
+                                  "test_scaled_dot_product_attention", "test_dot_product_variance",
+                                  "test_scaling_q1", "test_scaling_q2")}
     assert (made[SCALING] / "scaling.ipynb").is_file()  # the written answer: graded by hand
