@@ -40,7 +40,7 @@ def test_probe_accepts_the_course_convention():
     mha = identity_torch_mha()
     assert follows_course_convention(lambda q, k, v, m: mha(q, k, v, attn_mask=qkv.to_torch_mask(m))[0])
     ours = qkv.MultiHeadAttention.from_torch(mha)
-    assert follows_course_convention(lambda q, k, v, m: ours(q, k, v, attn_mask=m)[0])
+    assert follows_course_convention(lambda q, k, v, m: ours(q, k, v, mask=m)[0])
 
 
 def test_probe_catches_the_inverted_convention():
@@ -50,7 +50,7 @@ def test_probe_catches_the_inverted_convention():
         lambda q, k, v, m: qkv.scaled_dot_product_attention(q, k, v, qkv.from_torch_mask(m))
     )
     ours = qkv.MultiHeadAttention.from_torch(mha)
-    assert not follows_course_convention(lambda q, k, v, m: ours(q, k, v, attn_mask=~m)[0])
+    assert not follows_course_convention(lambda q, k, v, m: ours(q, k, v, mask=~m)[0])
 
 
 def test_padded_tokens_change_nothing_at_real_positions():
@@ -104,3 +104,70 @@ def test_finite_fill_turns_a_fully_masked_row_uniform():
     torch.testing.assert_close(w, torch.full((3,), 1 / 3))
     with pytest.raises(RuntimeError):
         scores.half().masked_fill(torch.ones(3, dtype=torch.bool), -1e9)
+
+
+# Every public callable that takes a mask, called so that ``follows_course_convention`` can
+# probe it. A new one must be added here: the course has one mask convention, and the
+# names PyTorch uses for the inverted one (True = forbidden) are never reused.
+def _torch_free_mha():
+    return qkv.MultiHeadAttention.from_torch(identity_torch_mha())
+
+
+MASK_PROBES = {
+    "scaled_dot_product_attention": lambda q, k, v, m: qkv.scaled_dot_product_attention(q, k, v, attn_mask=m),
+    "scaled_dot_product_attention_with_weights": lambda q, k, v, m: qkv.scaled_dot_product_attention_with_weights(q, k, v, attn_mask=m)[0],
+    "chunked_attention": lambda q, k, v, m: qkv.chunked_attention(q, k, v, attn_mask=m, chunk_size=2),
+    "grouped_query_attention": lambda q, k, v, m: qkv.grouped_query_attention(q[None], k[None], v[None], attn_mask=m)[0],
+    "attention_scores": lambda q, k, v, m: qkv.attend(qkv.attention_scores(q, k, attn_mask=m), v)[0],
+    "attend": lambda q, k, v, m: qkv.attend(q @ k.transpose(-2, -1), v, attn_mask=m)[0],
+    "AdditiveAttention": lambda q, k, v, m: qkv.AdditiveAttention(8, 8, 8)(q, k, v, attn_mask=m)[0],
+    "LuongAttention": lambda q, k, v, m: qkv.LuongAttention(8, method="general")(q, k, v, attn_mask=m)[0],
+    "MultiHeadAttention": lambda q, k, v, m: _torch_free_mha()(q, k, v, mask=m)[0],
+    "combine_masks": lambda q, k, v, m: qkv.scaled_dot_product_attention(
+        q, k, v, qkv.combine_masks(m, None, False, 1, 4, 4, q)),
+    "to_additive_mask": lambda q, k, v, m: qkv.scaled_dot_product_attention(
+        q, k, v, qkv.to_additive_mask(m, q.dtype)),
+    # The two converters take PyTorch's convention in and give the course's out.
+    "from_torch_mask": lambda q, k, v, m: qkv.scaled_dot_product_attention(
+        q, k, v, qkv.from_torch_mask(~m)),
+    "to_torch_mask": lambda q, k, v, m: qkv.scaled_dot_product_attention(
+        q, k, v, ~qkv.to_torch_mask(m)),
+}
+# Names whose bool masks PyTorch reads as True = forbidden (nn.MultiheadAttention, nn.Transformer).
+INVERTED_IN_TORCH = {"key_padding_mask", "src_key_padding_mask", "tgt_key_padding_mask",
+                     "memory_key_padding_mask", "src_mask", "tgt_mask", "memory_mask"}
+# attn_mask means True = allowed in SDPA but True = forbidden in nn.MultiheadAttention, so
+# the course's mirror of that module must not take it.
+MIRRORS_TORCH_MHA = {"MultiHeadAttention"}
+
+
+def _mask_taking_callables():
+    import inspect
+    found = {}
+    for name in qkv.__all__:
+        obj = getattr(qkv, name)
+        f = obj.forward if inspect.isclass(obj) and issubclass(obj, nn.Module) else obj
+        try:
+            params = inspect.signature(f).parameters
+        except (TypeError, ValueError):
+            continue
+        masks = [p for p in params if "mask" in p]
+        if masks:
+            found[name] = masks
+    return found
+
+
+def test_every_public_mask_argument_is_probed():
+    assert set(_mask_taking_callables()) == set(MASK_PROBES)
+
+
+@pytest.mark.parametrize("name", sorted(MASK_PROBES))
+def test_every_public_mask_follows_the_course_convention(name):
+    assert follows_course_convention(MASK_PROBES[name]), name
+
+
+def test_no_pytorch_name_is_reused_for_the_opposite_meaning():
+    for name, params in _mask_taking_callables().items():
+        assert not INVERTED_IN_TORCH & set(params), (name, params)
+        if name in MIRRORS_TORCH_MHA:
+            assert "attn_mask" not in params, name

@@ -41,10 +41,10 @@ def test_from_torch_same_output_and_weights(bias, masks):
     if masks == "is_causal + padding":
         kw["attn_mask"] = causal_torch
     want, want_w = m(x, x, x, **kw)
-    ours_name = {"key_padding_mask": "key_mask"}  # ours: True = real token
+    ours_name = {"key_padding_mask": "key_mask", "attn_mask": "mask"}  # ours: True = allowed
     conv = {ours_name.get(k, k): qkv.from_torch_mask(val) for k, val in kw.items()}
     if masks == "is_causal + padding":
-        del conv["attn_mask"]
+        del conv["mask"]
         conv["is_causal"] = True
     got, got_w = ours(x, need_weights=True, **conv)
     torch.testing.assert_close(got, want)
@@ -104,8 +104,16 @@ def test_split_merge_round_trip_and_layout():
             ["key_mask", "bool", "float32"],
         ),
         (
-            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), attn_mask=torch.ones(3, 3, dtype=torch.bool), is_causal=True),
-            ["attn_mask", "is_causal"],
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), mask=torch.ones(3, 3, dtype=torch.bool), is_causal=True),
+            ["mask", "is_causal"],
+        ),
+        (
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), attn_mask=torch.ones(3, 3, dtype=torch.bool)),
+            ["not attn_mask", "True = forbidden", "mask=~attn_mask"],
+        ),
+        (
+            lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 8), mask=torch.ones(3, 3, dtype=torch.int64)),
+            ["mask must be bool", "int64"],
         ),
         (lambda: qkv.MultiHeadAttention.from_torch(nn.Linear(2, 2)), ["nn.MultiheadAttention", "Linear"]),
         (lambda: qkv.MultiHeadAttention.from_bert(nn.Linear(2, 2)), ["BertLayer", "Linear"]),

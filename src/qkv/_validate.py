@@ -259,29 +259,30 @@ def check_mask(
     dtype: torch.dtype,
     device: torch.device,
     batch_shape: Optional[Sequence[int]] = None,
+    name: str = "attn_mask",
 ) -> None:
     """Check an attention mask against SDPA's rules.
 
     A bool mask (True = may attend) or a float mask of the query's dtype (added to
-    the scores), broadcastable to ``(..., L, S)``.
+    the scores), broadcastable to ``(..., L, S)``; ``name`` is what the caller calls it.
     """
     if attn_mask is None:
         return
-    require_tensor("attn_mask", attn_mask)
+    require_tensor(name, attn_mask)
     if attn_mask.dtype != torch.bool and attn_mask.dtype != dtype:
         raise TypeError(
-            f"attn_mask must be bool (True = may attend) or the query's dtype {dtype} "
+            f"{name} must be bool (True = may attend) or the query's dtype {dtype} "
             f"(added to the scores), got {attn_mask.dtype}"
         )
     if attn_mask.device != device:
-        raise TypeError(f"attn_mask is on {attn_mask.device} but the query is on {device}")
+        raise TypeError(f"{name} is on {attn_mask.device} but the query is on {device}")
     if attn_mask.dim() < 1:
-        raise ValueError("attn_mask must have at least 2 dims, broadcastable to (..., L, S)")
+        raise ValueError(f"{name} must have at least 2 dims, broadcastable to (..., L, S)")
     shape = attn_mask.shape
     rows = shape[-2] if attn_mask.dim() >= 2 else 1
     if shape[-1] not in (1, S) or rows not in (1, L):
         raise ValueError(
-            f"attn_mask must broadcast to (..., L, S) = (..., {L}, {S}), got {shape_str(attn_mask)}"
+            f"{name} must broadcast to (..., L, S) = (..., {L}, {S}), got {shape_str(attn_mask)}"
         )
     if batch_shape is not None:
         try:
@@ -290,7 +291,7 @@ def check_mask(
             fits = False
         if not fits:
             raise ValueError(
-                f"attn_mask {shape_str(attn_mask)} does not broadcast to the batch dims "
+                f"{name} {shape_str(attn_mask)} does not broadcast to the batch dims "
                 f"{tuple(batch_shape)} of the inputs; expected (..., {L}, {S}) with leading dims "
                 f"equal to those or 1"
             )

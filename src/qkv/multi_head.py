@@ -1,12 +1,13 @@
 """Multi-head attention, batch-first, built on :func:`qkv.scaled_dot_product_attention`.
 
 Masks follow SDPA: a bool mask is ``True`` where attention is allowed. This is
-the **opposite** of ``nn.MultiheadAttention``, whose ``attn_mask`` and
-``key_padding_mask`` are ``True`` where attention is forbidden; convert them with
-:func:`qkv.from_torch_mask`. The padding mask is therefore called ``key_mask`` here
-(``True`` for real tokens): reusing PyTorch's name for the opposite meaning would
-make a module built with :meth:`MultiHeadAttention.from_torch` and called the same
-way attend to the padding; ``key_padding_mask=`` is refused with that explanation.
+the **opposite** of ``nn.MultiheadAttention``, whose bool ``attn_mask`` and
+``key_padding_mask`` are ``True`` where attention is forbidden. Reusing PyTorch's
+names for the opposite meaning would make a module built with
+:meth:`MultiHeadAttention.from_torch` and called the same way attend to exactly what
+it should hide, so ``forward`` names its masks ``mask`` (``True`` = may attend) and
+``key_mask`` (``True`` = a real token), and refuses ``attn_mask=`` and
+``key_padding_mask=`` with how to convert them (:func:`qkv.from_torch_mask`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
+from ._mha_args import check_inputs, refuse_torch_names
 from ._weights import from_bert_layer, from_torch_module
 from .masking import causal_mask
 from .scaling import scaled_dot_product_attention_with_weights
@@ -140,30 +142,6 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias, **f)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
 
-    def _check(self, name: str, t: Tensor, width: int, batched: bool) -> None:
-        v.require_tensor(name, t)
-        want = 3 if batched else 2
-        legend = "(B, S, {w})" if batched else "(S, {w})"
-        if t.dim() != want or t.shape[-1] != width:
-            raise ValueError(
-                f"{name} must have shape {legend.format(w=width)} like the query, "
-                f"got {v.shape_str(t)}"
-            )
-
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> bool:
-        """Check the three inputs against the module's widths; return whether they are batched."""
-        v.require_tensor("query", query)
-        batched = query.dim() == 3
-        self._check("query", query, self.embed_dim, batched)
-        self._check("key", key, self.kdim, batched)
-        self._check("value", value, self.vdim, batched)
-        if key.shape[:-1] != value.shape[:-1] or (batched and key.shape[0] != query.shape[0]):
-            raise ValueError(
-                f"query (B, L, D), key (B, S, kdim) and value (B, S, vdim) must agree on B "
-                f"and S, got {v.shape_str(query)}, {v.shape_str(key)}, {v.shape_str(value)}"
-            )
-        return batched
-
     def forward(
         self,
         query: Tensor,
@@ -171,7 +149,7 @@ class MultiHeadAttention(nn.Module):
         value: Optional[Tensor] = None,
         key_mask: Optional[Tensor] = None,
         need_weights: bool = False,
-        attn_mask: Optional[Tensor] = None,
+        mask: Optional[Tensor] = None,
         average_attn_weights: bool = True,
         is_causal: bool = False,
         **torch_only: Tensor,
@@ -186,21 +164,23 @@ class MultiHeadAttention(nn.Module):
                 attended to. Not called ``key_padding_mask``: ``nn.MultiheadAttention``'s
                 argument of that name is ``True`` for padding, the opposite.
             need_weights: also return the attention weights.
-            attn_mask: bool (True = may attend) or float (added) mask,
-                broadcastable to ``(B, H, L, S)``; ``(L, S)`` is the usual form.
+            mask: bool (True = may attend) or float (added) mask, broadcastable
+                to ``(B, H, L, S)``; ``(L, S)`` is the usual form. Not called
+                ``attn_mask``: ``nn.MultiheadAttention``'s bool ``attn_mask`` is
+                ``True`` where attention is forbidden, the opposite.
             average_attn_weights: average the returned weights over heads.
             is_causal: apply an upper-left causal mask (combined with
                 ``key_mask`` if both are given).
-            **torch_only: only to refuse ``key_padding_mask`` (PyTorch's meaning) with
-                a message that says how to convert it.
+            **torch_only: only to refuse PyTorch's ``key_padding_mask`` and
+                ``attn_mask`` with a message that says how to convert them.
 
         Returns:
             ``(output, weights)``; ``weights`` is ``None`` unless ``need_weights``.
         """
-        _refuse_torch_names(torch_only)
+        refuse_torch_names(torch_only)
         key = query if key is None else key
         value = key if value is None else value
-        batched = self._check_inputs(query, key, value)
+        batched = check_inputs(query, key, value, self.embed_dim, self.kdim, self.vdim)
         if not batched:
             query, key, value = query[None], key[None], value[None]
             if key_mask is not None:
@@ -208,7 +188,7 @@ class MultiHeadAttention(nn.Module):
         B, L, _ = query.shape
         S = key.shape[1]
 
-        mask = combine_masks(attn_mask, key_mask, is_causal, B, L, S, query)
+        mask = combine_masks(mask, key_mask, is_causal, B, L, S, query)
         q = split_heads(self.q_proj(query), self.num_heads)
         k = split_heads(self.k_proj(key), self.num_heads)
         vv = split_heads(self.v_proj(value), self.num_heads)
@@ -254,20 +234,8 @@ class MultiHeadAttention(nn.Module):
         return from_bert_layer(cls, layer)
 
 
-def _refuse_torch_names(extra: dict) -> None:
-    """Refuse keyword arguments ``forward`` does not take, PyTorch's ``key_padding_mask`` by name."""
-    if "key_padding_mask" in extra:
-        raise ValueError(
-            "qkv.MultiHeadAttention takes key_mask (True = a real token that may be attended to), "
-            "not key_padding_mask, which nn.MultiheadAttention reads the opposite way (True = "
-            "padding); pass key_mask=~key_padding_mask (or qkv.from_torch_mask(key_padding_mask))"
-        )
-    if extra:
-        raise TypeError(f"forward() got unexpected keyword arguments: {', '.join(sorted(extra))}")
-
-
 def combine_masks(
-    attn_mask: Optional[Tensor],
+    mask: Optional[Tensor],
     key_mask: Optional[Tensor],
     is_causal: bool,
     B: int,
@@ -278,9 +246,9 @@ def combine_masks(
     """Merge the three ways of masking into one mask broadcastable to ``(B, H, L, S)``.
 
     Args:
-        attn_mask: bool (True = may attend) or float (added) mask, or ``None``.
+        mask: bool (True = may attend) or float (added) mask, or ``None``.
         key_mask: bool ``(B, S)``, True for real tokens, or ``None``.
-        is_causal: add an upper-left causal mask (not together with ``attn_mask``).
+        is_causal: add an upper-left causal mask (not together with ``mask``).
         B, L, S: batch size, queries and keys.
         query: the (batched) queries, for their dtype and device.
 
@@ -291,13 +259,13 @@ def combine_masks(
     for name, n in (("B", B), ("L", L), ("S", S)):
         v.require_int(name, n, minimum=0)
     if is_causal:
-        if attn_mask is not None:
-            raise ValueError("pass either attn_mask or is_causal=True, not both")
-        attn_mask = causal_mask(L, S, device=query.device)
-    if attn_mask is not None:
-        v.check_mask(attn_mask, L, S, query.dtype, query.device)
+        if mask is not None:
+            raise ValueError("pass either mask or is_causal=True, not both")
+        mask = causal_mask(L, S, device=query.device)
+    if mask is not None:
+        v.check_mask(mask, L, S, query.dtype, query.device, name="mask")
     if key_mask is None:
-        return attn_mask
+        return mask
     v.require_tensor("key_mask", key_mask)
     if key_mask.shape != (B, S):
         raise ValueError(
@@ -309,8 +277,8 @@ def combine_masks(
             f"key_mask must be bool, True for real tokens, got {key_mask.dtype}"
         )
     pad = key_mask[:, None, None, :]
-    if attn_mask is None:
+    if mask is None:
         return pad
-    if attn_mask.dtype == torch.bool:
-        return attn_mask & pad
-    return attn_mask.masked_fill(~pad, float("-inf"))
+    if mask.dtype == torch.bool:
+        return mask & pad
+    return mask.masked_fill(~pad, float("-inf"))

@@ -92,7 +92,7 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
             self.drop = nn.Dropout(dropout)
 
         def forward(self, query, key=None, value=None, key_mask=None, need_weights=False,
-                    attn_mask=None, average_attn_weights=True, is_causal=False):
+                    mask=None, average_attn_weights=True, is_causal=False):
             key = query if key is None else key
             value = key if value is None else value
             unbatched = query.dim() == 2
@@ -106,8 +106,8 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
             allowed = torch.ones(B, 1, L, S, dtype=torch.bool, device=query.device)
             if is_causal:
                 allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-            if attn_mask is not None:
-                allowed = allowed & attn_mask
+            if mask is not None:
+                allowed = allowed & mask
             if key_mask is not None:
                 allowed = allowed & key_mask[:, None, None, :]
             if builtin_attention:

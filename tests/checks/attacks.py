@@ -351,7 +351,7 @@ ATTACKS: List[Attack] = [
                 self.out_proj = nn.Linear(embed_dim, embed_dim, **f)
                 self.inner = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True, **f)
             def forward(self, query, key=None, value=None, key_mask=None,
-                        need_weights=False, attn_mask=None, average_attn_weights=True,
+                        need_weights=False, mask=None, average_attn_weights=True,
                         is_causal=False):
                 return self.inner(query, query if key is None else key,
                                   query if value is None else value, need_weights=False)

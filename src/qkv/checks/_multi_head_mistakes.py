@@ -43,7 +43,7 @@ def merge_variant(x, *, how="ok"):
 
 
 def mha_variant(spec, query, key=None, value=None, key_mask=None, need_weights=False,
-                 attn_mask=None, average_attn_weights=True, is_causal=False, *,
+                 mask=None, average_attn_weights=True, is_causal=False, *,
                  out_proj=True, scale_by="head", split="ok", merge="ok", invert_padding=False,
                  value_proj="v_proj", dropout=False, fill=float("-inf")):
     """The module's forward with switches for its mistakes (defaults: the right answer).
@@ -64,7 +64,7 @@ def mha_variant(spec, query, key=None, value=None, key_mask=None, need_weights=F
     B, L, D = query.shape
     S, H = key.shape[1], spec["num_heads"]
     W, b = spec["weights"], spec["biases"]
-    mask = qkv.combine_masks(attn_mask, key_mask, is_causal, B, L, S, query)
+    mask = qkv.combine_masks(mask, key_mask, is_causal, B, L, S, query)
     q, k, v = (split_variant(F.linear(t, W[n], b[n]), H, how=split)
                for t, n in ((query, "q_proj"), (key, "k_proj"), (value, value_proj)))
     scale = {"head": 1.0 / math.sqrt(D // H), "embed": 1.0 / math.sqrt(D), "head_dim": H / D,

@@ -188,7 +188,7 @@ def _mha_cases() -> List[Case]:
                 lengths = torch.randint(1, S, (batch[0],), generator=gen)
                 kwargs["key_mask"] = (torch.arange(S)[None, :] < lengths[:, None]).to(device)
             if options.get("mask"):
-                kwargs["attn_mask"] = bool_mask(gen, L, S, device=device)
+                kwargs["mask"] = bool_mask(gen, L, S, device=device)
             for name in ("is_causal", "need_weights", "average_attn_weights"):
                 if name in options:
                     kwargs[name] = options[name]
@@ -207,7 +207,7 @@ def _mha_cases() -> List[Case]:
              make((2,), 4, 6, 12, 3, kdim=5, vdim=7), f64),
         Case("batch B=3, L=S=5, embed_dim=8, num_heads=4 with key_mask (B, S)",
              make((3,), 5, 5, 8, 4, padding=True), f32),
-        Case("B=2, L=4, S=6, embed_dim=6, num_heads=2 with a bool attn_mask (L, S)",
+        Case("B=2, L=4, S=6, embed_dim=6, num_heads=2 with a bool mask (L, S)",
              make((2,), 4, 6, 6, 2, mask=True), f64),
         Case("B=2, L=S=5, embed_dim=8, num_heads=2 with is_causal=True",
              make((2,), 5, 5, 8, 2, is_causal=True), f32),
