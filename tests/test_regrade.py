@@ -236,6 +236,12 @@ def test_model_answers_raise_no_flag():
     ("class T(torch.Tensor):\n    pass", "subclass"),
     ("from torch.overrides import TorchFunctionMode", "modes"),
     ("import torch.nn.functional as G\nG.scaled_dot_product_attention(q, k, v)", "torch-attention"),
+    ("torch.library.Library('aten', 'IMPL')", "kernels"),
+    ("from torch.library import impl", "kernels"),
+    ("class J(str):\n    pass", "subclass"),
+    ("get_ipython().set_custom_exc((AssertionError,), h)", "kernel"),
+    ("from IPython import get_ipython", "kernel"),
+    ("import concurrent.futures as cf\npool = cf.ThreadPoolExecutor(1)", "subprocess"),
 ])
 def test_scan_flags(code, keyword):
     assert keyword in {k for k, _ in scan(code)}, scan(code)

@@ -38,8 +38,10 @@ KEYWORDS = {
     "internals": "reads or rewrites a function's internals (__code__, __globals__, __subclasses__)",
     "patches": "assigns to a module's attributes (patching torch, qkv or Python)",
     "modes": "installs a torch function or dispatch mode (torch.overrides)",
-    "subclass": "subclasses torch.Tensor or a number type (to pass comparisons)",
+    "subclass": "subclasses torch.Tensor, a number type or str (to pass comparisons)",
     "torch-attention": "names torch's attention (scaled_dot_product_attention, MultiheadAttention)",
+    "kernels": "registers kernels for torch's operators (torch.library)",
+    "kernel": "changes how the notebook's kernel runs cells (get_ipython)",
 }
 
 # Modules whose import alone is a flag (a dotted name also matches its submodules).
@@ -51,6 +53,7 @@ _MODULES = {
     "pathlib": "files", "glob": "files", "shutil": "files", "runpy": "exec", "marshal": "exec",
     "pickle": "exec", "torch.ops": "torch.ops", "torch._C": "torch-private",
     "torch.overrides": "modes", "torch.utils._python_dispatch": "modes",
+    "torch.library": "kernels", "IPython": "kernel", "ipykernel": "kernel",
 }
 # Dotted names (after resolving import aliases) that are flags wherever they appear.
 _DOTTED = {
@@ -60,11 +63,11 @@ _DOTTED = {
     "os.posix_spawn": "subprocess", "os.listdir": "files", "os.scandir": "files",
     "os.walk": "files", "os.open": "files", "os.path": "files", "io.open": "files",
     "sys.settrace": "tracing", "sys.setprofile": "tracing", "sys.addaudithook": "tracing",
-    "torch.ops": "torch.ops",
+    "torch.ops": "torch.ops", "torch.library": "kernels",
 }
 _TORCH_ATTENTION = {"scaled_dot_product_attention", "MultiheadAttention",
                     "multi_head_attention_forward"}
-_SUBCLASSED = {"torch.Tensor", "float", "int", "complex"}  # what a comparison could be fooled by
+_SUBCLASSED = {"torch.Tensor", "float", "int", "complex", "str"}  # what a comparison could be fooled by
 _PREFIXES = {"os.exec": "subprocess", "os.spawn": "subprocess"}
 # Attribute names that are flags on any object.
 _ATTRIBUTES = {
@@ -77,7 +80,7 @@ _ATTRIBUTES = {
 # Bare names that are flags when used.
 _NAMES = {"open": "files", "__file__": "files", "__import__": "builtins",
           "__builtins__": "builtins", "exec": "exec", "eval": "exec", "compile": "exec",
-          "exit": "exit", "quit": "exit", "breakpoint": "tracing"}
+          "exit": "exit", "quit": "exit", "breakpoint": "tracing", "get_ipython": "kernel"}
 # What the set-up cell of every assignment binds before the answers run (see setup_cell.py).
 SETUP_NAMES = {"torch": "torch", "math": "math", "qkv": "qkv", "os": "os", "sys": "sys",
                "subprocess": "subprocess", "importlib": "importlib", "nn": "torch.nn",

@@ -12,7 +12,9 @@ when no check is running (a delegation): the corpus also checks that they do, so
 one shows a guard at work rather than a wrong answer.
 
 Kinds (the issue's): helpers, torch entry points, nested calls, subclass, frames, seeds,
-files, rebinding, internals, fresh copy, patching, measure.
+files, rebinding, internals, fresh copy, patching, measure; and found later: questions
+(answers to check_question built to agree), threads (a thread of the notebook's beside the
+check), dispatcher (torch.library kernels for torch's own operators).
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ class Attack:
     answer: str
     notebook: bool = False
     works: bool = False
+    test: str = ""  # the test cell, when it is not the exercise's check (check_question)
 
     @property
     def code(self) -> str:
         return dedent(self.answer).strip() + "\n"
 
     def test_cell(self) -> str:
+        if self.test:
+            return self.test
         f = self.exercise
         return (f"from qkv.checks import check_{f}\n\ncheck_{f}({f})\n"
                 f"check_{f}({f}, seed=None)\n")
@@ -47,6 +52,9 @@ def _a(name, kind, exercise, answer, **kw) -> Attack:
 
 SDPA_SIG = "query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None"
 CHUNK_SIG = "query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256"
+
+# The test cell of a conceptual question.
+_Q = 'from qkv.checks import check_question\n\ncheck_question("{0}", {0})\n'
 
 # A wrong softmax (no maximum subtracted... and not normalised): what tampering tries to pass.
 WRONG_SOFTMAX = """
@@ -736,4 +744,109 @@ object.__setattr__(TORCH_SOFTMAX, "patterns", ())
             d = (torch.arange(L, device=device)[:, None] - torch.arange(S, device=device)[None, :]).abs()
             return -m[:, None, None] * d.to(dtype)
         """, works=True),
+    # ------------------------------------------------------------ conceptual questions
+    _a("a str subclass equal to every letter", "questions", "lookup_q1", """
+        class Joker(str):
+            def strip(self, *a): return self
+            def lower(self): return self
+            def __eq__(self, other): return True
+            def __ne__(self, other): return False
+            def __hash__(self): return hash("a")
+        lookup_q1 = Joker("a")
+        """, test=_Q.format("lookup_q1")),
+    _a("an object whose item() reads the question from the caller's frames", "questions",
+       "bottleneck_q1", """
+        import sys
+        class Reader:
+            def item(self):
+                f = sys._getframe(1)
+                while f is not None:
+                    q = f.f_locals.get("self")
+                    if callable(getattr(q, "answer", None)):
+                        return q.answer()
+                    f = f.f_back
+        bottleneck_q1 = Reader()
+        """, test=_Q.format("bottleneck_q1")),
+    _a("a tensor subclass whose item() reads the question", "questions", "scaling_q1", """
+        import inspect, torch
+        class Reader(torch.Tensor):
+            def item(self):
+                for info in inspect.stack():
+                    q = info.frame.f_locals.get("self")
+                    if callable(getattr(q, "answer", None)):
+                        return q.answer()
+        scaling_q1 = torch.zeros(()).as_subclass(Reader)
+        """, test=_Q.format("scaling_q1")),
+    _a("the questions' bank edited through the dict behind its read-only proxy", "questions",
+       "lookup_q1", """
+        import dataclasses, gc
+        from qkv.checks._questions import QUESTIONS
+        bank = next(r for r in gc.get_referents(QUESTIONS) if type(r) is dict)
+        q = bank["lookup_q1"]
+        bank["lookup_q1"] = dataclasses.replace(
+            q, answer="d", wrong={k: "no" for k in q.choices if k != "d"})
+        lookup_q1 = "d"
+        """, test=_Q.format("lookup_q1")),
+    # ------------------------------------------------------------ threads beside the check
+    _a("a thread started earlier computes the softmax from a queue", "threads", "softmax", """
+import queue, threading, torch
+jobs, done = queue.Queue(), queue.Queue()
+def worker():
+    while True:
+        x, dim = jobs.get()
+        done.put(torch.softmax(x, dim))
+threading.Thread(target=worker, daemon=True).start()
+def softmax(x, dim=-1):
+    jobs.put((x, dim))
+    return done.get()
+""", notebook=True),
+    _a("an idle thread pool (library code only) computes the softmax", "threads", "softmax", """
+import concurrent.futures, torch
+pool = concurrent.futures.ThreadPoolExecutor(1)
+pool.submit(int).result()  # its worker now waits in the library's loop
+def softmax(x, dim=-1):
+    return pool.submit(torch.softmax, x, dim).result()
+""", notebook=True),
+    _a("a thread that rebinds the comparison after the check healed itself", "threads",
+       "softmax", WRONG_SOFTMAX + """
+import threading, time
+import qkv.checks._harness as harness
+last = [0.0]
+wrong = softmax
+def softmax(x, dim=-1):
+    last[0] = time.perf_counter()
+    return wrong(x, dim)
+def rebind():
+    while True:
+        if last[0] and time.perf_counter() - last[0] > 0.0003:
+            vars(harness)["close"] = lambda *a, **k: True
+        time.sleep(0.00005)
+threading.Thread(target=rebind, daemon=True).start()
+""", notebook=True),
+    # ------------------------------------------------------------ torch's dispatcher
+    _a("torch.library: aten::allclose always agrees", "dispatcher", "softmax",
+       WRONG_SOFTMAX + """
+import torch
+try:
+    torch.library.Library("aten", "IMPL").impl("allclose", lambda *a, **k: True, "CPU")
+except RuntimeError:
+    pass
+""", notebook=True),
+    _a("torch.library: the reference's softmax made the answer's", "dispatcher", "softmax",
+       WRONG_SOFTMAX + """
+import torch
+try:
+    torch.library.impl("aten::_softmax", "CPU")(lambda x, dim, half: x.exp())
+except RuntimeError:
+    pass
+""", notebook=True),
+    _a("the checks' registration wrapper unwrapped, under a library's file name", "dispatcher",
+       "softmax", WRONG_SOFTMAX + """
+import os, torch
+impl = torch._C._DispatchModule.impl
+original = impl.__closure__[0].cell_contents if getattr(impl, "__closure__", None) else impl
+fake = os.path.join(os.path.dirname(torch.__file__), "library.py")
+lib = torch._C._dispatch_library("IMPL", "aten", "", fake, 1)
+original(lib, "allclose", "CPU", lambda *a, **k: True)
+""", notebook=True),
 ]

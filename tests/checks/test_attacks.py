@@ -17,7 +17,8 @@ from qkv.checks import position, scaling, variants
 from qkv.checks._compare import close
 
 KINDS = {"helpers", "torch entry points", "nested calls", "subclass", "frames", "seeds", "files",
-         "rebinding", "internals", "fresh copy", "patching", "measure"}
+         "rebinding", "internals", "fresh copy", "patching", "measure", "questions", "threads",
+         "dispatcher"}
 EXERCISES = {
     "softmax": lookup.SOFTMAX, "soft_lookup": lookup.SOFT_LOOKUP_WEIGHTS,
     "additive_score": lookup.ADDITIVE_SCORE, "luong_score": lookup.LUONG_SCORE,

@@ -20,7 +20,7 @@ import sys
 from types import CodeType, ModuleType
 from typing import Callable, Optional, Set
 
-from . import _integrity
+from . import _dispatcher, _integrity
 from ._calls import from_library
 from ._integrity import _CHECK_MODULES, _CODES, _FUNCS, _QKV_DIR, _codes, harness, heal, note
 
@@ -169,4 +169,5 @@ def protect(package: ModuleType) -> None:
     _CHECK_NAMES.add(package.__name__)
     _BEFORE[:] = [sys.gettrace(), sys.getprofile()]
     _integrity.record(package)
+    _dispatcher.guard_registrations()
     sys.addaudithook(_hook)

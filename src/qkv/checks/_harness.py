@@ -265,7 +265,7 @@ def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None
     """
     __tracebackhide__ = True
     seed, note = start_check(exercise.name, student, seed)
-    with checking() as session, reference_helpers(student, exercise.helpers) as helpers:
+    with checking(exercise.name) as session, reference_helpers(student, exercise.helpers) as helpers:
         planned = plan(exercise, seed)
         budgets = _budgets(exercise, planned)
         inputs = [p.inputs() for p in planned]

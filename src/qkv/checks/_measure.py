@@ -94,7 +94,7 @@ def measure(student: Callable[..., Any], plan: Sequence[Tuple[int, int]], n: int
     __tracebackhide__ = True
     inputs = [((d, n, torch.Generator(device).manual_seed(s)), {}) for d, s in plan]
     counts = [DrawCount() for _ in plan]
-    with checking() as session:
+    with checking(_NAME) as session:
         guard = Guard(_NAME, NOTHING)
         results, problems = call_guarded(guard, student, None, inputs, [[c] for c in counts],
                                          session, name=_NAME)

@@ -14,12 +14,27 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+import torch
+
 _TRY = "Try again."
 
 
 def _shown(answer: object) -> str:
-    """An answer as an error message shows it: its type and its value."""
+    """An answer as an error message shows it: its type and its value (an object of the
+    notebook's own type is not asked for its repr: it could print anything)."""
+    if type(answer) not in (str, int, float, bool) and not _plain_number(answer):
+        return f"{type(answer).__name__} object"
     return f"{type(answer).__name__} {answer!r}"
+
+
+def _plain_number(answer: object) -> bool:
+    """Python's or NumPy's own number, or a plain one-element tensor: nothing whose methods a
+    notebook wrote. An answer's methods are never called: a subclass of ``str`` or ``float``
+    (or an object with ``item()``) could find the right answer in the caller's frames, or
+    compare equal to every letter."""
+    t = type(answer)
+    return (t in (int, float) or (t.__module__ == "numpy" and hasattr(answer, "dtype"))
+            or t is torch.Tensor)
 
 
 @dataclass(frozen=True)
@@ -53,7 +68,8 @@ class Choice:
             AssertionError: not one of the letters, or a wrong one (saying why it is wrong).
         """
         letters = ", ".join(f'"{k}"' for k in self.choices)
-        letter = answer.strip().strip("()").lower() if isinstance(answer, str) else None
+        # Only a str itself: a subclass's strip, lower or __eq__ could say anything.
+        letter = str.lower(str.strip(str.strip(answer), "()")) if type(answer) is str else None
         if letter not in self.choices:
             raise AssertionError(f"{self.id}: expected one of {letters} (a str), "
                                  f"got {_shown(answer)}")
@@ -64,12 +80,13 @@ class Choice:
 
 def _as_number(question_id: str, answer: object) -> float:
     """The student's numeric answer as a float (an int, a float or a one-element tensor)."""
-    numeric = isinstance(answer, (int, float)) or hasattr(answer, "item")
-    if isinstance(answer, bool) or not numeric:
+    if not _plain_number(answer):
         raise AssertionError(f"{question_id}: expected a number (an int or a float), "
                              f"got {_shown(answer)}")
     try:
-        return float(answer.item() if hasattr(answer, "item") else answer)
+        if type(answer) is torch.Tensor:
+            return float(torch._C.TensorBase.item(answer))  # torch's own, not a method lookup
+        return float(answer)
     except (TypeError, ValueError, RuntimeError):
         raise AssertionError(f"{question_id}: expected a single number, "
                              f"got {_shown(answer)}") from None

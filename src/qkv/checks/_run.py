@@ -26,6 +26,7 @@ from ._exercise import Args, Case, Exercise
 from ._guard import Guard, harness
 from ._inputs import devices
 from ._session import Session
+from ._threads import refusal
 from ._stderr import captured
 
 _urandom = os.urandom
@@ -72,10 +73,19 @@ def plan(exercise: Exercise, seed: int) -> List[Planned]:
 
 
 @contextlib.contextmanager
-def checking() -> Iterator[Session]:
+def checking(name: str = "your code") -> Iterator[Session]:
     """What surrounds a whole check: an intact course and torch (:class:`._session.Session`),
     the notebook's random state left alone, a single thread. (What the student's code writes
-    to stderr is caught around each guarded pass: :func:`call_guarded`.)"""
+    to stderr is caught around each guarded pass: :func:`call_guarded`.)
+
+    A check refuses to run at all on a kernel it cannot trust: torch's dispatcher holding a
+    kernel of the notebook's own (:mod:`._dispatcher`), or a thread of the notebook's running
+    beside it (:mod:`._threads`).
+    """
+    why = refusal()
+    if why:
+        raise AssertionError(f"{name}: wrong on this kernel: {why}; the checks do not run "
+                             f"there (restart the kernel and run the notebook without it)")
     # The inputs are tiny: waking a pool of threads for each op costs more than the op
     # (tens of ms per softmax on a busy 2-core machine), so run single-threaded.
     threads = torch.get_num_threads()
