@@ -655,6 +655,18 @@ class Agree(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 Agree().__enter__()
 """, notebook=True),
+    _a("a torch dispatch mode entered inside the answer and left on", "patching", "softmax", """
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+class Agree(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "allclose" in str(func) or "equal" in str(func):
+            return True
+        return func(*args, **(kwargs or {}))
+def softmax(x, dim=-1):
+    Agree().__enter__()
+    return x.exp()
+"""),
     _a("a trace function that edits the harness's locals", "patching", "softmax",
        WRONG_SOFTMAX + """
 import sys

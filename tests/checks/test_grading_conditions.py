@@ -167,3 +167,23 @@ def test_the_budget_is_generous_by_default():
 
     assert FLOOR >= 5 and FACTOR >= 10
     assert budget_for(lambda: time.sleep(0.01)) >= FLOOR + FACTOR * 0.01
+
+
+def test_a_right_answer_may_read_installed_libraries_files():
+    """Lazy imports read library metadata and archives; only the course's files are refused."""
+    def softmax(x, dim=-1):
+        import importlib.metadata
+
+        assert importlib.metadata.version("torch")  # opens dist-info files in site-packages
+        return _softmax(x, dim)
+
+    check_softmax(softmax)
+
+
+def test_names_are_matched_as_words_not_across_camel_case():
+    from qkv.checks.lookup import SOFTMAX
+
+    forbid = SOFTMAX.forbid
+    assert forbid.matches("TransformerEncoderLayer") and forbid.matches("LogSoftmax")
+    assert forbid.matches("aten::_softmax") and forbid.matches("_transformer_encoder_layer_fwd")
+    assert not forbid.matches("IntegralTransformError")  # sympy's, reached by a lazy import

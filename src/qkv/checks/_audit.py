@@ -16,12 +16,13 @@ from __future__ import annotations
 import _thread
 import builtins
 import importlib._bootstrap
+import os
 import sys
 from types import CodeType, ModuleType
 from typing import Callable, Optional, Set
 
 from . import _dispatcher, _integrity
-from ._calls import from_library
+from ._calls import _LIBRARY_DIRS, from_library
 from ._integrity import _CHECK_MODULES, _CODES, _FUNCS, _QKV_DIR, _codes, harness, heal, note
 
 _RUN = _integrity.state([])  # (thread id, trip) while a student's code runs
@@ -40,6 +41,9 @@ _WHY = {
                                        "os.exec", "os.spawn")},
 }
 _MODULE_FILES = (".py", ".pyc", ".so", ".pth", ".pyd")
+# Where installed libraries live (the standard library's zip included): their files are
+# public, and a right answer's lazy import may read them (importlib.metadata does).
+_LIBRARIES = _LIBRARY_DIRS + tuple(p for p in sys.path if p.endswith((".zip", ".egg")))
 # Attribute reads that hand out a frame or what a function holds (Python audits them as
 # object.__getattr__): the way to the guard's own objects.
 _FRAMES = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__defaults__", "__kwdefaults__"}
@@ -69,6 +73,18 @@ def _from_library() -> bool:
 def _from_importer() -> bool:
     frame = _calling_frame()
     return frame is not None and frame.f_code.co_filename.startswith("<frozen importlib")
+
+
+@harness
+def _public_file(path: str, _realpath=os.path.realpath, _libraries=_LIBRARIES,
+                 _qkv=_QKV_DIR) -> bool:
+    """Whether ``path`` (links and ``..`` resolved) is an installed library's, not the course's."""
+    _integrity._BUSY[0] = True  # resolving links must not be audited as the student's
+    try:
+        real = _realpath(path)
+    finally:
+        _integrity._BUSY[0] = False
+    return (real.startswith(_libraries) or real in _libraries) and not real.startswith(_qkv)
 
 
 class Refused(RuntimeError):
@@ -104,7 +120,7 @@ def _on_exec(code: CodeType, _codes=_codes, _course=_CODES, _names=_CHECK_NAMES,
 
 @harness
 def _refusal(event: str, args: tuple, _why=_WHY, _str=str, _isinstance=builtins.isinstance,
-             _files=_MODULE_FILES, _frames=_FRAMES, _from_cell=_FROM_CELL,
+             _files=_MODULE_FILES, _public=_public_file, _frames=_FRAMES, _from_cell=_FROM_CELL,
              _qkv=_QKV_DIR) -> Optional[str]:
     """Why the student's code may not do what raised ``event``; None when it may.
 
@@ -121,6 +137,8 @@ def _refusal(event: str, args: tuple, _why=_WHY, _str=str, _isinstance=builtins.
             why = f"opens the file {args[0]}"
             if args[0].endswith(_files) and _from_importer():
                 why = None  # the import system loading a module of the course
+            elif _public(args[0]):
+                why = None  # a library reading its own data (importlib.metadata, zipimport)
         if why is not None and event in _from_cell and _from_library():
             why = None
         return why

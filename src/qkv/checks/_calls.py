@@ -128,6 +128,26 @@ def _builtin_name(fn: Any) -> str:
     return f"{module}.{name}" if module else name
 
 
+# A module's forward is named after its class: ``MultiheadAttention.forward`` is attention.
+_CLASS_NAMED = {"forward", "_forward", "__call__", "apply"}
+
+
+def _called_name(code: CodeType) -> str:
+    """The name a library function's patterns are matched against.
+
+    The function's own name (with its class's for a ``forward``), not the whole
+    qualified name: a right answer may make a library run ``NodeTransformer.visit`` (a
+    lazy import of sympy does), which is not a transformer. Module and class bodies
+    (no ``CO_OPTIMIZED``) run definitions, not calls, and are never matched.
+    """
+    if not code.co_flags & inspect.CO_OPTIMIZED:
+        return ""
+    parts = [p for p in code.co_qualname.split(".") if p != "<locals>"]
+    if parts[-1] in _CLASS_NAMED and len(parts) > 1:
+        return ".".join(parts[-2:])
+    return parts[-1]
+
+
 @_integrity.harness
 def from_library(frame: Any) -> bool:
     """Whether ``frame`` runs code of an installed library (torch, the standard library, ...)."""
@@ -200,7 +220,7 @@ class CallWatch:
         if code is _TORCH_COMPILE or (code.co_filename == _COMPILE_FILE
                                       and code.co_qualname.startswith(_COMPILE_NAMES)):
             return "compiles code (torch.compile); the checks run your code as it is written"
-        if self._forbid.matches(code.co_qualname):
+        if self._forbid.matches(_called_name(code)):
             return f"calls {lib}"
         return None
 

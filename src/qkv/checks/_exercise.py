@@ -80,8 +80,8 @@ class Forbidden:
         object.__setattr__(self, "names", MappingProxyType(dict(self.names)))
         object.__setattr__(self, "patterns", tuple(p.lower() for p in self.patterns))
         # One search in C per name: the guard asks for every operator the answer runs.
-        object.__setattr__(self, "_search", re.compile(
-            "|".join(re.escape(p) for p in self.patterns) or "(?!)").search)
+        object.__setattr__(self, "_finditer", re.compile(
+            "|".join(re.escape(p) for p in self.patterns) or "(?!)").finditer)
 
     def __or__(self, other: "Forbidden") -> "Forbidden":
         return Forbidden({**self.names, **other.names},
@@ -89,8 +89,17 @@ class Forbidden:
 
     @harness  # the guard asks it while the student's code runs
     def matches(self, name: str) -> bool:
-        """Whether a function or operator called ``name`` is blocked."""
-        return self._search(name.lower()) is not None
+        """Whether a function or operator called ``name`` is blocked.
+
+        A pattern counts as a word of the name, not a run of letters across a camel-case
+        boundary: ``transformer`` blocks ``TransformerEncoder`` but not sympy's
+        ``IntegralTransformError``, which a library may touch while a right answer runs.
+        """
+        for found in self._finditer(name.lower()):
+            span = name[found.start():found.end()]
+            if not any(a.islower() and b.isupper() for a, b in zip(span, span[1:])):
+                return True
+        return False
 
 
 NOTHING = Forbidden()

@@ -177,7 +177,7 @@ class Guard:
         stacks = ((torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
                    torch._C._pop_torch_function_stack),
                   (torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
-                   torch._C._pop_torch_dispatch_stack))
+                   _pop_dispatch_mode))
         for mode, (length, at, pop) in zip(self._modes, stacks):
             if [at(i) for i in range(length())] != [mode]:
                 problems.append("torch's mode stack (the guard's modes)")
@@ -186,6 +186,11 @@ class Guard:
             if length():
                 mode.__exit__(None, None, None)
         return problems
+
+
+def _pop_dispatch_mode() -> Any:
+    """Pop the top of torch's dispatch-mode stack (this torch's pop takes a mode key; None is the top)."""
+    return torch._C._pop_torch_dispatch_stack(None)
 
 
 _FACTORIES = {

@@ -57,7 +57,7 @@ class Session:
             _busy[0] = False
         self._modes = ([torch._C._pop_torch_function_stack()
                         for _ in range(torch._C._len_torch_function_stack())],
-                       [torch._C._pop_torch_dispatch_stack()
+                       [torch._C._pop_torch_dispatch_stack(None)  # None: the top
                         for _ in range(torch._C._len_torch_dispatch_stack())])
         self._dtype = torch.get_default_dtype()
         torch.set_default_dtype(torch.float32)
