@@ -22,6 +22,53 @@ def _shown(answer: object) -> str:
     return f"{type(answer).__name__} {answer!r}"
 
 
+def _number_in(text: str) -> object:
+    """The number a string answer holds (``"1,552 params"`` -> 1552), or ``None``."""
+    words = text.replace(",", "").replace("_", "").split()
+    for word in words[:1]:
+        try:
+            value = float(word)
+        except ValueError:
+            return None
+        return int(value) if value.is_integer() else value
+    return None
+
+
+def _letter_fix(question_id: str, answer: object, choices: Mapping[str, str]) -> str:
+    """How to write a choice for an answer that is not one of the letters."""
+    example = f'{question_id} = "{next(iter(choices))}"'
+    if isinstance(answer, (list, tuple, set)):
+        return f": write one letter as a str, e.g. {example}, not a {type(answer).__name__}"
+    if isinstance(answer, (int, float)):
+        return f": write the letter of your choice as a str, e.g. {example}, not a number"
+    if isinstance(answer, str):
+        said = answer.strip().lower()
+        for letter, text in choices.items():
+            if said and said == text.strip().strip("`").lower():
+                return f': write the letter of that choice, {question_id} = "{letter}"'
+        if said in ("", "?", "..."):
+            return f": replace the placeholder with your letter, e.g. {example}"
+    if answer is None:
+        return f": assign your letter, e.g. {example}"
+    return ""
+
+
+def _number_fix(question_id: str, answer: object) -> str:
+    """How to write a number for an answer that is not one."""
+    if isinstance(answer, str):
+        value = _number_in(answer)
+        if value is not None:
+            return f": write the number itself, without quotes or units: {question_id} = {value}"
+        return f": write a number without quotes, e.g. {question_id} = 42"
+    if isinstance(answer, (list, tuple)) and len(answer) == 1:
+        return f": write the number itself, not a {type(answer).__name__}"
+    if answer is None:
+        return f": assign your number, e.g. {question_id} = 42"
+    if isinstance(answer, bool):
+        return f": True and False are not numbers here; write one, e.g. {question_id} = 42"
+    return ""
+
+
 @dataclass(frozen=True)
 class Choice:
     """A multiple-choice question.
@@ -56,7 +103,8 @@ class Choice:
         letter = answer.strip().strip("()").lower() if isinstance(answer, str) else None
         if letter not in self.choices:
             raise AssertionError(f"{self.id}: expected one of {letters} (a str), "
-                                 f"got {_shown(answer)}")
+                                 f"got {_shown(answer)}"
+                                 f"{_letter_fix(self.id, answer, self.choices)}")
         if letter != self.answer:
             raise AssertionError(f"{self.id}: Not ({letter}): {self.wrong[letter]}. {_TRY}")
         return f"{self.id}: right, ({letter}) {self.choices[letter]} - {self.why}."
@@ -67,7 +115,7 @@ def _as_number(question_id: str, answer: object) -> float:
     numeric = isinstance(answer, (int, float)) or hasattr(answer, "item")
     if isinstance(answer, bool) or not numeric:
         raise AssertionError(f"{question_id}: expected a number (an int or a float), "
-                             f"got {_shown(answer)}")
+                             f"got {_shown(answer)}{_number_fix(question_id, answer)}")
     try:
         return float(answer.item() if hasattr(answer, "item") else answer)
     except (TypeError, ValueError, RuntimeError):
