@@ -51,3 +51,13 @@ BAHDANAU_WRONG = {
         qkv.additive_score(q[:, None], k, W_q, W_k, v_a), k), "calls qkv.additive_score"),
 }
 BAHDANAU_RIGHT = {"stable softmax and bmm": _b(), "loop over positions": bahdanau_loop}
+
+
+# Found by trying the exercise (issue 13, item 5): bmm keeps the axis of the single query.
+def bahdanau_bmm_kept_axis(query, keys, W_q, W_k, v_a):
+    scores = torch.tanh((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v_a
+    weights = torch.softmax(scores, dim=-1)
+    return torch.bmm(weights.unsqueeze(1), keys), weights
+
+
+BAHDANAU_WRONG["context (B, 1, He) from bmm"] = (bahdanau_bmm_kept_axis, "an extra axis of size 1")

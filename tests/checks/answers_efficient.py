@@ -12,7 +12,7 @@ import qkv
 
 # ----------------------------------------------------------------------------- chunked_attention
 def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, short=False,
-                 fill="finfo", causal_diag=0):
+                 fill="finfo", causal_diag=0, divide=True, stop="S"):
     def chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
                           chunk_size=256):
         L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
@@ -29,7 +29,7 @@ def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, s
         for i0 in range(0, L, chunk_size):
             q = query[..., i0:i0 + chunk_size, :] * c
             m = l = acc = None
-            for j0 in range(0, S, chunk_size):
+            for j0 in range(0, S if stop == "S" else S - chunk_size, chunk_size):
                 j1 = j0 + chunk_size - (1 if short else 0)
                 s = q @ key[..., j0:j1, :].transpose(-2, -1)
                 if attn_mask is not None:
@@ -51,7 +51,7 @@ def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, s
                 l = l * r + p.sum(-1, keepdim=True)
                 acc = acc * r + p @ vj
                 m = m_new
-            outs.append(acc / l)
+            outs.append(acc / l if divide else acc)
         return torch.cat(outs, dim=-2)
     return chunked_attention
 
@@ -76,7 +76,7 @@ CHUNKED_WRONG.update({
 
 # ----------------------------------------------------------------------------- kv_cache_step
 def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=False, cat_dim=-2,
-            scale_by="E", diag=0, fill=float("-inf")):
+            scale_by="E", diag=0, fill=float("-inf"), give="triple"):
     def kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None):
         if k_cache is None:
             k_all, v_all = key, value
@@ -86,7 +86,8 @@ def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=Fa
             k_all, v_all = torch.cat([k_cache, key], dim=cat_dim), torch.cat([v_cache, value], dim=cat_dim)
         k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
         L, S = query.shape[-2], k_att.shape[-2]
-        d = query.shape[-1] if scale_by == "E" else S  # S: the number of keys (the mistake)
+        # S: the number of keys, Ev: the values' width (the mistakes)
+        d = {"E": query.shape[-1], "S": S, "Ev": value.shape[-1]}[scale_by]
         c = 1 / math.sqrt(d) if scale is None else scale
         s = query @ k_att.transpose(-2, -1) * c
         if mask == "bottom_right":
@@ -96,6 +97,10 @@ def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=Fa
             allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
             s = s.masked_fill(~allowed, float("-inf"))
         out = torch.softmax(s, dim=-1) @ v_att
+        if give == "output":
+            return out
+        if give == "nested":
+            return out, (k_all, v_all)
         return (out, k_cache, v_cache) if return_old else (out, k_all, v_all)
     return kv_cache_step
 
@@ -124,3 +129,16 @@ KV_WRONG = {
     "calls the reference": (lambda *a, **k: qkv.kv_cache_step(*a, **k), "qkv.kv_cache_step"),
 }
 KV_RIGHT = {"softmax by hand": make_kv()}
+
+
+# ----------------------------------------------------------------------------- found by trying
+# Mistakes a student made while trying the exercises (issue 13, item 5).
+CHUNKED_WRONG.update({
+    "never divided by l": (make_chunked(divide=False), "never divided by the running sum"),
+    "loop stops at S - chunk_size": (make_chunked(stop="minus"), "the last keys left out"),
+})
+KV_WRONG.update({
+    "scaled by 1/sqrt(Ev)": (make_kv(scale_by="Ev"), "1/sqrt(Ev)"),
+    "returns the output only": (make_kv(give="output"), "expected a tuple of 3"),
+    "returns (output, (k, v))": (make_kv(give="nested"), "not nested in pairs"),
+})

@@ -4,6 +4,7 @@ differently (each must pass)."""
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -215,3 +216,88 @@ LUONG_WRONG = {
 }
 LUONG_RIGHT = {"matmul": _l(), "einsum": luong_einsum,
                "key projected": lambda q, k, W=None: q @ (k if W is None else k @ W.T).transpose(-2, -1)}
+
+
+# ----------------------------------------------------------------------------- found by trying
+# Mistakes a student made while trying the exercises (issue 13, item 5): no variant of the
+# check reproduces most of them; their messages come from the describer or the error's line.
+def softmax_numpy(x, dim=-1):
+    e = np.exp(x.numpy() - x.numpy().max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+def softmax_no_return(x, dim=-1):
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    out = e / e.sum(dim=dim, keepdim=True)  # noqa: F841 (the mistake: no return)
+
+
+def softmax_max_tuple(x, dim=-1):
+    e = (x - x.max(dim=dim, keepdim=True)).exp()  # max(dim=) returns (values, indices)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_base_two(x, dim=-1):
+    e = 2 ** (x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def soft_temperature_squared(query, keys, values, temperature=1.0):
+    w = torch.softmax(query @ keys.transpose(-2, -1) / temperature**2, dim=-1)
+    return w @ values, w
+
+
+def soft_distance(query, keys, values, temperature=1.0):
+    w = torch.softmax(-torch.cdist(query, keys) / temperature, dim=-1)
+    return w @ values, w
+
+
+def soft_values_transposed(query, keys, values, temperature=1.0):
+    w = torch.softmax(query @ keys.transpose(-2, -1) / temperature, dim=-1)
+    return w @ values.transpose(-2, -1), w
+
+
+def additive_no_v_a(query, key, W_q, W_k, v_a):
+    return torch.tanh((query @ W_q.T).unsqueeze(-2) + (key @ W_k.T).unsqueeze(-3)).sum(-1)
+
+
+def additive_fixed_axes(query, key, W_q, W_k, v_a):
+    return torch.tanh((query @ W_q.T).unsqueeze(1) + (key @ W_k.T).unsqueeze(0)) @ v_a
+
+
+def additive_kept_axis(query, key, W_q, W_k, v_a):
+    pq, pk = (query @ W_q.T).unsqueeze(-2), (key @ W_k.T).unsqueeze(-3)
+    return torch.tanh(pq + pk) @ v_a[:, None]
+
+
+def luong_if_tensor(query, key, W=None):
+    if W:  # a tensor as a condition
+        query = query @ W
+    return query @ key.transpose(-2, -1)
+
+
+def luong_t(query, key, W=None):
+    if W is not None:
+        query = query @ W
+    return query @ key.t()
+
+
+SOFTMAX_WRONG.update({
+    "a NumPy array": (softmax_numpy, "NumPy"),
+    "no return": (softmax_no_return, "return statement missing"),
+    "max(dim=) is a pair": (softmax_max_tuple, "at line"),
+    "base 2": (softmax_base_two, "multiplied by 0.6931 before the softmax"),
+})
+SOFT_WRONG.update({
+    "temperature squared": (soft_temperature_squared, "multiplied by 1.429"),
+    "distances as scores": (soft_distance, "the scores that go into the softmax are wrong"),
+    "values transposed": (soft_values_transposed, "print the shapes of both operands"),
+})
+ADDITIVE_WRONG.update({
+    "v_a not applied": (additive_no_v_a, "v_a not applied"),
+    "fixed axes (right unbatched only)": (additive_fixed_axes, "it was right on"),
+    "an axis of size 1 kept": (additive_kept_axis, "an extra axis of size 1"),
+})
+LUONG_WRONG.update({
+    "if W:": (luong_if_tensor, "if W is not None"),
+    ".t() on a batch": (luong_t, ".transpose(-2, -1)"),
+})

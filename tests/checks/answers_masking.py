@@ -103,3 +103,19 @@ PADDING_WRONG = {
     "list input": (padding_list_fails, "torch.as_tensor"),
 }
 PADDING_RIGHT = {"arange comparison": padding_ok, "loop": padding_loop}
+
+
+# ----------------------------------------------------------------------------- found by trying
+# Mistakes a student made while trying the exercises (issue 13, item 5).
+def causal_none_S(L, S=None, device=None):
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # S=None not handled
+
+
+def padding_ignores_S(lengths, S=None):
+    lengths = _lengths(lengths)
+    positions = torch.arange(int(lengths.max()))  # no device= either: the value is told first
+    return positions[None, :] < lengths[:, None]
+
+
+CAUSAL_WRONG["S=None not handled"] = (causal_none_S, "at line")
+PADDING_WRONG["S ignored, no device"] = (padding_ignores_S, "S ignored")

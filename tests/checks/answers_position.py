@@ -249,3 +249,37 @@ ALIBI_WRONG = {
     "dtype ignored": (alibi_float32_always, "dtype"),
 }
 ALIBI_RIGHT = {"the paper's slope code": alibi_ok, "Python loops": alibi_loops}
+
+
+# ----------------------------------------------------------------------------- found by trying
+# Mistakes a student made while trying the exercises (issue 13, item 5).
+def sinusoid_doubled_cos(L, E, base=10000.0, device=None, dtype=torch.float32):
+    positions = torch.arange(L, device=device, dtype=dtype)[:, None]
+    omega = base ** (-torch.arange(0, E, 2, device=device, dtype=dtype) / E)
+    pe = torch.zeros(L, E, device=device, dtype=dtype)
+    pe[:, 0::2] = torch.sin(positions * omega)
+    pe[:, 1::2] = 2 * torch.cos(positions * omega)
+    return pe
+
+
+def sinusoid_batched(L, E, base=10000.0, device=None, dtype=torch.float32):
+    positions = torch.arange(L, device=device, dtype=dtype)[:, None]
+    omega = base ** (-torch.arange(0, E, 2, device=device, dtype=dtype) / E)
+    pe = torch.zeros(L, E, device=device, dtype=dtype)
+    pe[:, 0::2] = torch.sin(positions * omega)
+    pe[:, 1::2] = torch.cos(positions * omega)
+    return pe.unsqueeze(0)
+
+
+def alibi_linear_slopes(num_heads, L, S=None, device=None, dtype=torch.float32):
+    S = L if S is None else S
+    m = torch.tensor([h / num_heads for h in range(1, num_heads + 1)], device=device, dtype=dtype)
+    d = (torch.arange(L, device=device)[:, None] - torch.arange(S, device=device)[None, :]).abs()
+    return -m[:, None, None] * d.to(dtype)
+
+
+SINUSOID_WRONG.update({
+    "cosines doubled": (sinusoid_doubled_cos, "right in columns 0, 2, 4, 6"),
+    "a batch axis added": (sinusoid_batched, "an extra axis of size 1"),
+})
+ALIBI_WRONG["slopes h / H"] = (alibi_linear_slopes, "right for H = ")

@@ -85,3 +85,28 @@ _RIGHT = {
 }
 SELF_RIGHT = {name: make_self(**kw) for name, kw in _RIGHT.items()}
 CROSS_RIGHT = {name: make_cross(**kw) for name, kw in _RIGHT.items()}
+
+
+# ----------------------------------------------------------------------------- found by trying
+# Mistakes a student made while trying the exercises (issue 13, item 5).
+def self_scaled_by_input_width(x, W_q, W_k, W_v):
+    Q, K, V = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    return torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(x.shape[-1]), -1) @ V
+
+
+def self_values_from_W_k(x, W_q, W_k, W_v):
+    Q, K, V = x @ W_q.T, x @ W_k.T, x @ W_k.T  # copy-paste: V from W_k
+    return torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), -1) @ V
+
+
+def cross_output_transposed(x, context, W_q, W_k, W_v):
+    Q, K, V = x @ W_q.T, context @ W_k.T, context @ W_v.T
+    w = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), -1)
+    return V.transpose(-2, -1) @ w.transpose(-2, -1)
+
+
+SELF_WRONG.update({
+    "scaled by the width of x": (self_scaled_by_input_width, "sqrt(D), the width of x"),
+    "values from W_k": (self_values_from_W_k, "axis 1 is 3 (expected 5)"),
+})
+CROSS_WRONG["output transposed"] = (cross_output_transposed, "axes in another order")

@@ -152,3 +152,41 @@ VARIANCE_RIGHT = {
     "biased variance": make_variance(unbiased=False),
     "mean of squares": make_variance(what="mean of squares"),
 }
+
+
+# ----------------------------------------------------------------------------- found by trying
+# Mistakes a student made while trying the exercises (issue 13, item 5).
+def _sdpa_float_mask(float_mask):
+    """An SDPA answer right for bool masks, with ``float_mask(scores, mask)`` for float ones."""
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                     is_causal=False, scale=None):
+        L, S = query.shape[-2], key.shape[-2]
+        scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        scores = query @ key.transpose(-2, -1) * scale
+        if is_causal:
+            attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        if attn_mask is not None:
+            if attn_mask.dtype == torch.bool:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            else:
+                scores = float_mask(scores, attn_mask)
+        return torch.softmax(scores, dim=-1) @ value
+    return scaled_dot_product_attention
+
+
+# A float mask is a bias, added; these multiply it, or hand it to torch.where as a condition.
+sdpa_float_mask_multiplied = _sdpa_float_mask(lambda s, m: s * m)
+sdpa_where_float_mask = _sdpa_float_mask(lambda s, m: torch.where(m, s, float("-inf")))
+
+
+def variance_uniform(d_k, n_samples, generator):
+    q = torch.rand(n_samples, d_k, generator=generator, device=generator.device)
+    k = torch.rand(n_samples, d_k, generator=generator, device=generator.device)
+    return (q * k).sum(-1).var().item()
+
+
+SDPA_WRONG.update({
+    "float mask multiplied": (sdpa_float_mask_multiplied, "a float mask multiplied"),
+    "torch.where on a float mask": (sdpa_where_float_mask, "a float mask is added to the scores"),
+})
+VARIANCE_WRONG["uniform draws"] = (variance_uniform, "torch.randn, not torch.rand")

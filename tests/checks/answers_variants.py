@@ -167,3 +167,27 @@ MASK_WRONG = {
 }
 MASK_RIGHT = {"tril": bottom_right_tril, "arange comparison": bottom_right_arange,
               "flips": bottom_right_flip}
+
+
+# ----------------------------------------------------------------------------- found by trying
+# Mistakes a student made while trying the exercises (issue 13, item 5).
+def repeat_view_of_expand(x, n_rep):
+    B, H, S, E = x.shape
+    return x[:, :, None].expand(B, H, n_rep, S, E).view(B, H * n_rep, S, E)
+
+
+def repeat_stacked_last(x, n_rep):
+    B, H, S, E = x.shape
+    return torch.stack([x] * n_rep, dim=-1).reshape(B, H * n_rep, S, E)
+
+
+def bottom_right_tril_flipped(L, S=None, device=None):
+    S = L if S is None else S
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril().flip(0, 1)
+
+
+REPEAT_WRONG.update({
+    "view of an expanded tensor": (repeat_view_of_expand, "use .reshape"),
+    "copies stacked on the last axis": (repeat_stacked_last, "the right values in the wrong places"),
+})
+MASK_WRONG["tril flipped both ways"] = (bottom_right_tril_flipped, "upper-triangular")

@@ -212,3 +212,16 @@ def test_every_assignment_asks_two_questions_worth_a_point_each(path):
 def test_every_question_is_asked_once():
     asked = [qid for path in SOURCES for qid in _question_cells(path)[0]]
     assert sorted(asked) == sorted(QUESTIONS)
+
+
+@pytest.mark.parametrize("qid,answer,words", [
+    ("bottleneck_q1", "1,552 params", "bottleneck_q1 = 1552"),
+    ("bottleneck_q1", [1552], "not a list"),
+    ("bottleneck_q2", ["a"], 'e.g. bottleneck_q2 = "a", not a list'),
+    ("bottleneck_q2", 1, "not a number"),
+    ("bottleneck_q2", "(4, 32)", 'write the letter of that choice, bottleneck_q2 = "b"'),
+])
+def test_an_answer_of_the_wrong_kind_says_how_to_write_it(qid, answer, words):
+    with pytest.raises(AssertionError) as info:
+        check_question(qid, answer)
+    assert words in str(info.value), str(info.value)

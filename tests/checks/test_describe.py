@@ -149,4 +149,25 @@ def test_a_plain_difference_still_reports_the_largest_one():
 
 def test_a_shape_mismatch_that_is_no_permutation_gives_the_legend():
     what, _ = describe(torch.zeros(2, 3), torch.zeros(2, 4), 1e-4, 1e-5, legend="(L, S)")
-    assert what == "the result has shape (2, 3), expected (2, 4) = (L, S)"
+    assert what == "the result has shape (2, 3), expected (2, 4) = (L, S): axis 1 is 3 (expected 4)"
+
+
+def test_a_bool_mask_names_its_fault():
+    from qkv.checks._findings import describe_bool
+
+    tril = torch.ones(3, 5, dtype=torch.bool).tril(2)
+    assert "inverted" in describe_bool(~tril, tril)[0]
+    assert "tril(1), expected tril(2)" in describe_bool(tril.tril(1), tril)[0]
+    square = torch.ones(4, 4, dtype=torch.bool).tril()
+    assert "transposed" in describe_bool(square.T, square)[0]
+
+
+def test_an_error_quotes_the_line_of_the_answer_that_raised():
+    def softmax(x, dim=-1):
+        e = (x - x.max(dim=dim, keepdim=True)).exp()  # max(dim=) is a (values, indices) pair
+        return e / e.sum(dim=dim, keepdim=True)
+
+    from qkv.checks import check_softmax
+
+    msg = _message(check_softmax, softmax)
+    assert "at line" in msg and "of softmax: e = (x - x.max(dim=dim, keepdim=True)).exp()" in msg

@@ -67,7 +67,9 @@ def _masked(scores: Tensor, mask: Optional[Tensor], mask_mode: str,
     ``fill`` is what masked scores become (a finite one, like -1e9, overflows in float16).
     """
     if mask is not None and mask.dtype != torch.bool:
-        if mask_mode != "ignored":
+        if mask_mode == "multiply_float":
+            scores = scores * mask
+        elif mask_mode != "ignored":
             scores = scores + mask
         mask = None
     if mask is not None:
@@ -90,7 +92,8 @@ def attend(query: Tensor, key: Tensor, value: Optional[Tensor] = None, attn_mask
 
     ``factor(E, Ev, scale)`` gives the factor applied to the scores; ``key_t`` a
     wrong transpose of the key (``"T"`` or a pair of axes); ``mask_mode`` one of
-    before/inverted/after/ignored/multiply, or ``"added"`` (a bool ``attn_mask`` added to
+    before/inverted/after/ignored/multiply/multiply_float (a float
+    mask multiplied), or ``"added"`` (a bool ``attn_mask`` added to
     the scores as 0/1); ``fill`` the value masked scores get; ``causal_diag``/``causal_align`` a
     shifted causal mask; ``dim`` the softmax axis; ``stable=False`` the softmax
     without the maximum subtracted; ``give`` output/weights/scores/raw.
@@ -174,6 +177,10 @@ def _mask_mistakes(a: Callable[..., Any]) -> List[Mistake]:
         Mistake("masking by multiplying the scores by the mask",
                 "a masked score must become -inf (masked_fill), not 0: exp(0) is not 0",
                 partial(a, mask_mode="multiply")),
+        Mistake("a float mask multiplied with the scores instead of added",
+                "a float attn_mask is a bias: add it to the scores (scores + attn_mask), so "
+                "that -inf hides a key and 0 leaves it as it is",
+                partial(a, mask_mode="multiply_float")),
         Mistake(*CAUSAL_DIAGONAL_MASKED, partial(a, causal_diag=-1)),
         Mistake(*CAUSAL_FUTURE_ALLOWED, partial(a, causal_diag=1)),
         Mistake("causal mask aligned to the bottom right instead of the top left",

@@ -5,20 +5,25 @@ When a student's result differs from the reference and none of the exercise's
 shape of the difference: NaN or inf where the reference is finite, values right only
 to a lower precision, the right values with the axes in another order, a constant
 factor, weights whose rows do not sum to one or that land on masked keys, some batch
-elements or some rows right and others not. Each finding is one ``_Finder``; the
-first that applies is reported, followed by where the largest difference lies.
+elements or some rows right and others not; more finders (bool masks, the reference's
+values reordered, weights from other scores, some columns right, what is wrong with a
+shape) are in :mod:`._findings`. The first finding that applies is reported, followed
+by where the largest difference lies.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from ._compare import _isinstance, _Tensor, _where_differs, close, shape_str
+from ._findings import (_is_weights, columns, describe_bool, other_scores, reordered,
+                        factor_words, shape_finding)
 
 # (tolerance, dtype name) from the finest to the coarsest: a result right only to one
 # of these was computed (in part) in that dtype.
@@ -78,18 +83,6 @@ def _permutation(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optiona
     return None
 
 
-def _nice(c: float) -> str:
-    """``c`` in words when it is a simple factor: 2, 1/4, sqrt(8), 1/sqrt(8)."""
-    for value, word in ((c, ""), (1.0 / c, "1/")):
-        k = round(value)
-        if k >= 2 and abs(value - k) < 1e-3 * k:
-            return f"{word}{k}"
-        k2 = round(value * value)
-        if k2 >= 2 and abs(value * value - k2) < 1e-3 * k2:
-            return f"{word}sqrt({k2})"
-    return f"{c:.4g}"
-
-
 def _factor(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
     big = want.abs() > max(10 * atol, 1e-6)
     if not bool(big.any()) or not bool((got[~big].abs() <= 10 * atol + 1e-6).all()):
@@ -100,18 +93,9 @@ def _factor(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Fin
         return None
     if not close(got, want * c, rtol, atol):
         return None
-    nice = _nice(c)
-    said = f"{c:.4g}" + ("" if nice == f"{c:.4g}" else f" (= {nice})")
-    return (f"the result is the reference times {said}: right up to a constant factor",
+    return (f"the result is the reference times {factor_words(c)}: right up to a constant factor",
             "look for a scale applied twice, in the wrong place or with the wrong size, or a "
             "normalisation by a constant")
-
-
-def _is_weights(want: Tensor) -> bool:
-    """Whether ``want`` looks like attention weights: non-negative rows summing to one."""
-    if want.dim() < 1 or want.shape[-1] < 2 or bool((want < 0).any()):
-        return False
-    return close(want.sum(-1), torch.ones_like(want[..., 0]), 0.0, 1e-3)
 
 
 def _weights(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
@@ -138,8 +122,16 @@ def _weights(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Fi
     return None
 
 
+_ROWS_HINT = ("look for what depends on the row's position: a fixed index ([0]), a mask or "
+              "sequence not broadcast along that axis, positions counted from the wrong start, "
+              "a formula that is right only at position 0, or a causal mask off by one")
+_BATCH_HINT = ("each batch element must be computed the same way: look for a fixed index ([0]), "
+               "a .T or transpose(0, 1) that mixes the batch, or a mask not broadcast over the "
+               "batch")
+
+
 def _some_right(got: Tensor, want: Tensor, rtol: float, atol: float, axis: int,
-                what: str) -> Optional[Finding]:
+                what: str, hint: str) -> Optional[Finding]:
     n = want.shape[axis]
     if n < 2:
         return None
@@ -149,17 +141,35 @@ def _some_right(got: Tensor, want: Tensor, rtol: float, atol: float, axis: int,
         return None
     wrong = [i for i in range(n) if i not in right]
     return (f"right for {what} {_listed(right)} but not for {what} {_listed(wrong)} "
-            f"(along axis {axis} of the result)",
-            "look for what differs between them: a fixed index ([0]), a mask or sequence that "
-            "is not broadcast along that axis, or a position-dependent offset (a causal mask "
-            "off by one)" if what == "rows" else
-            "each batch element must be computed the same way: look for a fixed index ([0]), "
-            "a .T or transpose(0, 1) that mixes the batch, or a mask not broadcast over the batch")
+            f"(along axis {axis} of the result)", hint)
 
 
-def _batch(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
+def axis_name(legend: str, axis: int, ndim: int) -> Optional[str]:
+    """The name the legend gives ``axis`` of an ``ndim``-axis result: ``"H"`` for axis 0 of
+    ``"(H, L, S)"``; ``None`` when the legend does not say (``"..."`` covers it)."""
+    found = re.search(r"\(([^()]*)\)", legend)
+    if not found:
+        return None
+    names = [n.strip() for n in found.group(1).split(",")]
+    if names and names[0] == "...":
+        names = names[1:]
+        axis -= ndim - len(names)
+    elif len(names) != ndim:
+        return None
+    return names[axis] if 0 <= axis < len(names) else None
+
+
+def _batch(got: Tensor, want: Tensor, rtol: float, atol: float,
+           legend: str = "") -> Optional[Finding]:
     for axis in range(want.dim() - 2):
-        found = _some_right(got, want, rtol, atol, axis, "batch elements")
+        name = axis_name(legend, axis, want.dim())
+        if name in (None, "B"):
+            found = _some_right(got, want, rtol, atol, axis, "batch elements", _BATCH_HINT)
+        else:
+            found = _some_right(got, want, rtol, atol, axis, f"{name} =",
+                                f"every index along {name} must follow the same formula: look "
+                                f"for a value computed per {name} (a slope, a head's slice) "
+                                f"or a fixed index")
         if found:
             return found
     return None
@@ -168,11 +178,12 @@ def _batch(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Find
 def _rows(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
     if want.dim() < 2:
         return None
-    return _some_right(got, want, rtol, atol, want.dim() - 2, "rows")
+    return _some_right(got, want, rtol, atol, want.dim() - 2, "rows", _ROWS_HINT)
 
 
 _SAME_SHAPE: List[Callable[[Tensor, Tensor, float, float], Optional[Finding]]] = [
-    _nonfinite, _precision, _permutation, _factor, _weights, _batch, _rows,
+    _nonfinite, _precision, _permutation, reordered, _factor, _weights, other_scores, _batch,
+    _rows, columns,
 ]
 
 
@@ -199,12 +210,16 @@ def describe(got: object, expected: object, rtol: float, atol: float,
             return found
         legend = f" = {legend}" if legend else ""
         return (f"the result has shape {shape_str(g.shape)}, expected "
-                f"{shape_str(w.shape)}{legend}", "")
+                f"{shape_str(w.shape)}{legend}{shape_finding(g, w, rtol, atol)}", "")
     detail = _where_differs(got, expected)
+    if got.dtype == torch.bool and expected.dtype == torch.bool:
+        found = describe_bool(got.detach().cpu(), expected.detach().cpu())
+        return f"{found[0]}; {detail}", found[1]
     if got.dtype == torch.bool or expected.dtype == torch.bool:
         return detail, ""
     for finder in _SAME_SHAPE:
-        found = finder(g, w, rtol, atol)
+        found = (_batch(g, w, rtol, atol, legend) if finder is _batch
+                 else finder(g, w, rtol, atol))
         if found:
             return f"{found[0]}; {detail}", found[1]
     return detail, ""

@@ -12,11 +12,14 @@ import torch
 
 
 def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
-            rescale_l=True, rescale_acc=True, zero_start=False):
+            rescale_l=True, rescale_acc=True, zero_start=False, divide=True, stop="S"):
     """Online softmax with switches for its mistakes (defaults: the right answer).
 
     ``zero_start`` starts the running maximum at 0 instead of -inf and leaves out
-    the -inf guards, as an answer that never thought of fully negative rows does.
+    the -inf guards, as an answer that never thought of fully negative rows does;
+    ``divide=False`` returns the running output without dividing by the running sum;
+    ``stop`` where the loop over the keys ends: ``"S"`` (right), ``"floor"`` after the
+    last full chunk (range(S // chunk_size)), ``"minus"`` before S - chunk_size.
     """
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     c = 1.0 / math.sqrt(E) if scale is None else scale
@@ -29,7 +32,8 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
     m = torch.full((*batch, L, 1), start, dtype=query.dtype, device=query.device)
     l = torch.zeros_like(m)
     acc = torch.zeros(*batch, L, value.shape[-1], dtype=query.dtype, device=query.device)
-    for j0 in range(0, S, chunk_size):
+    end = {"S": S, "floor": S // chunk_size * chunk_size, "minus": S - chunk_size}[stop]
+    for j0 in range(0, end, chunk_size):
         s = (query * c) @ key[..., j0:j0 + chunk_size, :].transpose(-2, -1)
         if attn_mask is not None:
             block = attn_mask[..., j0:j0 + chunk_size]
@@ -41,6 +45,8 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
         l = (l * corr if rescale_l else l) + p.sum(dim=-1, keepdim=True)
         acc = (acc * corr if rescale_acc else acc) + p @ value[..., j0:j0 + chunk_size, :]
         m = m_new
+    if not divide:
+        return acc
     return acc / l if zero_start else acc / l.masked_fill(l == 0, 1.0)
 
 
@@ -81,7 +87,8 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
     k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
     L, S = query.shape[-2], k_att.shape[-2]
     if scale is None:
-        scale = {"E": 1.0 / math.sqrt(query.shape[-1]), "S": 1.0 / math.sqrt(S), "none": 1.0}[scale_by]
+        scale = {"E": 1.0 / math.sqrt(query.shape[-1]), "S": 1.0 / math.sqrt(S), "none": 1.0,
+                 "Ev": 1.0 / math.sqrt(value.shape[-1])}[scale_by]
     scores = (query @ k_att.transpose(-2, -1)) * scale
     if mask is not None:
         shift = diag + (S - L if mask == "bottom_right" else 0)

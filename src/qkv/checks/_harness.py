@@ -23,10 +23,12 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
-from ._compare import _clone, _float64, _isinstance, _same, _Tensor, close, is_tensor, not_plain
+from ._compare import _clone, _float64, _isinstance, _same, _Tensor, close, is_tensor
 from ._describe import describe
+from ._errors import at_line, first_line, generic_hint, passed_before
 from ._exercise import Case, Exercise, Mistake
 from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
+from ._kind import kind_problem
 from ._budget import OverTime, budget_for, over_time
 from ._helpers import reference_helpers
 from ._run import Planned, call_guarded, checking, fresh_seed, plan, seed_note
@@ -60,9 +62,6 @@ def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, Opti
             return None, e, list(caught)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"
 
 
 def _describe(case: Case, device: torch.device, dtype: torch.dtype) -> str:
@@ -115,6 +114,7 @@ class _Run:
     rtol: float
     atol: float
     note: str = ""
+    passed: tuple = ()  # the inputs the student's code was right on, before this one
 
     def fail(self, what: str, hint: str = "") -> None:
         __tracebackhide__ = True
@@ -133,9 +133,10 @@ def _judge_call(run: _Run, given: Any, error: Optional[BaseException]) -> None:
                  "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
     if error is None:
         return
+    line = at_line(error)
     m = _match_mistake(exercise, run.args, run.kwargs, None, error, run.expected, run.rtol, run.atol)
     if m is not None:
-        run.fail(raised_as(_first_line(error), m.name), m.hint)
+        run.fail(raised_as(first_line(error), m.name) + line, m.hint)
     hint = ""
     if any(s in str(error) for s in _DEVICE_ERRORS):
         hint = _WRONG_DEVICE
@@ -143,7 +144,8 @@ def _judge_call(run: _Run, given: Any, error: Optional[BaseException]) -> None:
         if needle in str(error):
             hint = h
             break
-    run.fail(f"it raised {_first_line(error)}", hint)
+    run.fail(f"it raised {first_line(error)}{passed_before(run.passed)}{line}",
+             hint or generic_hint(str(error)))
 
 
 def _judge_watchers(run: _Run, watchers: List[Any], got: Any) -> None:
@@ -159,27 +161,12 @@ def _judge_watchers(run: _Run, watchers: List[Any], got: Any) -> None:
 
 
 def _judge_kind(run: _Run, got: Any) -> None:
-    """Fail unless the result is a tensor on the inputs' device with the reference's dtype."""
+    """Fail unless the result is the reference's kind: a tensor on the inputs' device with the
+    reference's dtype, or a tuple of them (:mod:`._kind`)."""
     __tracebackhide__ = True
-    expected = run.expected
-    refused = not_plain(got)
-    if refused:
-        run.fail(refused, "return the tensor your computation gives, not an object built to "
-                 "pass comparisons")
-    if _isinstance(expected, _Tensor) and not _isinstance(got, _Tensor):
-        run.fail(f"it returned {type(got).__name__}, expected a tensor",
-                 "return the tensor itself (not a tuple, list, number or None)")
-    if not _isinstance(got, _Tensor):
-        return
-    if got.device != expected.device:
-        run.fail(f"the result is on {got.device}, expected {expected.device} "
-                 f"(the inputs' device)", _WRONG_DEVICE)
-    if got.dtype != expected.dtype:
-        run.fail(f"the result has dtype {got.dtype}, expected {expected.dtype}",
-                 "take dtype= from the inputs for every tensor you create (a fixed dtype, "
-                 "torch.tensor(...) without dtype=, or .float()/.double() changes it)"
-                 if expected.dtype != torch.bool else
-                 "return a bool tensor (True where attention is allowed)")
+    found = kind_problem(got, run.expected, run.exercise.legend)
+    if found:
+        run.fail(*found)
 
 
 def _judge_value(run: _Run, got: Any) -> None:
@@ -195,6 +182,12 @@ def _judge_value(run: _Run, got: Any) -> None:
     if is_tensor(got) and is_tensor(expected):
         # No known mistake: say what the difference looks like (a permutation, a factor, ...).
         run.fail(*describe(got, expected, run.rtol, run.atol, exercise.legend))
+    if _isinstance(expected, tuple) and _isinstance(got, (tuple, list)):
+        # A tuple (kv_cache_step's): describe its first item that differs.
+        for i, (g, e) in enumerate(zip(got, expected)):
+            if is_tensor(g) and is_tensor(e) and not close(g, e, run.rtol, run.atol):
+                what, hint = describe(g, e, run.rtol, run.atol)
+                run.fail(f"item {i} of the result {exercise.legend} is wrong: {what}", hint)
     run.fail("the result differs from the reference")
 
 
@@ -203,23 +196,29 @@ def _expected(exercise: Exercise, planned: Planned, where: str) -> Tuple[tuple, 
     args, kwargs = planned.inputs()
     expected, err, _ = _quiet(exercise.reference, *_clone(args), **_clone(kwargs))
     if err is not None:  # a bug in the check itself, not in the student's code
-        raise RuntimeError(f"reference failed on {where}: {_first_line(err)}") from err
+        raise RuntimeError(f"reference failed on {where}: {first_line(err)}") from err
     return args, kwargs, expected
 
 
 def _judge(exercise: Exercise, planned: Planned, given: tuple, got: Any,
-           error: Optional[BaseException], watchers: list, note: str) -> None:
-    """Compare one result of the student's code with the reference's; raise on the first fault."""
+           error: Optional[BaseException], note: str, passed: tuple = ()) -> _Run:
+    """Compare one result of the student's code with the reference's; raise on the first fault.
+
+    Returns:
+        the run, for :func:`_judge_watchers` once every result has been compared: a wrong
+        value anywhere is the mistake to report before what the watchers saw (a tensor made
+        without ``device=`` is a risk on the CPU).
+    """
     __tracebackhide__ = True
     case, dtype = planned.case, planned.case.dtype
     where = _describe(case, planned.device, dtype)
     args, kwargs, expected = _expected(exercise, planned, where)
     rtol, atol = _tolerances(case, dtype)
-    run = _Run(exercise, where, args, kwargs, expected, rtol, atol, note)
+    run = _Run(exercise, where, args, kwargs, expected, rtol, atol, note, passed)
     _judge_call(run, given, error)
-    _judge_watchers(run, watchers, got)
     _judge_kind(run, got)
     _judge_value(run, got)
+    return run
 
 
 def start_check(name: str, student: Any, seed: Optional[int]) -> Tuple[int, str]:
@@ -284,5 +283,10 @@ def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None
         if problems:
             _fail(exercise, where, f"your code changed {'; '.join(problems)} while the check "
                   "ran; the checks refuse that", note=note)
-        for p, given, (got, error), ws in zip(planned, inputs, results, watchers):
-            _judge(exercise, p, given, got, error, ws, note)
+        passed: list = []
+        runs = []
+        for p, given, (got, error) in zip(planned, inputs, results):
+            runs.append(_judge(exercise, p, given, got, error, note, tuple(passed)))
+            passed.append(runs[-1].where)
+        for run, ws, (got, _) in zip(runs, watchers, results):
+            _judge_watchers(run, ws, got)

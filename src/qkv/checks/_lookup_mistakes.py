@@ -29,7 +29,8 @@ def softmax_variant(x, dim=-1, *, ignore_dim=False, stable=True, keep=True, norm
                     log=False):
     """``softmax`` with switches that reproduce common mistakes (defaults: right)."""
     d = -1 if ignore_dim else dim
-    shifted = x - (x.amax(dim=d, keepdim=True) if keep else x.amax(dim=d)) if stable else x
+    peak = x.amax(dim=d, keepdim=True) if keep else x.amax(dim=d)
+    shifted = x - peak if stable else x
     e = shifted.exp()
     if norm == "max":
         return e / e.amax(dim=d, keepdim=True)
@@ -118,7 +119,7 @@ def soft_mistakes(i: int) -> List[Mistake]:
 
 
 def additive_variant(query, key, W_q, W_k, v_a, *, proj="ok", act="tanh", swap=False,
-                     separate=False, flip=False, softmax=False):
+                     separate=False, flip=False, softmax=False, v_a_used=True):
     """``additive_score`` with switches that reproduce common mistakes (defaults: right)."""
     if swap:
         W_q, W_k = W_k, W_q
@@ -126,7 +127,7 @@ def additive_variant(query, key, W_q, W_k, v_a, *, proj="ok", act="tanh", swap=F
     pq = query @ (W_q.T if proj == "ok" else W_q)
     pk = key @ (W_k.T if proj == "ok" else W_k)
     feats = f(pq).unsqueeze(-2) + f(pk).unsqueeze(-3) if separate else f(pq.unsqueeze(-2) + pk.unsqueeze(-3))
-    s = feats @ v_a
+    s = feats @ v_a if v_a_used else feats.sum(-1)
     if flip:
         s = s.transpose(-2, -1)
     return torch.softmax(s, dim=-1) if softmax else s
@@ -142,6 +143,9 @@ ADDITIVE_MISTAKES = [
     Mistake("no tanh", _ADD_HINT + "; the tanh is what makes the score more than a sum of two "
             "linear terms", partial(additive_variant, act="none")),
     Mistake("sigmoid instead of tanh", _ADD_HINT, partial(additive_variant, act="sigmoid")),
+    Mistake("v_a not applied (the tanh features summed instead)",
+            _ADD_HINT + ": the last step is a dot product with v_a, tanh(...) @ v_a",
+            partial(additive_variant, v_a_used=False)),
     Mistake("relu instead of tanh", _ADD_HINT, partial(additive_variant, act="relu")),
     Mistake("tanh applied to each projection separately",
             "add the two projections first, then take one tanh of the sum",

@@ -37,6 +37,53 @@ def _plain_number(answer: object) -> bool:
             or t is torch.Tensor)
 
 
+def _number_in(text: str) -> object:
+    """The number a string answer holds (``"1,552 params"`` -> 1552), or ``None``."""
+    words = text.replace(",", "").replace("_", "").split()
+    for word in words[:1]:
+        try:
+            value = float(word)
+        except ValueError:
+            return None
+        return int(value) if value.is_integer() else value
+    return None
+
+
+def _letter_fix(question_id: str, answer: object, choices: Mapping[str, str]) -> str:
+    """How to write a choice for an answer that is not one of the letters."""
+    example = f'{question_id} = "{next(iter(choices))}"'
+    if type(answer) in (list, tuple, set):
+        return f": write one letter as a str, e.g. {example}, not a {type(answer).__name__}"
+    if type(answer) in (int, float):
+        return f": write the letter of your choice as a str, e.g. {example}, not a number"
+    if type(answer) is str:  # a subclass's methods are never called (see _plain_number)
+        said = answer.strip().lower()
+        for letter, text in choices.items():
+            if said and said == text.strip().strip("`").lower():
+                return f': write the letter of that choice, {question_id} = "{letter}"'
+        if said in ("", "?", "..."):
+            return f": replace the placeholder with your letter, e.g. {example}"
+    if answer is None:
+        return f": assign your letter, e.g. {example}"
+    return ""
+
+
+def _number_fix(question_id: str, answer: object) -> str:
+    """How to write a number for an answer that is not one."""
+    if type(answer) is str:
+        value = _number_in(answer)
+        if value is not None:
+            return f": write the number itself, without quotes or units: {question_id} = {value}"
+        return f": write a number without quotes, e.g. {question_id} = 42"
+    if type(answer) in (list, tuple) and len(answer) == 1:
+        return f": write the number itself, not a {type(answer).__name__}"
+    if answer is None:
+        return f": assign your number, e.g. {question_id} = 42"
+    if type(answer) is bool:
+        return f": True and False are not numbers here; write one, e.g. {question_id} = 42"
+    return ""
+
+
 @dataclass(frozen=True)
 class Choice:
     """A multiple-choice question.
@@ -72,7 +119,8 @@ class Choice:
         letter = str.lower(str.strip(str.strip(answer), "()")) if type(answer) is str else None
         if letter not in self.choices:
             raise AssertionError(f"{self.id}: expected one of {letters} (a str), "
-                                 f"got {_shown(answer)}")
+                                 f"got {_shown(answer)}"
+                                 f"{_letter_fix(self.id, answer, self.choices)}")
         if letter != self.answer:
             raise AssertionError(f"{self.id}: Not ({letter}): {self.wrong[letter]}. {_TRY}")
         return f"{self.id}: right, ({letter}) {self.choices[letter]} - {self.why}."
@@ -82,7 +130,7 @@ def _as_number(question_id: str, answer: object) -> float:
     """The student's numeric answer as a float (an int, a float or a one-element tensor)."""
     if not _plain_number(answer):
         raise AssertionError(f"{question_id}: expected a number (an int or a float), "
-                             f"got {_shown(answer)}")
+                             f"got {_shown(answer)}{_number_fix(question_id, answer)}")
     try:
         if type(answer) is torch.Tensor:
             return float(torch._C.TensorBase.item(answer))  # torch's own, not a method lookup

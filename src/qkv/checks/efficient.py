@@ -107,6 +107,13 @@ _MISTAKES = [
             "chunk j covers keys j0 .. j0 + chunk_size - 1, i.e. the slice [j0:j0 + chunk_size] "
             "(Python slices exclude their end); check that every key is visited exactly once",
             short_chunks),
+    Mistake("the running output never divided by the running sum l",
+            "at the end, return acc / l: acc sums exp(s - m) * v, which the softmax's "
+            "denominator l must divide", partial(online_variant, divide=False)),
+    *(Mistake("the last keys left out (the loop stops before the last, partial chunk)",
+              "visit every key: for j0 in range(0, S, chunk_size) with the slice "
+              "[j0:j0 + chunk_size] (the last chunk may be shorter)",
+              partial(online_variant, stop=stop)) for stop in ("floor", "minus")),
 ] + [Mistake(m.name, m.hint, _sdpa_order(m.fn)) for m in attention_mistakes()]
 
 CHUNKED_ATTENTION = Exercise(
@@ -207,6 +214,8 @@ KV_CACHE_STEP = Exercise(
         Mistake("scaled by 1/sqrt(S), the number of keys, instead of 1/sqrt(E)", _KV_SCALE_HINT,
                 partial(kv_step_variant, scale_by="S")),
         Mistake("no scaling", _KV_SCALE_HINT, partial(kv_step_variant, scale_by="none")),
+        Mistake("scaled by 1/sqrt(Ev), the width of the values, instead of 1/sqrt(E)",
+                _KV_SCALE_HINT, partial(kv_step_variant, scale_by="Ev")),
         Mistake("the causal mask off by one (each new token's own key is masked)",
                 "new token i sits at position S - L + i and sees itself: "
                 "torch.ones(L, S, dtype=torch.bool).tril(S - L), not tril(S - L - 1)",

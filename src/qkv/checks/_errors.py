@@ -1,0 +1,111 @@
+"""What to say when the student's own code raises: the error, the line of their code, a hint.
+
+A torch error read alone ("The size of tensor a (3) must match the size of tensor b (5)
+at non-singleton dimension 0") does not say where it came from: the student sees the
+check's frames, not their own. :func:`your_line` finds the deepest frame of the
+traceback that is the student's code (neither the course's nor an installed library's)
+and quotes it; :func:`generic_hint` turns the errors every exercise meets (a tensor used
+as a bool, ``.t()`` on a batch, ``view`` of a transposed tensor, shapes that do not
+broadcast, an argument left ``None``) into what to change.
+"""
+
+from __future__ import annotations
+
+import linecache
+from typing import Optional, Sequence, Tuple
+
+from . import _integrity
+from ._calls import _LIBRARY_DIRS
+
+__all__: list = []
+
+_MAX_LINE = 100
+
+# (substring of the error, hint): the errors of any exercise, most specific first.
+_GENERIC: Tuple[Tuple[str, str], ...] = (
+    ("Boolean value of Tensor with more than one value is ambiguous",
+     "a tensor was used as a condition (if W:, if k_cache:, and/or): test an optional "
+     "argument with `if W is not None:`"),
+    ("t() expects a tensor with <= 2 dimensions",
+     ".t() works on 2-D tensors only: use .transpose(-2, -1) (or .mT) for a batch"),
+    ("view size is not compatible",
+     "view needs contiguous memory, which a transpose or expand does not give: use .reshape"),
+    ("cannot be multiplied",
+     "the inner sizes of a matrix product differ: print the shapes of both operands and "
+     "look for a missing transpose (.transpose(-2, -1)) or the wrong tensor"),
+    ("must match the size of tensor",
+     "two shapes do not broadcast: print them; look for a fixed axis number (unsqueeze(1), "
+     "dim=0) that assumes no batch axes, or the wrong length (L or S)"),
+    ("is invalid for input of size",
+     "a reshape/view got sizes that do not multiply to the tensor's size: compute them from "
+     "the input's shape (an unbatched input has fewer axes)"),
+    ("'NoneType' object",
+     "an argument was None (its default): handle the None case before using it"),
+    ("NoneType' and",
+     "an argument was None (its default): handle the None case before using it"),
+    ("is not defined", "a name used before it was defined in your code (a typo, or a "
+     "variable from another cell that is not run)"),
+    ("must be Tensor, not",
+     "a torch function got a Python number: use math.sqrt / math.exp on numbers"),
+    ("expected condition to be a boolean tensor",
+     "torch.where and masked_fill need a bool mask: a float mask is added to the scores"),
+)
+
+
+def _students(filename: str, code: object) -> bool:
+    """Whether a frame's code is the student's: neither a library's nor the course's."""
+    # Installed libraries (torch, the standard library), frozen modules and the course.
+    if filename.startswith(_LIBRARY_DIRS + ("<frozen", _integrity._QKV_DIR)):
+        return False
+    return _integrity.course_code(code) is None and not _integrity.internal(code)
+
+
+def your_line(error: BaseException) -> str:
+    """``"line 3 of softmax: e = (x - x.max(...)).exp()"`` for the deepest frame of
+    ``error``'s traceback that runs the student's code; ``""`` when there is none (the
+    error was raised by the check itself, or the source is not available)."""
+    tb, found = error.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _students(code.co_filename, code):
+            found = (code.co_filename, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    if found is None:
+        return ""
+    filename, lineno, name = found
+    text = linecache.getline(filename, lineno).strip()
+    if not text:
+        return f"line {lineno} of {name}"
+    if len(text) > _MAX_LINE:
+        text = text[: _MAX_LINE - 3] + "..."
+    return f"line {lineno} of {name}: {text}"
+
+
+def generic_hint(message: str) -> str:
+    """The hint for an error any exercise can meet, or ``""``."""
+    for needle, hint in _GENERIC:
+        if needle in message:
+            return hint
+    return ""
+
+
+def passed_before(labels: Sequence[str]) -> str:
+    """What to add when the student's code raised after running right on other inputs."""
+    if not labels:
+        return ""
+    more = f" and {len(labels) - 1} more" if len(labels) > 1 else ""
+    return (f" (it was right on {labels[0]}{more}: look for what differs on this input, "
+            f"e.g. batch axes, L != S, an argument left at its default)")
+
+
+def first_line(error: BaseException) -> str:
+    """``TypeError: unsupported operand ...``: the error's type and first line."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+def at_line(error: BaseException) -> str:
+    """``"\n  at line 3 of softmax: ..."``: where in the student's code ``error`` was raised
+    (``""`` when not in their code)."""
+    line = your_line(error)
+    return f"\n  at {line}" if line else ""

@@ -1,0 +1,84 @@
+"""Whether a result is the right KIND of thing before its values are compared.
+
+A result must be what the reference returns: a plain tensor on the inputs' device with the
+reference's dtype, or (``kv_cache_step``) a tuple of such tensors, with ``None`` where the
+reference has ``None``. :func:`kind_problem` says in words what is wrong with anything
+else: ``None`` (a missing ``return``), a list, a NumPy array, a tuple of the wrong length,
+an item of the wrong dtype, a subclass of ``torch.Tensor`` built to pass comparisons.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+import torch
+
+from ._compare import _isinstance, _Tensor, not_plain
+from ._guard import _WRONG_DEVICE
+
+__all__: list = []
+
+Finding = Tuple[str, str]
+
+_DTYPE_HINT = ("take dtype= from the inputs for every tensor you create (a fixed dtype, "
+               "torch.tensor(...) without dtype=, or .float()/.double() changes it)")
+_BOOL_HINT = "return a bool tensor (True where attention is allowed)"
+
+
+def _returned(got: Any) -> str:
+    """``None (is a return missing?)``, ``a numpy.ndarray``, ``list``: what ``got`` is."""
+    if got is None:
+        return "None (is the return statement missing?)"
+    kind = type(got)
+    if kind.__module__ == "numpy":
+        return f"a NumPy {kind.__name__} (keep the computation in torch)"
+    return kind.__name__
+
+
+def _tensor_problem(got: Any, expected: Any, what: str = "") -> Optional[Finding]:
+    refused = not_plain(got)
+    if refused:
+        return refused, ("return the tensor your computation gives, not an object built to "
+                         "pass comparisons")
+    if not _isinstance(got, _Tensor):
+        said = f"{what} is" if what else "it returned"
+        return (f"{said} {_returned(got)}, expected a tensor",
+                "return the tensor itself (not a tuple, list, NumPy array, number or None)")
+    what = what or "the result"
+    if got.device != expected.device:
+        return (f"{what} is on {got.device}, expected {expected.device} (the inputs' device)",
+                _WRONG_DEVICE)
+    if got.dtype != expected.dtype:
+        return (f"{what} has dtype {got.dtype}, expected {expected.dtype}",
+                _BOOL_HINT if expected.dtype == torch.bool else _DTYPE_HINT)
+    return None
+
+
+def kind_problem(got: Any, expected: Any, legend: str = "") -> Optional[Finding]:
+    """``(what, hint)`` when ``got`` is not the kind of thing ``expected`` is, else ``None``.
+
+    Args:
+        got: the student's result.
+        expected: the reference's result: a tensor, or a tuple of tensors (or ``None``).
+        legend: the result in words, e.g. ``"(output, k_cache, v_cache)"``.
+    """
+    if _isinstance(expected, _Tensor):
+        return _tensor_problem(got, expected)
+    if not _isinstance(expected, tuple):
+        return None
+    n = len(expected)
+    said = f" {legend}" if legend else ""
+    if not _isinstance(got, (tuple, list)):
+        return (f"it returned {_returned(got)}, expected a tuple of {n}{said}",
+                f"return all {n} results: return a, b, ...")
+    if len(got) != n:
+        inner = ", ".join(_returned(g) if not _isinstance(g, _Tensor) else "tensor" for g in got)
+        return (f"it returned {len(got)} item(s) ({inner}), expected {n}{said}",
+                f"return the {n} results side by side (return a, b, c), not nested in pairs")
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if e is None:
+            continue
+        found = _tensor_problem(g, e, f"item {i} of the result")
+        if found:
+            return found
+    return None
