@@ -15,6 +15,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CUDA = torch.cuda.is_available()
 
+# `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). Tests that build
+# or read the built book run on one of them, so that the book is built once and nothing
+# reads book/_glue or _build while the build writes them; the other worker takes the rest.
+BOOK_GROUP = {"test_book.py", "test_notebooks.py", "test_browser.py", "test_generated.py"}
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)  # one core each: two workers share the machine's two
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    for item in items:
+        if item.path.name in BOOK_GROUP or "built_book" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("book"))
+
 requires_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 
 
