@@ -77,7 +77,7 @@ MERGE_RIGHT = {"transpose + reshape": merge_ok, "cat of heads": merge_cat}
 
 # ----------------------------------------------------------------------------- MultiHeadAttention
 def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=False,
-             fill=float("-inf"), value_proj="v_proj", dropout="eval"):
+             fill=float("-inf"), value_proj="v_proj", dropout="eval", ignore="", heads="mean"):
     class MHA(nn.Module):
         def __init__(self, embed_dim, num_heads, bias=True, kdim=None, vdim=None, dropout=0.0,
                      device=None, dtype=None):
@@ -104,11 +104,11 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
             k = self.k_proj(key).view(B, S, H, -1).transpose(1, 2)
             v = getattr(self, value_proj)(value).view(B, S, H, -1).transpose(1, 2)
             allowed = torch.ones(B, 1, L, S, dtype=torch.bool, device=query.device)
-            if is_causal:
+            if is_causal and ignore != "is_causal":
                 allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
-            if mask is not None:
+            if mask is not None and ignore != "mask":
                 allowed = allowed & mask
-            if key_mask is not None:
+            if key_mask is not None and ignore != "key_mask":
                 allowed = allowed & key_mask[:, None, None, :]
             if builtin_attention:
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
@@ -132,8 +132,8 @@ def make_mha(out_proj=True, scale_by="head", einsum=False, builtin_attention=Fal
             out = out.transpose(1, 2).reshape(B, L, D)
             if out_proj:
                 out = self.out_proj(out)
-            if need_weights:
-                w = w.mean(1) if average_attn_weights else w
+            if need_weights and average_attn_weights:
+                w = {"mean": w.mean(1), "sum": w.sum(1), "kept": w}[heads]
             if unbatched:
                 out = out[0]
                 w = w[0] if w is not None else None
@@ -155,6 +155,11 @@ MHA_WRONG = {
     "V projected with k_proj": (make_mha(value_proj="k_proj"), "value projected with k_proj"),
     "dropout left on in eval": (make_mha(dropout="always"), "dropout left on in eval mode"),
     "-1e9 fill (overflows in float16)": (make_mha(fill=-1e9), "a finite fill like -1e9"),
+    "the (L, S) mask ignored": (make_mha(ignore="mask"), "the mask ignored"),
+    "key_mask ignored": (make_mha(ignore="key_mask"), "key_mask ignored"),
+    "is_causal ignored": (make_mha(ignore="is_causal"), "is_causal ignored"),
+    "weights not averaged": (make_mha(heads="kept"), "not averaged over the heads"),
+    "weights summed over heads": (make_mha(heads="sum"), "summed over the heads"),
 }
 MHA_RIGHT = {
     "matmul": make_mha(),

@@ -45,13 +45,20 @@ def merge_variant(x, *, how="ok"):
 def mha_variant(spec, query, key=None, value=None, key_mask=None, need_weights=False,
                  mask=None, average_attn_weights=True, is_causal=False, *,
                  out_proj=True, scale_by="head", split="ok", merge="ok", invert_padding=False,
-                 value_proj="v_proj", dropout=False, fill=float("-inf")):
+                 value_proj="v_proj", dropout=False, fill=float("-inf"), ignore="",
+                 heads="mean"):
     """The module's forward with switches for its mistakes (defaults: the right answer).
 
     ``scale_by``: head (1/sqrt(head_dim)), embed (1/sqrt(embed_dim)), head_dim (1/head_dim)
     or none; ``value_proj`` the projection applied to the value; ``dropout`` applies
-    dropout to the weights even in eval mode (``F.dropout``'s default training=True).
+    dropout to the weights even in eval mode (``F.dropout``'s default training=True);
+    ``ignore`` names the argument left unused (mask, key_mask or is_causal); ``heads`` is
+    how the returned weights treat the heads when they are averaged (mean, sum or kept).
     """
+    if ignore:
+        mask, key_mask, is_causal = {"mask": (None, key_mask, is_causal),
+                                     "key_mask": (mask, None, is_causal),
+                                     "is_causal": (mask, key_mask, False)}[ignore]
     key = query if key is None else key
     value = key if value is None else value
     batched = query.dim() == 3
@@ -79,6 +86,7 @@ def mha_variant(spec, query, key=None, value=None, key_mask=None, need_weights=F
     if not batched:
         out, weights = out[0], weights[0]
     if need_weights:
-        w = weights.mean(dim=-3) if average_attn_weights else weights
-        return torch.cat([out.reshape(-1), w.reshape(-1)])
+        if average_attn_weights and heads != "kept":
+            weights = weights.sum(dim=-3) if heads == "sum" else weights.mean(dim=-3)
+        return out, weights
     return out

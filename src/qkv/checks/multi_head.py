@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any, Callable, List, Optional
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 import qkv
 
 from ._attention import FILL_HINT, TORCH_ATTENTION
 from ._exercise import Case, Exercise, Mistake
-from ._guard import harness
 from ._half import half_case, via_float32
 from ._harness import run_check
-from ._inputs import bool_mask, randn
+from ._inputs import randn
 from ._multi_head_mistakes import merge_variant, mha_variant, split_variant
+from ._multi_head_module import close_pair, mha_cases, reference, run_student
 
 __all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
 
@@ -130,100 +129,8 @@ def check_merge_heads(merge_heads: Callable[..., Tensor], seed: Optional[int] = 
 
 # --------------------------------------------------------------------------- the module
 
-_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
-
-
-@harness(calls_student=True)  # runs inside the guard: builds the student's module, calls it
-def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
-    """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
-    __tracebackhide__ = True
-    extra = {"dropout": spec["dropout"]} if "dropout" in spec else {}
-    module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
-                 device=spec["device"], dtype=spec["dtype"], **extra)
-    for name in _PROJECTIONS:
-        layer = getattr(module, name, None)
-        if not isinstance(layer, nn.Linear):
-            raise AssertionError(
-                f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
-                f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
-        with torch.no_grad():
-            layer.weight.copy_(spec["weights"][name])
-            layer.bias.copy_(spec["biases"][name])
-    module.eval()
-    out = module(*inputs, **kwargs)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise AssertionError("forward must return a tuple (output, weights), as "
-                             "nn.MultiheadAttention does (weights None unless need_weights=True)")
-    if kwargs.get("need_weights"):
-        return torch.cat([out[0].reshape(-1), out[1].reshape(-1)])
-    return out[0]
-
-
-def _reference(spec, *inputs, **kwargs):
-    return _forward(qkv.MultiHeadAttention, spec, *inputs, **kwargs)
-
-
-@harness(calls_student=True)
-def _run_student(student, spec, *inputs, **kwargs):
-    __tracebackhide__ = True
-    return _forward(student, spec, *inputs, **kwargs)
-
-
-def _mha_cases() -> List[Case]:
-    def make(batch, L, S, D, H, kdim=None, vdim=None, self_attention=False, **options):
-        def build(gen, device, dtype):
-            kd, vd = kdim or D, vdim or D
-            widths = {"q_proj": D, "k_proj": kd, "v_proj": vd, "out_proj": D}
-            spec = {
-                "embed_dim": D, "num_heads": H, "kdim": kd, "vdim": vd,
-                "device": device, "dtype": dtype,
-                **({"dropout": options["dropout"]} if "dropout" in options else {}),
-                "weights": {n: randn(gen, D, w, device=device, dtype=dtype) / math.sqrt(w)
-                            for n, w in widths.items()},
-                "biases": {n: randn(gen, D, device=device, dtype=dtype) * 0.1 for n in widths},
-            }
-            query = randn(gen, *batch, L, D, device=device, dtype=dtype)
-            kwargs = {}
-            if options.get("padding"):
-                lengths = torch.randint(1, S, (batch[0],), generator=gen)
-                kwargs["key_mask"] = (torch.arange(S)[None, :] < lengths[:, None]).to(device)
-            if options.get("mask"):
-                kwargs["mask"] = bool_mask(gen, L, S, device=device)
-            for name in ("is_causal", "need_weights", "average_attn_weights"):
-                if name in options:
-                    kwargs[name] = options[name]
-            if self_attention:
-                return (spec, query), kwargs
-            key = randn(gen, *batch, S, kd, device=device, dtype=dtype)
-            value = randn(gen, *batch, S, vd, device=device, dtype=dtype)
-            return (spec, query, key, value), kwargs
-        return build
-
-    f32, f64 = torch.float32, torch.float64
-    return [
-        Case("self-attention (key and value omitted), B=2, L=5, embed_dim=8, num_heads=2",
-             make((2,), 5, 5, 8, 2, self_attention=True), f32),
-        Case("cross-attention, B=2, L=4, S=6, embed_dim=12, num_heads=3, kdim=5, vdim=7",
-             make((2,), 4, 6, 12, 3, kdim=5, vdim=7), f64),
-        Case("batch B=3, L=S=5, embed_dim=8, num_heads=4 with key_mask (B, S)",
-             make((3,), 5, 5, 8, 4, padding=True), f32),
-        Case("B=2, L=4, S=6, embed_dim=6, num_heads=2 with a bool mask (L, S)",
-             make((2,), 4, 6, 6, 2, mask=True), f64),
-        Case("B=2, L=S=5, embed_dim=8, num_heads=2 with is_causal=True",
-             make((2,), 5, 5, 8, 2, is_causal=True), f32),
-        Case("unbatched input, L=3, S=4, embed_dim=6, num_heads=3", make((), 3, 4, 6, 3), f64),
-        Case("B=2, L=3, S=5, embed_dim=8, num_heads=2 with need_weights=True "
-             "(the averaged weights are compared too)",
-             make((2,), 3, 5, 8, 2, need_weights=True), f64),
-        Case("B=2, L=S=4, embed_dim=8, num_heads=2, built with dropout=1.0 and put in eval mode "
-             "(no dropout in eval)", make((2,), 4, 4, 8, 2, dropout=1.0), f32),
-        half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_mask and is_causal=True",
-                  make((2,), 5, 5, 8, 2, padding=True, is_causal=True)),
-    ]
-
-
 MULTI_HEAD_ATTENTION = Exercise(
-    name="MultiHeadAttention", reference=via_float32(_reference), cases=_mha_cases(),
+    name="MultiHeadAttention", reference=via_float32(reference), cases=mha_cases(),
     mistakes=[
         Mistake("no output projection", "apply out_proj to the merged heads",
                 partial(mha_variant, out_proj=False)),
@@ -249,18 +156,34 @@ MULTI_HEAD_ATTENTION = Exercise(
         Mistake("reshape without transpose when merging heads",
                 "transpose(1, 2) back to (B, L, H, Dh) before reshaping to (B, L, D)",
                 partial(mha_variant, merge="reshape")),
+        Mistake("the mask ignored", "pass mask on to combine_masks(mask, key_mask, is_causal, "
+                "B, L, S, query) and apply the mask it returns",
+                partial(mha_variant, ignore="mask")),
+        Mistake("key_mask ignored", "pass key_mask on to combine_masks: padded keys must get "
+                "weight zero", partial(mha_variant, ignore="key_mask")),
+        Mistake("is_causal ignored", "pass is_causal on to combine_masks: with is_causal=True "
+                "a query may not attend to later positions", partial(mha_variant, ignore="is_causal")),
+        Mistake("the weights not averaged over the heads",
+                "with average_attn_weights=True (the default) return weights.mean(dim=1), "
+                "(B, L, S); the per-head (B, H, L, S) only when it is False",
+                partial(mha_variant, heads="kept")),
+        Mistake("the weights summed over the heads instead of averaged",
+                "average the heads' weights (mean over dim 1): each row then still sums to 1",
+                partial(mha_variant, heads="sum")),
         Mistake("key_mask inverted",
                 "key_mask is True for real tokens (qkv's convention; "
                 "nn.MultiheadAttention uses the opposite)",
                 partial(mha_variant, invert_padding=True)),
     ],
-    run_student=_run_student,
+    run_student=run_student,
     forbid=TORCH_ATTENTION,
     # The student's split_heads and merge_heads are the reference's while the check runs (a
     # mistake there costs their own tests only); combine_masks is given by the assignment.
     helpers={"split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads,
              "combine_masks": qkv.combine_masks},
-    legend="like the query: (B, L, embed_dim)",
+    compare=close_pair,
+    legend="the output like the query, (B, L, embed_dim); with need_weights=True, "
+           "(output, weights) with weights (B, L, S), or (B, H, L, S) per head",
     error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
                   "your module creates"),
                  ("without overflow", FILL_HINT),

@@ -1,0 +1,122 @@
+"""How :func:`check_MultiHeadAttention` builds, runs and compares a student's module.
+
+The check builds the student's class with the reference's arguments, copies the same
+weights into its four ``nn.Linear`` layers and calls ``forward`` with each case's inputs
+and keyword arguments; with ``need_weights=True`` it compares the output and the weights
+one by one, so that a message can say which of the two is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List
+
+import torch
+from torch import Tensor, nn
+
+import qkv
+
+from ._compare import close
+from ._exercise import Case
+from ._guard import harness
+from ._half import half_case
+from ._inputs import bool_mask, randn
+
+_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+@harness(calls_student=True)  # runs inside the guard: builds the student's module, calls it
+def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
+    """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
+    __tracebackhide__ = True
+    extra = {"dropout": spec["dropout"]} if "dropout" in spec else {}
+    module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
+                 device=spec["device"], dtype=spec["dtype"], **extra)
+    for name in _PROJECTIONS:
+        layer = getattr(module, name, None)
+        if not isinstance(layer, nn.Linear):
+            raise AssertionError(
+                f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
+                f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
+        with torch.no_grad():
+            layer.weight.copy_(spec["weights"][name])
+            layer.bias.copy_(spec["biases"][name])
+    module.eval()
+    out = module(*inputs, **kwargs)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise AssertionError("forward must return a tuple (output, weights), as "
+                             "nn.MultiheadAttention does (weights None unless need_weights=True)")
+    if kwargs.get("need_weights"):
+        return out  # compared item by item, so that a message can say which one is wrong
+    return out[0]
+
+
+def close_pair(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    """The output alone, or ``(output, weights)`` when the case asks for the weights."""
+    if isinstance(expected, tuple):
+        return (isinstance(got, tuple) and len(got) == 2
+                and all(close(g, e, rtol, atol) for g, e in zip(got, expected)))
+    return close(got, expected, rtol, atol)
+
+
+def reference(spec, *inputs, **kwargs):
+    return _forward(qkv.MultiHeadAttention, spec, *inputs, **kwargs)
+
+
+@harness(calls_student=True)
+def run_student(student, spec, *inputs, **kwargs):
+    __tracebackhide__ = True
+    return _forward(student, spec, *inputs, **kwargs)
+
+
+def mha_cases() -> List[Case]:
+    def make(batch, L, S, D, H, kdim=None, vdim=None, self_attention=False, **options):
+        def build(gen, device, dtype):
+            kd, vd = kdim or D, vdim or D
+            widths = {"q_proj": D, "k_proj": kd, "v_proj": vd, "out_proj": D}
+            spec = {
+                "embed_dim": D, "num_heads": H, "kdim": kd, "vdim": vd,
+                "device": device, "dtype": dtype,
+                **({"dropout": options["dropout"]} if "dropout" in options else {}),
+                "weights": {n: randn(gen, D, w, device=device, dtype=dtype) / math.sqrt(w)
+                            for n, w in widths.items()},
+                "biases": {n: randn(gen, D, device=device, dtype=dtype) * 0.1 for n in widths},
+            }
+            query = randn(gen, *batch, L, D, device=device, dtype=dtype)
+            kwargs = {}
+            if options.get("padding"):
+                lengths = torch.randint(1, S, (batch[0],), generator=gen)
+                kwargs["key_mask"] = (torch.arange(S)[None, :] < lengths[:, None]).to(device)
+            if options.get("mask"):
+                kwargs["mask"] = bool_mask(gen, L, S, device=device)
+            for name in ("is_causal", "need_weights", "average_attn_weights"):
+                if name in options:
+                    kwargs[name] = options[name]
+            if self_attention:
+                return (spec, query), kwargs
+            key = randn(gen, *batch, S, kd, device=device, dtype=dtype)
+            value = randn(gen, *batch, S, vd, device=device, dtype=dtype)
+            return (spec, query, key, value), kwargs
+        return build
+
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("self-attention (key and value omitted), B=2, L=5, embed_dim=8, num_heads=2",
+             make((2,), 5, 5, 8, 2, self_attention=True), f32),
+        Case("cross-attention, B=2, L=4, S=6, embed_dim=12, num_heads=3, kdim=5, vdim=7",
+             make((2,), 4, 6, 12, 3, kdim=5, vdim=7), f64),
+        Case("batch B=3, L=S=5, embed_dim=8, num_heads=4 with key_mask (B, S)",
+             make((3,), 5, 5, 8, 4, padding=True), f32),
+        Case("B=2, L=4, S=6, embed_dim=6, num_heads=2 with a bool mask (L, S)",
+             make((2,), 4, 6, 6, 2, mask=True), f64),
+        Case("B=2, L=S=5, embed_dim=8, num_heads=2 with is_causal=True",
+             make((2,), 5, 5, 8, 2, is_causal=True), f32),
+        Case("unbatched input, L=3, S=4, embed_dim=6, num_heads=3", make((), 3, 4, 6, 3), f64),
+        Case("B=2, L=3, S=5, embed_dim=8, num_heads=2 with need_weights=True "
+             "(the averaged weights are compared too)",
+             make((2,), 3, 5, 8, 2, need_weights=True), f64),
+        Case("B=2, L=S=4, embed_dim=8, num_heads=2, built with dropout=1.0 and put in eval mode "
+             "(no dropout in eval)", make((2,), 4, 4, 8, 2, dropout=1.0), f32),
+        half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_mask and is_causal=True",
+                  make((2,), 5, 5, 8, 2, padding=True, is_causal=True)),
+    ]
