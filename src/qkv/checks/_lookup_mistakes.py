@@ -26,10 +26,12 @@ KEY_HINT = ("transpose only the last two axes of the keys: keys.transpose(-2, -1
 
 
 def softmax_variant(x, dim=-1, *, ignore_dim=False, stable=True, keep=True, norm="sum",
-                    log=False):
+                    log=False, global_max=False):
     """``softmax`` with switches that reproduce common mistakes (defaults: right)."""
     d = -1 if ignore_dim else dim
     peak = x.amax(dim=d, keepdim=True) if keep else x.amax(dim=d)
+    if global_max:
+        peak = x.amax()
     shifted = x - peak if stable else x
     e = shifted.exp()
     if norm == "max":
@@ -47,6 +49,10 @@ SOFTMAX_MISTAKES = [
     Mistake("a softmax that overflows on large logits",
             "subtract the maximum along dim before exp: softmax does not change, exp cannot "
             "overflow", partial(softmax_variant, stable=False)),
+    Mistake("one maximum over the whole tensor, not one per row along dim",
+            "subtract x.amax(dim=dim, keepdim=True): a row far below the global maximum "
+            "underflows to exp(...) = 0 everywhere, and 0 / 0 is NaN",
+            partial(softmax_variant, global_max=True)),
     Mistake("max or sum taken without keepdim=True",
             "keep the reduced axis (keepdim=True) so that it broadcasts back along dim",
             partial(softmax_variant, keep=False)),

@@ -44,11 +44,13 @@ TORCH_SOFTMAX = Forbidden({
 
 
 def _softmax_cases() -> List[Case]:
-    def make(shape, dim, big=0.0, neg_inf=False):
+    def make(shape, dim, big=0.0, neg_inf=False, apart=0.0):
         def build(gen, device, dtype):
             x = randn(gen, *shape) * 2
             if big:
                 x = x + big
+            if apart:  # rows around +apart, 0 and -apart: one shift cannot serve them all
+                x = x + apart * torch.linspace(1, -1, shape[0])[:, None]
             if neg_inf:
                 m = bool_mask(gen, *shape)
                 x = x.masked_fill(~m, float("-inf"))
@@ -67,6 +69,8 @@ def _softmax_cases() -> List[Case]:
         Case("input (3, 6) with large logits (near 1000)", make((3, 6), -1, big=1000.0), f32),
         Case("input (2, 4, 3) with large logits (near 1000) and dim=1",
              make((2, 4, 3), 1, big=1000.0), f64),
+        Case("input (3, 6) whose rows lie far apart (near +500, 0 and -500)",
+             make((3, 6), -1, apart=500.0), f32),
         half_case("input (3, 6) with -inf entries (masked positions)",
                   make((3, 6), -1, neg_inf=True)),
     ]
