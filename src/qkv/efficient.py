@@ -89,7 +89,9 @@ def chunked_attention(
 
     for i0 in range(0, L, chunk_size):
         i1 = min(i0 + chunk_size, L)
-        q = query[..., i0:i1, :].to(acc_dtype) * q_scale
+        # Expanded to the full batch: value (or key) may have more batch dims than query,
+        # and the in-place updates below need the scores at their final shape.
+        q = (query[..., i0:i1, :].to(acc_dtype) * q_scale).expand(*batch, i1 - i0, E)
         m = torch.full((*batch, i1 - i0, 1), float("-inf"), dtype=acc_dtype, device=query.device)
         l = torch.zeros_like(m)
         acc = torch.zeros(*batch, i1 - i0, value.shape[-1], dtype=acc_dtype, device=query.device)
@@ -218,10 +220,16 @@ def _check_cache_step(
     query: Tensor, key: Tensor, value: Tensor, k_cache: Optional[Tensor], v_cache: Optional[Tensor]
 ) -> None:
     legend = "(..., L, E) for query and key, (..., L, Ev) for value"
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        v.require_float_tensor(name, t, legend, min_dim=2)
+    names, tensors = ["query", "key", "value"], [query, key, value]
     if (k_cache is None) != (v_cache is None):
         raise ValueError("k_cache and v_cache must both be tensors or both be None")
+    if k_cache is not None:
+        names, tensors = names + ["k_cache", "v_cache"], tensors + [k_cache, v_cache]
+    for name, t in zip(names, tensors):
+        v.require_float_tensor(name, t, legend, min_dim=2)
+    # Before torch.cat, which would promote dtypes or fail on devices in its own words.
+    v.require_same(names, tensors, "dtype")
+    v.require_same(names, tensors, "device")
     if query.shape[-2] != key.shape[-2]:
         raise ValueError(
             f"query and key must hold the same new tokens, shapes (..., L, E); got query "
@@ -230,7 +238,6 @@ def _check_cache_step(
     if k_cache is None:
         return
     for name, cache, new in (("k_cache", k_cache, key), ("v_cache", v_cache, value)):
-        v.require_tensor(name, cache)
         if cache.dim() != new.dim() or cache.shape[:-2] + cache.shape[-1:] != new.shape[:-2] + new.shape[-1:]:
             raise ValueError(
                 f"{name} must have the shape of the new tokens' keys/values except for the "

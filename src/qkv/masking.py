@@ -71,15 +71,7 @@ def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None)
         - lengths: ``(B,)``
         - output: ``(B, S)``
     """
-    if not isinstance(lengths, Tensor):
-        lengths = torch.as_tensor(v.require_int_sequence("lengths", lengths), dtype=torch.long)
-    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
-        raise ValueError(
-            f"lengths must be a 1-D integer tensor or a list of ints, got dtype "
-            f"{lengths.dtype} and shape {v.shape_str(lengths)}"
-        )
-    if (lengths < 0).any():
-        raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
+    lengths = v.require_lengths("lengths", lengths)
     longest = int(lengths.max()) if lengths.numel() else 0
     S = longest if S is None else v.require_int("S", S, minimum=0)
     if longest > S:
@@ -113,6 +105,10 @@ def from_torch_mask(mask: Optional[Tensor]) -> Optional[Tensor]:
     if mask is None:
         return None
     v.require_tensor("mask", mask)
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        # nn.MultiheadAttention takes bool or float masks only; an int 0/1 mask has no agreed meaning.
+        raise TypeError(f"mask must be bool or floating point (as nn.MultiheadAttention takes it), "
+                        f"got {mask.dtype}; for a 0/1 mask pass mask.bool() (1 = True)")
     return ~mask if mask.dtype == torch.bool else mask
 
 

@@ -83,6 +83,7 @@ def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> int:
 def _check_mask(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor],
                 is_causal: bool) -> None:
     """``attn_mask`` against the ``(..., Hq, L, S)`` scores, and not together with ``is_causal``."""
+    v.require_flag("is_causal", is_causal)
     if is_causal and attn_mask is not None:
         raise ValueError("pass either attn_mask or is_causal=True, not both; to combine them, pass "
                          "attn_mask=qkv.causal_mask(L, S) & your_mask")
@@ -217,6 +218,7 @@ def local_global_mask(
     """
     n, _ = _sizes(n, None)
     v.require_int("window", window)
+    v.require_flag("is_causal", is_causal)
     idx = _global_positions(global_tokens, n)
     device = v.require_device("device", device)
     # a few (n, n) bool masks are alive at once: refuse what could never fit

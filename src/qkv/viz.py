@@ -44,6 +44,7 @@ def attention_heatmap(
         - weights: ``(L, S)`` (or ``(1, ..., 1, L, S)``)
     """
     w = v.require_tensor("weights", weights).detach().to("cpu", torch.float32)
+    v.require_flag("colorbar", colorbar)
     while w.dim() > 2 and w.shape[0] == 1:
         w = w[0]
     if w.dim() != 2:
