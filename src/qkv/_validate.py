@@ -35,6 +35,19 @@ def require_tensor(name: str, t: object) -> Tensor:
     return t
 
 
+def require_values(name: str, t: Tensor, why: str) -> Tensor:
+    """Raise ``ValueError`` when ``t`` is on the ``meta`` device, for an argument whose values matter.
+
+    A meta tensor has a shape but no values: shape-only code runs on it (a useful way to check
+    shapes), but a result that depends on the values (lengths, positions) cannot be made.
+    ``why`` says what needs the values.
+    """
+    if t.device.type == "meta":
+        raise ValueError(f"{name} is on the 'meta' device, which holds no values, but {why}; "
+                         f"pass it on a real device such as 'cpu'")
+    return t
+
+
 def require_dim_index(name: str, dim: object, tensor_name: str, t: Tensor) -> int:
     """Raise ``ValueError`` unless ``dim`` is an int that indexes a dimension of ``t``."""
     if isinstance(dim, bool) or not isinstance(dim, int) or not -t.dim() <= dim < max(t.dim(), 1):
@@ -271,6 +284,7 @@ def require_lengths(name: str, lengths: object) -> Tensor:
 
 
 def _non_negative(name: str, lengths: Tensor) -> Tensor:
-    if lengths.device.type != "meta" and lengths.numel() and bool((lengths < 0).any()):
+    require_values(name, lengths, "the mask is made from the lengths' values")
+    if lengths.numel() and bool((lengths < 0).any()):
         raise ValueError(f"{name} must be non-negative, got {lengths.tolist()}")
     return lengths

@@ -177,6 +177,7 @@ def causal_mask_bottom_right(L: int, S: Optional[int] = None,
 def _global_positions(global_tokens: object, n: int) -> Tensor:
     """``global_tokens`` checked as positions in ``0 .. n - 1``, as a ``long`` tensor."""
     if isinstance(global_tokens, Tensor):
+        v.require_values("global_tokens", global_tokens, "the mask is made from the positions it holds")
         if global_tokens.is_floating_point() or global_tokens.is_complex() or global_tokens.dim() > 1 \
                 or global_tokens.dtype == torch.bool:
             raise TypeError(f"global_tokens must be a sequence of ints or a 1-D integer tensor, got a "
