@@ -58,6 +58,15 @@ def require_flag(name: str, flag: object) -> bool:
     raise TypeError(f"{name} must be True or False, got {type(flag).__name__} {flag!r}")
 
 
+def default_scale(E: int) -> float:
+    """``1 / sqrt(E)``, SDPA's default scale; 1 for ``E = 0``, where torch gives uniform weights.
+
+    With no features every score is an empty sum, 0, whatever the scale: torch returns the
+    mean of the values, and ``1 / sqrt(0)`` must not raise ``ZeroDivisionError`` first.
+    """
+    return 1.0 / math.sqrt(E) if E else 1.0
+
+
 def require_positive_number(name: str, x: object, note: str = "") -> float:
     """Raise ``ValueError`` unless ``x`` is a real number (not a ``bool``) greater than 0.
 

@@ -17,7 +17,8 @@ from torch import Tensor
 from ._memory import CHUNKED_HINT, memory_limit, require_fits, require_weights_fit  # noqa: F401
 # So do the checks of sizes, flags and numbers: `from . import _validate as v` reaches them all.
 from ._scalars import (  # noqa: F401
-    require_callable, require_choice, require_device, require_even, require_finite_number, require_flag,
+    default_scale, require_callable, require_choice, require_device, require_even, require_finite_number,
+    require_flag,
     require_float_dtype, require_instance, require_int, require_int_sequence, require_positive_number,
     require_probability,
 )

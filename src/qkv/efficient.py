@@ -17,7 +17,6 @@ present (its code lives in :mod:`qkv.triton_kernel`, imported on first use).
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import torch
@@ -79,7 +78,7 @@ def chunked_attention(
     # Scores are kept in base 2: exp(x) = exp2(x * log2(e)), and exp2 is usually the cheaper
     # function (FlashAttention does the same on GPUs). Folding log2(e) into the scale makes
     # s, m and every correction base-2 quantities.
-    q_scale = (1.0 / math.sqrt(E) if scale is None else scale) * _LOG2_E
+    q_scale = (v.default_scale(E) if scale is None else scale) * _LOG2_E
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     # Accumulate in float32 at least: half-precision running sums lose digits fast.
     acc_dtype = torch.promote_types(query.dtype, torch.float32)

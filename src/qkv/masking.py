@@ -80,6 +80,9 @@ def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None)
         f"the padding mask for lengths up to {longest} and S={S}", (lengths.shape[0], S), torch.bool,
         lengths.device, hint="check lengths and S: they are token counts",
     )
+    # The positions 0..S-1 are int64, eight times the mask's bytes per key (and all of it when B = 0).
+    v.require_fits(f"the {S} key positions", (S,), torch.long, lengths.device,
+                   hint="check S: it is a token count")
     positions = torch.arange(S, device=lengths.device)
     return positions[None, :] < lengths[:, None]
 
@@ -180,6 +183,9 @@ def sliding_window_mask(
     v.require_int("window", window)
     device = v.require_device("device", device)
     v.require_fits("the sliding-window mask", (L, S), torch.bool, device or torch.device("cpu"))
+    # The int64 positions of rows and columns: all there is to allocate when L or S is 0.
+    v.require_fits(f"the L + S = {L + S} positions", (L + S,), torch.long, device or torch.device("cpu"),
+                   hint="check L and S: they are token counts")
     rows = torch.arange(L, device=device)[:, None]
     cols = torch.arange(S, device=device)[None, :]
     return (cols <= rows) & (cols > rows - window)

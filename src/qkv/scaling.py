@@ -20,7 +20,6 @@ random vectors has variance ``E``, which the scale brings back to 1.
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import torch
@@ -109,7 +108,7 @@ def attention_scores(
     """
     _check_scores(query, key, attn_mask, is_causal, scale)
     L, S = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scale = v.default_scale(query.shape[-1]) if scale is None else scale
     # Half precision overflows easily in the product; compute the scores in float32.
     work = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
