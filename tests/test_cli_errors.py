@@ -37,7 +37,7 @@ def _one_line(capsys, code: int, expected: int = 2) -> str:
     (["report", "{tmp}/afile", "--out", "{tmp}/o"], ["COURSE_DIR", "is a file"]),
     (["report", "{tmp}", "--out", "{tmp}/o"], ["no autograded/ folder"]),
     (["report", "{course}", "--out", "{tmp}/afile"], ["--out", "is a file"]),
-    (["report", "{course}", "--out", "{tmp}/afile/sub"], ["cannot create --out"]),
+    (["report", "{course}", "--out", "{tmp}/afile/sub"], ["cannot write to --out", "is a file"]),
     (["regrade", "{tmp}/afile", "--out", "{tmp}/o"], ["COURSE_DIR", "is a file"]),
     (["regrade", "{course}", "--out", "{tmp}/o", "--jobs", "0"], ["--jobs must be positive, got 0"]),
     (["regrade", "{course}", "--out", "{tmp}/o", "--timeout", "nan"], ["--timeout", "nan"]),

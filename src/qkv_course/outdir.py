@@ -46,7 +46,7 @@ def prepare(out: Path, names: Sequence[str], force: bool = False) -> Path:
         force: replace files even if this command did not write them.
 
     Returns:
-        ``out``, created if needed.
+        ``out`` (created by the first :func:`atomic` write into it).
 
     Raises:
         UsageError: ``out`` is a file, cannot be created or written, or holds one of
@@ -54,12 +54,14 @@ def prepare(out: Path, names: Sequence[str], force: bool = False) -> Path:
     """
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder; give a folder (created if needed)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create --out {out}: {e.strerror or e}; choose another folder") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write to --out {out}: permission denied; choose another folder")
+    # Nothing is created yet (a run refused later must leave no empty folder): the folder, or
+    # the nearest existing one above it, must be a folder we may write into.
+    above = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not above.is_dir():
+        raise UsageError(f"cannot write to --out {out}: {above} is a file; choose another folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write to --out {out}: permission denied on {above}; "
+                         f"choose another folder")
     ours = _manifest(out)
     theirs = [n for n in names if (out / n).exists()
               and not ((out / n).is_file() and ours.get(n) == _digest(out / n))]
@@ -80,6 +82,7 @@ def atomic(path: Path) -> Iterator[Path]:
     it was: an output is either complete or absent, never half written.
     """
     tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         yield tmp
         os.replace(tmp, path)
