@@ -71,7 +71,7 @@ def test_localize_refuses_unknown_layout():
 
 
 def test_token_count_must_match():
-    with pytest.raises(ValueError, match="tokens has 3"):
+    with pytest.raises(ValueError, match="tokens must hold .*, got 3"):
         bv.view_html("head_view", weights(), TOKENS[:3])
 
 

@@ -48,3 +48,155 @@ def test_sdpa_only_errors_and_softmax():
         qkv.softmax(torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ValueError, match="chunk_size"):
         qkv.chunked_attention(Q, K, V, chunk_size=0)
+
+
+# --- kinds of bad input beyond shapes: flags, masks in disguise, layouts, devices, caches ---
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+Q4, K4, V4 = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 6)
+WITH_FLAG = {
+    "scaled_dot_product_attention": lambda f: qkv.scaled_dot_product_attention(Q4, K4, V4, is_causal=f),
+    "chunked_attention": lambda f: qkv.chunked_attention(Q4, K4, V4, is_causal=f),
+    "grouped_query_attention": lambda f: qkv.grouped_query_attention(Q4, K4, V4, is_causal=f),
+    "attention_scores": lambda f: qkv.attention_scores(Q4, K4, is_causal=f),
+    "linear_attention": lambda f: qkv.linear_attention(Q4, K4[..., :3, :], V4[..., :3, :], is_causal=f),
+    "local_global_mask": lambda f: qkv.local_global_mask(5, 2, is_causal=f),
+    "attention_weights": lambda f: qkv.attention_weights(torch.zeros(2, 3), inplace=f),
+}
+
+
+@pytest.mark.parametrize("flag", ["yes", "False", 1, 0, None, 0.5, torch.tensor(True)], ids=repr)
+@pytest.mark.parametrize("fname", list(WITH_FLAG))
+def test_a_flag_must_be_true_or_false(fname, flag):
+    # "False" and 1 are true to `if`: accepting them would silently apply a causal mask.
+    with pytest.raises(TypeError, match=r"(is_causal|inplace) must be True or False"):
+        WITH_FLAG[fname](flag)
+
+
+WITH_MASK = {
+    "scaled_dot_product_attention": lambda m: qkv.scaled_dot_product_attention(Q4, K4, V4, attn_mask=m),
+    "chunked_attention": lambda m: qkv.chunked_attention(Q4, K4, V4, attn_mask=m, chunk_size=2),
+    "grouped_query_attention": lambda m: qkv.grouped_query_attention(Q4, K4, V4, attn_mask=m),
+    "attention_scores": lambda m: qkv.attention_scores(Q4, K4, attn_mask=m),
+    "attend": lambda m: qkv.attend(SCORES4, V4, attn_mask=m),
+}
+SCORES4 = torch.randn(1, 2, 3, 5)
+ALLOWED = torch.rand(3, 5) > 0.3
+ALLOWED[:, 0] = True  # both values present, no row fully masked
+
+
+@pytest.mark.parametrize("mask, exc", [
+    (ALLOWED.long(), TypeError), (ALLOWED.int(), TypeError), (ALLOWED.float(), ValueError),
+], ids=["int64 0/1", "int32 0/1", "float 0/1"])
+@pytest.mark.parametrize("fname", list(WITH_MASK))
+def test_a_bool_mask_in_disguise_is_refused_with_the_fix(fname, mask, exc):
+    with pytest.raises(exc) as e:
+        WITH_MASK[fname](mask)
+    assert "attn_mask" in str(e.value) and "attn_mask.bool()" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("fname", list(WITH_MASK))
+def test_an_additive_mask_of_zeros_and_minus_inf_means_the_bool_mask(fname):
+    additive = qkv.to_additive_mask(ALLOWED)
+    torch.testing.assert_close(WITH_MASK[fname](additive), WITH_MASK[fname](ALLOWED), equal_nan=True)
+
+
+def _layouts(t: torch.Tensor) -> dict:
+    """The same values in layouts torch treats differently: transposed storage, broadcast, a view."""
+    return {"transposed": t.mT.contiguous().mT, "expanded": t[:1].expand_as(t) if len(t) else t,
+            "sliced": torch.cat([t, t], dim=-1)[..., : t.shape[-1]]}
+
+
+@pytest.mark.parametrize("layout", ["transposed", "expanded", "sliced"])
+@pytest.mark.parametrize("fname", ["scaled_dot_product_attention", "chunked_attention"])
+def test_any_layout_gives_torchs_answer_and_gradients(fname, layout):
+    q, k, v = (_layouts(t)[layout] for t in (torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)))
+    ours = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    theirs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = getattr(qkv, fname)(*ours, is_causal=True)
+    ref = F.scaled_dot_product_attention(*theirs, is_causal=True)
+    torch.testing.assert_close(out, ref)
+    (out * torch.arange(6.0)).sum().backward()
+    (ref * torch.arange(6.0)).sum().backward()
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_nan_propagates_as_in_torch():
+    q = Q.clone()
+    q[0, 1, 0] = math.nan
+    ref = F.scaled_dot_product_attention(q, K + 1, V + 1)
+    for f in (qkv.scaled_dot_product_attention, qkv.chunked_attention):
+        torch.testing.assert_close(f(q, K + 1, V + 1), ref, equal_nan=True)
+
+
+def test_values_with_more_batch_dims_than_the_queries():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(3, 1, 2, 5, 6)
+    ref = F.scaled_dot_product_attention(q.expand(3, 1, 2, 3, 4), k.expand(3, 1, 2, 5, 4), v)
+    torch.testing.assert_close(qkv.chunked_attention(q, k, v, chunk_size=2), ref)
+    torch.testing.assert_close(qkv.scaled_dot_product_attention(q, k, v), ref)
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: qkv.kv_cache_step(Q4[..., :1, :], K4[..., :1, :], V4[..., :1, :], K4.double(), V4),
+     TypeError, ["k_cache: torch.float64"]),
+    (lambda: qkv.kv_cache_step(Q4[..., :1, :], K4[..., :1, :], V4[..., :1, :], K4.long(), V4),
+     TypeError, ["k_cache", "floating-point"]),
+    (lambda: qkv.kv_cache_step(Q4[..., :1, :], K4[..., :1, :], V4[..., :1, :], K4, V4.to("meta")),
+     TypeError, ["v_cache: meta"]),
+    (lambda: qkv.attend(torch.randn(2, 3, 5), torch.randn(3, 5, 6)), ValueError, ["batch dimensions"]),
+    (lambda: qkv.attend(torch.randn(3, 5), torch.randn(5, 6, device="meta")), TypeError, ["device"]),
+    (lambda: qkv.linear_attention(Q4, K4, None), TypeError, ["value", "NoneType"]),
+    (lambda: qkv.bahdanau_attention(torch.randn(2, 4), torch.randn(2, 5, 4).long(), torch.randn(7, 4),
+                                    torch.randn(7, 4), torch.randn(7)), TypeError, ["keys"]),
+    (lambda: qkv.from_torch_mask(ALLOWED.long()), TypeError, ["mask", "mask.bool()"]),
+    (lambda: qkv.padding_mask_mod(torch.tensor([2.0, 3.0])), ValueError, ["lengths", "integer"]),
+    (lambda: qkv.padding_mask_mod(torch.tensor([2, -1])), ValueError, ["lengths", "non-negative"]),
+    (lambda: qkv.padding_mask(torch.tensor([2, 3], device="meta")), ValueError, ["lengths", "meta"]),
+    (lambda: qkv.local_global_mask(5, 2, torch.tensor([0], device="meta")), ValueError,
+     ["global_tokens", "meta"]),
+    (lambda: qkv.alibi_score_mod(torch.tensor([1, 2])), TypeError, ["slopes", "floating-point"]),
+    (lambda: qkv.chunked_attention(Q, K, V, chunk_size=2.5), ValueError, ["chunk_size", "2.5"]),
+    (lambda: qkv.linear_attention(Q, K, V, eps=math.inf), ValueError, ["eps", "finite"]),
+    (lambda: qkv.scaled_dot_product_attention(Q, K, V, scale="1"), ValueError, ["scale", "'1'"]),
+    (lambda: qkv.scaled_dot_product_attention(Q, K, V, dropout_p=2), ValueError, ["dropout_p", "[0, 1]"]),
+    (lambda: qkv.soft_lookup(Q, K, V, temperature=0), ValueError, ["temperature"]),
+    (lambda: qkv.split_heads(torch.zeros(2, 3, 8), 0), ValueError, ["num_heads"]),
+    (lambda: qkv.sinusoidal_encoding(4, 8, dtype="float32"), TypeError, ["dtype", "torch.float32"]),
+], ids=lambda x: "" if callable(x) else None)
+def test_each_kind_of_bad_argument_is_named(call, exc, words):
+    with pytest.raises(exc) as e:
+        call()
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_numpy_integers_count_as_sizes():
+    n = np.int64(3)
+    assert torch.equal(qkv.causal_mask(n, np.int32(5)), qkv.causal_mask(3, 5))
+    assert qkv.chunked_attention(Q, K, V, chunk_size=n).shape == (2, 3, 6)
+
+
+@pytest.mark.parametrize("fname", ["scaled_dot_product_attention", "chunked_attention", "linear_attention"])
+def test_meta_tensors_give_the_shape(fname):
+    out = getattr(qkv, fname)(*(t.to("meta") for t in (Q, K, V)))
+    assert out.device.type == "meta" and out.shape == (2, 3, 6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: qkv.sliding_window_mask(0, 10**12, 1), lambda: qkv.padding_mask([], 10**12),
+    lambda: qkv.sinusoidal_encoding(10**12, 2), lambda: qkv.alibi_bias(2, 0, 10**12),
+], ids=["sliding_window_mask", "padding_mask", "sinusoidal_encoding", "alibi_bias"])
+def test_huge_positions_are_refused_even_when_the_result_is_empty(call):
+    with pytest.raises(ValueError, match="would need"):
+        call()
+
+
+def test_no_features_give_uniform_weights_as_in_torch():
+    q, k, v = torch.randn(2, 3, 0), torch.randn(2, 5, 0), torch.randn(2, 5, 4)
+    ref = F.scaled_dot_product_attention(q, k, v)
+    for f in (qkv.scaled_dot_product_attention, qkv.chunked_attention):
+        torch.testing.assert_close(f(q, k, v), ref)

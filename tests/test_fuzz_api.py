@@ -17,6 +17,7 @@ import inspect
 import math
 import typing
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -30,24 +31,35 @@ SIZES = st.one_of(st.integers(-2, 6), st.sampled_from([100, 10**12, True, 2.0, "
 NUMBERS = st.one_of(
     st.floats(-2, 3), st.sampled_from([0, 1, 0.0, math.nan, math.inf, -math.inf, True, "1", None])
 )
-DTYPES = st.sampled_from([torch.float32, torch.float64, torch.float16, torch.int64, torch.bool])
-FLAGS = st.one_of(st.booleans(), st.sampled_from([None, "yes"]))
+DTYPES = st.sampled_from([torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                          torch.int32, torch.bool, torch.complex64])
+#: Anything but True/False is wrong for a flag: "no" and 1 are true to `if`.
+FLAGS = st.one_of(st.booleans(), st.sampled_from([None, "yes", "False", 1, 0.0]))
 
 
 @st.composite
 def tensors(draw) -> object:
-    """A tensor of rank 0-4, each dim 0-5, any dtype the course meets; sometimes not a tensor."""
+    """A tensor of rank 0-5, each dim 0-5, any dtype the course meets, in any layout (transposed,
+    broadcast, on the shape-only 'meta' device); sometimes not a tensor (a NumPy array, a list)."""
     if draw(st.integers(0, 19)) == 0:
-        return draw(st.sampled_from([None, [[1.0, 2.0]], "q", 3.0]))
-    shape = draw(st.lists(st.integers(0, 5), min_size=0, max_size=4))
+        return draw(st.sampled_from([None, [[1.0, 2.0]], "q", 3.0, np.ones((2, 3), np.float32)]))
+    shape = draw(st.lists(st.integers(0, 5), min_size=0, max_size=5))
     dtype = draw(DTYPES)
     if dtype == torch.bool:
-        return torch.rand(shape) > 0.5
-    if dtype == torch.int64:
-        return torch.randint(-3, 4, shape)
-    t = torch.randn(shape, dtype=dtype)
-    if draw(st.integers(0, 9)) == 0 and t.numel():
-        t.view(-1)[0] = draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+        t = torch.rand(shape) > 0.5
+    elif not (dtype.is_floating_point or dtype.is_complex):
+        t = torch.randint(-3, 4, shape, dtype=dtype)
+    else:
+        t = torch.randn(shape, dtype=dtype)
+        if draw(st.integers(0, 9)) == 0 and t.numel():
+            t.view(-1)[0] = draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+    layout = draw(st.sampled_from(["plain"] * 6 + ["transposed", "expanded", "meta"]))
+    if layout == "transposed" and t.dim() >= 2:
+        t = t.mT.contiguous().mT  # the same values, column-major storage
+    elif layout == "expanded" and t.dim() >= 1 and t.shape[0]:
+        t = t[:1].expand(t.shape)  # a broadcast view: stride 0
+    elif layout == "meta":
+        t = t.to("meta")
     return t
 
 
@@ -100,6 +112,19 @@ def _assert_refused_well(target, kwargs: dict, error: BaseException) -> None:
     assert named, f"{where} raised a message that names no argument: {message}"
 
 
+def _surely_wrong(target, kwargs: dict) -> typing.List[str]:
+    """The arguments no function may accept: a non-bool for a flag, a string for a non-string."""
+    params = inspect.signature(target).parameters
+    wrong = []
+    for name, value in kwargs.items():
+        note = str(params[name].annotation)
+        if "bool" in note and "Tensor" not in note and not isinstance(value, bool):
+            wrong.append(name)
+        elif isinstance(value, str) and not any(w in note for w in ("str", "dtype", "device")):
+            wrong.append(name)
+    return wrong
+
+
 def _short(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor{tuple(value.shape)} {value.dtype}"
@@ -111,6 +136,7 @@ def _call(target, kwargs: dict):
         return target(**kwargs), None
     except Exception as error:  # noqa: BLE001 - judged below
         return None, error
+
 
 
 FUZZ = settings(max_examples=120, deadline=None, derandomize=True,
@@ -131,10 +157,13 @@ def test_fuzz_public_api(name):
         if error is not None:
             _assert_refused_well(target, kwargs, error)
             return
+        assert not _surely_wrong(target, kwargs), f"{name} accepted {_surely_wrong(target, kwargs)}"
         if forward is not None and isinstance(result, torch.nn.Module):
             call_kwargs = data.draw(_call_args(forward), label="forward arguments")
             _, error = _call(result, call_kwargs)
             if error is not None:
                 _assert_refused_well(forward, call_kwargs, error)
+            else:
+                assert not _surely_wrong(forward, call_kwargs), f"{name}.forward accepted {call_kwargs}"
 
     run()

@@ -8,14 +8,20 @@ it got and what was expected.
 
 from __future__ import annotations
 
-from numbers import Integral
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 # Memory checks live in their own module; they are part of the same rule book.
 from ._memory import CHUNKED_HINT, memory_limit, require_fits, require_weights_fit  # noqa: F401
+# So do the checks of sizes, flags and numbers: `from . import _validate as v` reaches them all.
+from ._scalars import (  # noqa: F401
+    default_scale, require_callable, require_choice, require_device, require_even, require_finite_number,
+    require_flag,
+    require_float_dtype, require_instance, require_int, require_int_sequence, require_positive_number,
+    require_probability,
+)
 
 
 def shape_str(t: Tensor) -> str:
@@ -30,83 +36,17 @@ def require_tensor(name: str, t: object) -> Tensor:
     return t
 
 
-def require_int(name: str, n: object, minimum: int = 1) -> int:
-    """Raise ``ValueError`` unless ``n`` is an ``int`` (not a ``bool``) of at least ``minimum``.
+def require_values(name: str, t: Tensor, why: str) -> Tensor:
+    """Raise ``ValueError`` when ``t`` is on the ``meta`` device, for an argument whose values matter.
 
-    ``True`` is an ``int`` to Python, but a flag passed where a size belongs is a mistake.
+    A meta tensor has a shape but no values: shape-only code runs on it (a useful way to check
+    shapes), but a result that depends on the values (lengths, positions) cannot be made.
+    ``why`` says what needs the values.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
-        want = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int >= {minimum}")
-        raise ValueError(f"{name} must be {want}, got {n!r}")
-    return n
-
-
-def require_int_sequence(name: str, xs: object) -> List[int]:
-    """Raise ``TypeError`` unless ``xs`` is an iterable of integers (not bools); return them as a list."""
-    items = None if isinstance(xs, (str, bytes)) else list(xs) if isinstance(xs, Iterable) else None
-    if items is None or any(isinstance(x, bool) or not isinstance(x, Integral) for x in items):
-        raise TypeError(f"{name} must be a sequence of ints or a 1-D integer tensor, got {xs!r}")
-    return [int(x) for x in items]
-
-
-def require_positive_number(name: str, x: object, note: str = "") -> float:
-    """Raise ``ValueError`` unless ``x`` is a real number (not a ``bool``) greater than 0.
-
-    ``note`` is added to the message after "a positive number" (say what else is accepted).
-    """
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
-        raise ValueError(f"{name} must be a positive number{note}, got {x!r}")
-    return x
-
-
-def require_probability(name: str, p: object) -> float:
-    """Raise ``ValueError`` unless ``p`` is a number in ``[0, 1]`` (a dropout probability, as torch's)."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {p!r}")
-    return p
-
-
-def require_choice(name: str, value: object, choices: Sequence[object]) -> object:
-    """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{name} must be {' or '.join(map(repr, choices))}, got {value!r}")
-    return value
-
-
-def require_callable(name: str, fn: object) -> None:
-    """Raise ``TypeError`` unless ``fn`` can be called."""
-    if not callable(fn):
-        raise TypeError(f"{name} must be a function, got {type(fn).__name__}")
-
-
-def require_device(name: str, device: object) -> Optional[torch.device]:
-    """Raise unless ``device`` is ``None``, a ``torch.device`` or a device string like ``"cpu"``.
-
-    ``torch.device(7)`` means ``cuda:7``; an int is more likely a size passed in the wrong place.
-    """
-    if device is None:
-        return None
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"{name} must be a torch.device, a string such as 'cpu', or None, "
-                        f"got {type(device).__name__} {device!r}")
-    try:
-        return torch.device(device)
-    except RuntimeError as error:
-        raise ValueError(f"{name}={device!r} is not a device torch knows: {error}") from None
-
-
-def require_float_dtype(name: str, dtype: object) -> torch.dtype:
-    """Raise ``TypeError`` unless ``dtype`` is a floating-point ``torch.dtype``."""
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"{name} must be a floating-point torch.dtype, got {dtype!r}")
-    return dtype
-
-
-def require_instance(name: str, x: object, cls: type, what: str, hint: str = ""):
-    """Raise ``TypeError`` unless ``x`` is an instance of ``cls``, written ``what`` in the message."""
-    if not isinstance(x, cls):
-        raise TypeError(f"{name} must be {what}, got {type(x).__name__}{hint}")
-    return x
+    if t.device.type == "meta":
+        raise ValueError(f"{name} is on the 'meta' device, which holds no values, but {why}; "
+                         f"pass it on a real device such as 'cpu'")
+    return t
 
 
 def require_dim_index(name: str, dim: object, tensor_name: str, t: Tensor) -> int:
@@ -259,28 +199,25 @@ def check_mask(
     dtype: torch.dtype,
     device: torch.device,
     batch_shape: Optional[Sequence[int]] = None,
+    *,
     name: str = "attn_mask",
 ) -> None:
     """Check an attention mask against SDPA's rules.
 
     A bool mask (True = may attend) or a float mask of the query's dtype (added to
-    the scores), broadcastable to ``(..., L, S)``; ``name`` is what the caller calls it.
+    the scores), broadcastable to ``(..., L, S)``. ``name`` is the argument's name in
+    the caller, for the messages.
     """
     if attn_mask is None:
         return
     require_tensor(name, attn_mask)
-    if attn_mask.dtype != torch.bool and attn_mask.dtype != dtype:
-        raise TypeError(
-            f"{name} must be bool (True = may attend) or the query's dtype {dtype} "
-            f"(added to the scores), got {attn_mask.dtype}"
-        )
+    _check_mask_kind(name, attn_mask, dtype)
     if attn_mask.device != device:
-        raise TypeError(f"{name} is on {attn_mask.device} but the query is on {device}")
-    if attn_mask.dim() < 1:
-        raise ValueError(f"{name} must have at least 2 dims, broadcastable to (..., L, S)")
+        raise TypeError(f"{name} is on {attn_mask.device} but the query is on {device}; "
+                        f"move it with {name}.to(query.device)")
     shape = attn_mask.shape
     rows = shape[-2] if attn_mask.dim() >= 2 else 1
-    if shape[-1] not in (1, S) or rows not in (1, L):
+    if attn_mask.dim() < 1 or shape[-1] not in (1, S) or rows not in (1, L):
         raise ValueError(
             f"{name} must broadcast to (..., L, S) = (..., {L}, {S}), got {shape_str(attn_mask)}"
         )
@@ -297,8 +234,58 @@ def check_mask(
             )
 
 
-def require_even(name: str, n: int, why: str) -> int:
-    """Raise ``ValueError`` unless the size ``n`` is even; ``why`` says what needs pairs."""
-    if n % 2:
-        raise ValueError(f"{name} must be even ({why}), got {n}")
-    return n
+def _check_mask_kind(name: str, mask: Tensor, dtype: torch.dtype) -> None:
+    """A bool mask, or a float mask of the queries' dtype that is not a bool mask in disguise.
+
+    An integer or float mask of 0s and 1s is almost always meant as "1 = may attend", but
+    SDPA would add it to the scores (and torch refuses integer masks): that changes every
+    weight a little and hides nothing, a silently wrong answer, so it is refused.
+    """
+    if mask.dtype == torch.bool:
+        return
+    if not mask.is_floating_point():
+        raise TypeError(
+            f"{name} must be bool (True = may attend) or the query's dtype {dtype} (added to the "
+            f"scores), got {mask.dtype}; for a 0/1 mask where 1 means 'may attend' pass {name}.bool()"
+        )
+    if mask.dtype != dtype:
+        raise TypeError(
+            f"{name} must be bool (True = may attend) or the query's dtype {dtype} (added to the "
+            f"scores), got {mask.dtype}; convert it with {name}.to(query.dtype)"
+        )
+    if mask.numel() and mask.device.type != "meta" and _zeros_and_ones(mask):
+        raise ValueError(
+            f"{name} is a float mask of 0s and 1s; a float mask is ADDED to the scores (0 = keep, "
+            f"-inf = hide), so its 1s would hide nothing. For 1 = may attend pass {name}.bool(); "
+            f"for an additive mask use 0 and float('-inf') (qkv.to_additive_mask({name}.bool()))"
+        )
+
+
+def _zeros_and_ones(mask: Tensor) -> bool:
+    """True when ``mask`` holds both 0 and 1 and nothing else (cheap: most float masks have -inf)."""
+    with torch.no_grad():
+        if mask.amin().item() != 0 or mask.amax().item() != 1:
+            return False
+        return bool(((mask == 0) | (mask == 1)).all())
+
+
+def require_lengths(name: str, lengths: object) -> Tensor:
+    """Sequence lengths: ints or a 1-D integer tensor of non-negative values; return a tensor.
+
+    Lengths count tokens; a float tensor would be truncated without a word, so it is refused.
+    """
+    if not isinstance(lengths, Tensor):
+        return _non_negative(name, torch.as_tensor(require_int_sequence(name, lengths), dtype=torch.long))
+    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must be a 1-D integer tensor or a list of ints, got dtype "
+            f"{lengths.dtype} and shape {shape_str(lengths)}"
+        )
+    return _non_negative(name, lengths)
+
+
+def _non_negative(name: str, lengths: Tensor) -> Tensor:
+    require_values(name, lengths, "the mask is made from the lengths' values")
+    if lengths.numel() and bool((lengths < 0).any()):
+        raise ValueError(f"{name} must be non-negative, got {lengths.tolist()}")
+    return lengths

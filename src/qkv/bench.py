@@ -44,6 +44,7 @@ def attention_flops(
     for name, n in (("B", B), ("H", H), ("L", L), ("S", S), ("E", E)):
         v.require_int(name, n, minimum=0)
     Ev = E if Ev is None else v.require_int("Ev", Ev, minimum=0)
+    v.require_flag("is_causal", is_causal)
     flops = 2.0 * B * H * L * S * (E + Ev)
     return flops / 2 if is_causal else flops
 

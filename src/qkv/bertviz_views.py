@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import _drawing as d
 from . import _validate as v
 
 #: The CDN addresses bertviz 1.4 writes into its HTML (require.js takes the full
@@ -67,19 +68,25 @@ def as_bertviz_attention(attention: Union[Tensor, Sequence[Tensor]], decimals: i
                 f"{v.shape_str(attention)}"
             )
         layers = list(attention.unbind(0))
-    else:
+    elif isinstance(attention, (list, tuple)):
         layers = list(attention)
+    else:
+        raise TypeError(f"attention must be a tensor or a list of per-layer tensors, got "
+                        f"{type(attention).__name__}")
     if not layers:
         raise ValueError("attention must hold at least one layer")
     out = []
     for i, a in enumerate(layers):
-        v.require_tensor(f"attention[{i}]", a)
+        d.require_drawable(f"attention[{i}]", a)
         if a.dim() == 4 and a.shape[0] == 1:
             a = a[0]
         if a.dim() != 3 or a.shape[-1] != a.shape[-2]:
             raise ValueError(
                 f"attention[{i}] must have shape (1, H, T, T) or (H, T, T), got {v.shape_str(a)}"
             )
+        if out and a.shape != out[0].shape[1:]:  # bertviz stacks the layers into one tensor
+            raise ValueError(f"every layer of attention must have the shape of attention[0], "
+                             f"{v.shape_str(out[0][0])}; got attention[{i}] {v.shape_str(a)}")
         # float64 so that the JSON holds 0.0447, not float32's 0.04470000043511391
         out.append(a.detach().double().cpu().round(decimals=decimals)[None])
     return tuple(out)
@@ -177,8 +184,9 @@ def view_html(
         raise ImportError("the bertviz views need bertviz: pip install bertviz") from e
     layers = as_bertviz_attention(attention)
     T = layers[0].shape[-1]
-    if len(tokens) != T:
-        raise ValueError(f"tokens has {len(tokens)} entries but the attention covers T={T} positions")
+    tokens = [str(t) for t in d.require_sequence("tokens", tokens, T, "position the attention covers")]
+    if lib_url is not None:
+        v.require_instance("lib_url", lib_url, str, "a URL (a str) or None")
     view = getattr(bertviz, kind)
     html = view(layers, list(tokens), html_action="return", **kwargs).data
     return _boxed(html if lib_url is None else localize(html, lib_url))

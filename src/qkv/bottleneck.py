@@ -96,8 +96,12 @@ def bahdanau_attention(
         - query: ``(B, Hd)``, keys: ``(B, S, He)``
         - context: ``(B, He)``, weights: ``(B, S)``
     """
-    v.require_tensor("query", query)
-    v.require_tensor("keys", keys)
+    # Checked here under this function's names (keys, not additive_score's key).
+    names, tensors = ("query", "keys", "W_q", "W_k", "v_a"), (query, keys, W_q, W_k, v_a)
+    for name, t in zip(names, tensors):
+        v.require_float_tensor(name, t)
+    v.require_same(names, tensors, "dtype")
+    v.require_same(names, tensors, "device")
     if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
         raise ValueError(
             f"expected query (B, Hd) and keys (B, S, He), got query {v.shape_str(query)} "
@@ -142,6 +146,7 @@ class Seq2Seq(nn.Module):
         for name, n in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_dim", hidden_dim)):
             v.require_int(name, n)
         v.require_callable("attention_step", attention_step)
+        v.require_flag("attention", attention)
         sizes = {"vocab_size": vocab_size, "emb_dim": emb_dim, "hidden_dim": hidden_dim}
         # Embedding, output layer and the GRUs' three gates dominate the count.
         count = vocab_size * (emb_dim + 2 * hidden_dim) + 6 * hidden_dim * (emb_dim + 2 * hidden_dim)

@@ -17,7 +17,6 @@ present (its code lives in :mod:`qkv.triton_kernel`, imported on first use).
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import torch
@@ -79,7 +78,7 @@ def chunked_attention(
     # Scores are kept in base 2: exp(x) = exp2(x * log2(e)), and exp2 is usually the cheaper
     # function (FlashAttention does the same on GPUs). Folding log2(e) into the scale makes
     # s, m and every correction base-2 quantities.
-    q_scale = (1.0 / math.sqrt(E) if scale is None else scale) * _LOG2_E
+    q_scale = (v.default_scale(E) if scale is None else scale) * _LOG2_E
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     # Accumulate in float32 at least: half-precision running sums lose digits fast.
     acc_dtype = torch.promote_types(query.dtype, torch.float32)
@@ -89,7 +88,9 @@ def chunked_attention(
 
     for i0 in range(0, L, chunk_size):
         i1 = min(i0 + chunk_size, L)
-        q = query[..., i0:i1, :].to(acc_dtype) * q_scale
+        # Expanded to the full batch: value (or key) may have more batch dims than query,
+        # and the in-place updates below need the scores at their final shape.
+        q = (query[..., i0:i1, :].to(acc_dtype) * q_scale).expand(*batch, i1 - i0, E)
         m = torch.full((*batch, i1 - i0, 1), float("-inf"), dtype=acc_dtype, device=query.device)
         l = torch.zeros_like(m)
         acc = torch.zeros(*batch, i1 - i0, value.shape[-1], dtype=acc_dtype, device=query.device)
@@ -218,10 +219,16 @@ def _check_cache_step(
     query: Tensor, key: Tensor, value: Tensor, k_cache: Optional[Tensor], v_cache: Optional[Tensor]
 ) -> None:
     legend = "(..., L, E) for query and key, (..., L, Ev) for value"
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        v.require_float_tensor(name, t, legend, min_dim=2)
+    names, tensors = ["query", "key", "value"], [query, key, value]
     if (k_cache is None) != (v_cache is None):
         raise ValueError("k_cache and v_cache must both be tensors or both be None")
+    if k_cache is not None:
+        names, tensors = names + ["k_cache", "v_cache"], tensors + [k_cache, v_cache]
+    for name, t in zip(names, tensors):
+        v.require_float_tensor(name, t, legend, min_dim=2)
+    # Before torch.cat, which would promote dtypes or fail on devices in its own words.
+    v.require_same(names, tensors, "dtype")
+    v.require_same(names, tensors, "device")
     if query.shape[-2] != key.shape[-2]:
         raise ValueError(
             f"query and key must hold the same new tokens, shapes (..., L, E); got query "
@@ -230,7 +237,6 @@ def _check_cache_step(
     if k_cache is None:
         return
     for name, cache, new in (("k_cache", k_cache, key), ("v_cache", v_cache, value)):
-        v.require_tensor(name, cache)
         if cache.dim() != new.dim() or cache.shape[:-2] + cache.shape[-1:] != new.shape[:-2] + new.shape[-1:]:
             raise ValueError(
                 f"{name} must have the shape of the new tokens' keys/values except for the "

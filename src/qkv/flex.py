@@ -97,7 +97,8 @@ def padding_mask_mod(lengths: Tensor) -> MaskMod:
     Shape:
         - lengths: ``(B,)``
     """
-    v.require_dim("lengths", lengths, 1, "(B,)")
+    v.require_tensor("lengths", lengths)  # indexed by b inside: a list would not do
+    lengths = v.require_lengths("lengths", lengths)
 
     def padding(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return kv_idx < lengths[b]
@@ -171,6 +172,7 @@ def alibi_score_mod(slopes: Tensor) -> ScoreMod:
         - slopes: ``(H,)``
     """
     v.require_dim("slopes", slopes, 1, "(H,)")
+    v.require_float("slopes", slopes)
 
     def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return score - slopes[h].to(score.dtype) * (q_idx - kv_idx)

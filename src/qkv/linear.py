@@ -50,8 +50,8 @@ def _check(query: Tensor, key: Tensor, value: Optional[Tensor], is_causal: bool,
     tensors = (query, key) if value is None else (query, key, value)
     v.check_attention_inputs(names, tensors, _LEGEND)
     v.require_callable("feature_map", feature_map)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps < float("inf"):
-        raise ValueError(f"eps must be a finite number >= 0 (added to the normaliser), got {eps!r}")
+    v.require_finite_number("eps", eps)  # added to the normaliser
+    v.require_flag("is_causal", is_causal)
     if is_causal and query.shape[-2] != key.shape[-2]:
         raise ValueError(f"is_causal=True needs as many queries as keys (L == S), got query "
                          f"{v.shape_str(query)} and key {v.shape_str(key)}")
@@ -126,6 +126,7 @@ def linear_attention(
         - query: ``(..., L, E)``, key: ``(..., S, E)``, value: ``(..., S, Ev)``
         - output: ``(..., L, Ev)``
     """
+    v.require_tensor("value", value)  # _check reads None as "no values" (the weights alone)
     _check(query, key, value, is_causal, feature_map, eps)
     v.require_int("chunk_size", chunk_size)
     fq, fk = feature_map(query), feature_map(key)

@@ -86,6 +86,7 @@ def attention_weights(scores: Tensor, inplace: bool = False) -> Tensor:
         - scores: ``(..., S)``, output: ``(..., S)``
     """
     v.require_float_tensor("scores", scores, "(..., L, S)", min_dim=1)
+    v.require_flag("inplace", inplace)
     if scores.shape[-1] == 0:
         # No keys at all: the weights are empty and, as with torch's SDPA, the output is zero.
         return scores.clone()
@@ -199,8 +200,8 @@ def additive_score(query: Tensor, key: Tensor, W_q: Tensor, W_k: Tensor, v_a: Te
     A = v_a.shape[-1] if v_a.dim() == 1 else -1
     if v_a.dim() != 1 or W_q.shape != (A, query.shape[-1]) or W_k.shape != (A, key.shape[-1]):
         raise ValueError(
-            f"expected W_q (A, Eq), W_k (A, Ek), v_a (A,) with Eq={query.shape[-1]}, "
-            f"Ek={key.shape[-1]}; got W_q {v.shape_str(W_q)}, W_k {v.shape_str(W_k)}, "
+            f"expected W_q (A, Eq), W_k (A, Ek), v_a (A,) with Eq={query.shape[-1]} (the query's "
+            f"last dim), Ek={key.shape[-1]} (the key's last dim); got W_q {v.shape_str(W_q)}, W_k {v.shape_str(W_k)}, "
             f"v_a {v.shape_str(v_a)}"
         )
     # (..., L, 1, A) + (..., 1, S, A) broadcasts to every pair: that pairwise tanh is
@@ -262,9 +263,12 @@ def attend(scores: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None) ->
     v.require_float_tensor("scores", scores, legend, min_dim=2)
     v.require_float_tensor("value", value, legend, min_dim=2)
     v.require_same(("scores", "value"), (scores, value), "dtype")
+    v.require_same(("scores", "value"), (scores, value), "device")
     v.require_same_size(("scores", scores, -1), ("value", value, -2), "the same number of keys S", legend)
+    v.broadcast_batch(("scores", "value"), (scores, value), legend)
     if attn_mask is not None:
-        v.check_mask(attn_mask, scores.shape[-2], scores.shape[-1], scores.dtype, scores.device)
+        batch = v.broadcast_shapes(scores.shape[:-2], value.shape[:-2])
+        v.check_mask(attn_mask, scores.shape[-2], scores.shape[-1], scores.dtype, scores.device, batch)
         scores = (
             scores.masked_fill(~attn_mask, float("-inf"))
             if attn_mask.dtype == torch.bool

@@ -71,15 +71,7 @@ def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None)
         - lengths: ``(B,)``
         - output: ``(B, S)``
     """
-    if not isinstance(lengths, Tensor):
-        lengths = torch.as_tensor(v.require_int_sequence("lengths", lengths), dtype=torch.long)
-    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
-        raise ValueError(
-            f"lengths must be a 1-D integer tensor or a list of ints, got dtype "
-            f"{lengths.dtype} and shape {v.shape_str(lengths)}"
-        )
-    if (lengths < 0).any():
-        raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
+    lengths = v.require_lengths("lengths", lengths)
     longest = int(lengths.max()) if lengths.numel() else 0
     S = longest if S is None else v.require_int("S", S, minimum=0)
     if longest > S:
@@ -88,6 +80,9 @@ def padding_mask(lengths: Union[Tensor, Sequence[int]], S: Optional[int] = None)
         f"the padding mask for lengths up to {longest} and S={S}", (lengths.shape[0], S), torch.bool,
         lengths.device, hint="check lengths and S: they are token counts",
     )
+    # The positions 0..S-1 are int64, eight times the mask's bytes per key (and all of it when B = 0).
+    v.require_fits(f"the {S} key positions", (S,), torch.long, lengths.device,
+                   hint="check S: it is a token count")
     positions = torch.arange(S, device=lengths.device)
     return positions[None, :] < lengths[:, None]
 
@@ -113,6 +108,10 @@ def from_torch_mask(mask: Optional[Tensor]) -> Optional[Tensor]:
     if mask is None:
         return None
     v.require_tensor("mask", mask)
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        # nn.MultiheadAttention takes bool or float masks only; an int 0/1 mask has no agreed meaning.
+        raise TypeError(f"mask must be bool or floating point (as nn.MultiheadAttention takes it), "
+                        f"got {mask.dtype}; for a 0/1 mask pass mask.bool() (1 = True)")
     return ~mask if mask.dtype == torch.bool else mask
 
 
@@ -184,6 +183,9 @@ def sliding_window_mask(
     v.require_int("window", window)
     device = v.require_device("device", device)
     v.require_fits("the sliding-window mask", (L, S), torch.bool, device or torch.device("cpu"))
+    # The int64 positions of rows and columns: all there is to allocate when L or S is 0.
+    v.require_fits(f"the L + S = {L + S} positions", (L + S,), torch.long, device or torch.device("cpu"),
+                   hint="check L and S: they are token counts")
     rows = torch.arange(L, device=device)[:, None]
     cols = torch.arange(S, device=device)[None, :]
     return (cols <= rows) & (cols > rows - window)

@@ -120,6 +120,7 @@ class MultiHeadAttention(nn.Module):
             if n is not None:  # None means embed_dim
                 v.require_int(name, n)
         v.require_probability("dropout", dropout)
+        v.require_flag("bias", bias)
         if embed_dim % num_heads:
             raise ValueError(
                 f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads}); "
@@ -178,6 +179,9 @@ class MultiHeadAttention(nn.Module):
             ``(output, weights)``; ``weights`` is ``None`` unless ``need_weights``.
         """
         refuse_torch_names(torch_only)
+        for name, flag in (("need_weights", need_weights), ("is_causal", is_causal),
+                           ("average_attn_weights", average_attn_weights)):
+            v.require_flag(name, flag)
         key = query if key is None else key
         value = key if value is None else value
         batched = check_inputs(query, key, value, self.embed_dim, self.kdim, self.vdim)
@@ -255,10 +259,12 @@ def combine_masks(
     Returns:
         One mask, or ``None`` when nothing is masked.
     """
+    if mask is not None:
+        v.require_tensor("mask", mask)
     v.require_tensor("query", query)
     for name, n in (("B", B), ("L", L), ("S", S)):
         v.require_int(name, n, minimum=0)
-    if is_causal:
+    if v.require_flag("is_causal", is_causal):
         if mask is not None:
             raise ValueError("pass either mask or is_causal=True, not both")
         mask = causal_mask(L, S, device=query.device)

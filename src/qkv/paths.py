@@ -176,6 +176,7 @@ def convolutional(d: int, kernel_size: int, generator: torch.Generator,
         ``forward(x, hops)``, shape ``(n, d)`` to ``(n, d)``.
     """
     k = v.require_int("kernel_size", kernel_size, minimum=2)
+    v.require_flag("dilated", dilated)
     _check_layer(d, generator, "convolutional", count=1, kernel_size=k)
     layers: List[Tensor] = []
 

@@ -101,7 +101,7 @@ def sinusoidal_encoding(
     E = _sizes(E, base)
     device = v.require_device("device", device)
     v.require_float_dtype("dtype", dtype)
-    _require_fits(f"the sinusoidal table (L, E) for L={L}, E={E}", [(L, E), (E,)], _work_dtype(dtype), device)
+    _require_fits(f"the sinusoidal table (L, E) for L={L}, E={E}", [(L, E), (E,), (L,)], _work_dtype(dtype), device)
     positions = torch.arange(L, device=device, dtype=_work_dtype(dtype))
     angles = _angles(positions, E, base)
     # Stacked on a new last dim and flattened: sin, cos, sin, cos, ... (pair i at 2i, 2i + 1).

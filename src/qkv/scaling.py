@@ -10,7 +10,9 @@ where attention is **allowed**. ``nn.MultiheadAttention`` uses the opposite
 convention; convert with :func:`qkv.masking.from_torch_mask`.
 
 Fully masked rows (a query that may attend to nothing) get all-zero weights and
-a zero output, as PyTorch's SDPA does since 2.5, rather than NaN.
+a zero output, as PyTorch's SDPA does since 2.5, rather than NaN. NaN or infinite
+values in the inputs are not refused: they propagate to the rows they touch, as in
+torch's SDPA (a check would cost a pass over every input on every call).
 
 Why ``1 / sqrt(E)``: :func:`dot_product_variance` measures that ``q·k`` of unit
 random vectors has variance ``E``, which the scale brings back to 1.
@@ -18,7 +20,6 @@ random vectors has variance ``E``, which the scale brings back to 1.
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import torch
@@ -62,6 +63,7 @@ def _check_options(
     batch: Tuple[int, ...],
 ) -> None:
     """The mask (or ``is_causal``) and the scale, against queries and keys already checked."""
+    v.require_flag("is_causal", is_causal)
     if is_causal and attn_mask is not None:
         raise ValueError(
             "pass either attn_mask or is_causal=True, not both; to combine a causal mask with "
@@ -106,7 +108,7 @@ def attention_scores(
     """
     _check_scores(query, key, attn_mask, is_causal, scale)
     L, S = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scale = v.default_scale(query.shape[-1]) if scale is None else scale
     # Half precision overflows easily in the product; compute the scores in float32.
     work = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
@@ -169,7 +171,9 @@ def scaled_dot_product_attention(
         value: values.
         attn_mask: optional mask broadcastable to ``(..., L, S)``. Bool: ``True``
             where attention is allowed (``nn.MultiheadAttention`` uses the
-            opposite). Float (the query's dtype): added to the scores.
+            opposite). Float (the query's dtype): added to the scores. An integer
+            mask, or a float mask of only 0s and 1s (a bool mask in disguise, whose
+            1s would hide nothing), is refused: pass ``attn_mask.bool()``.
         dropout_p: dropout probability on the weights (applied whenever > 0,
             as SDPA does; pass 0.0 in evaluation).
         is_causal: causal mask aligned to the upper left: query ``i`` may attend

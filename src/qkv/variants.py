@@ -83,6 +83,7 @@ def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> int:
 def _check_mask(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor],
                 is_causal: bool) -> None:
     """``attn_mask`` against the ``(..., Hq, L, S)`` scores, and not together with ``is_causal``."""
+    v.require_flag("is_causal", is_causal)
     if is_causal and attn_mask is not None:
         raise ValueError("pass either attn_mask or is_causal=True, not both; to combine them, pass "
                          "attn_mask=qkv.causal_mask(L, S) & your_mask")
@@ -176,6 +177,7 @@ def causal_mask_bottom_right(L: int, S: Optional[int] = None,
 def _global_positions(global_tokens: object, n: int) -> Tensor:
     """``global_tokens`` checked as positions in ``0 .. n - 1``, as a ``long`` tensor."""
     if isinstance(global_tokens, Tensor):
+        v.require_values("global_tokens", global_tokens, "the mask is made from the positions it holds")
         if global_tokens.is_floating_point() or global_tokens.is_complex() or global_tokens.dim() > 1 \
                 or global_tokens.dtype == torch.bool:
             raise TypeError(f"global_tokens must be a sequence of ints or a 1-D integer tensor, got a "
@@ -217,6 +219,7 @@ def local_global_mask(
     """
     n, _ = _sizes(n, None)
     v.require_int("window", window)
+    v.require_flag("is_causal", is_causal)
     idx = _global_positions(global_tokens, n)
     device = v.require_device("device", device)
     # a few (n, n) bool masks are alive at once: refuse what could never fit

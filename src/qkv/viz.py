@@ -6,13 +6,14 @@ chapter can arrange several plots in one figure.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from . import _drawing as d
 from . import _validate as v
 
 
@@ -43,11 +44,18 @@ def attention_heatmap(
     Shape:
         - weights: ``(L, S)`` (or ``(1, ..., 1, L, S)``)
     """
-    w = v.require_tensor("weights", weights).detach().to("cpu", torch.float32)
+    d.require_drawable("weights", weights)
+    v.require_flag("colorbar", colorbar)
+    if ax is not None:
+        v.require_instance("ax", ax, Axes, "a matplotlib Axes or None")
+    w = weights.detach()
     while w.dim() > 2 and w.shape[0] == 1:
         w = w[0]
     if w.dim() != 2:
         raise ValueError(f"weights must be (L, S) after dropping size-one dims, got {tuple(weights.shape)}")
+    w = w.to("cpu", torch.float32)
+    x_labels = d.require_labels("x_labels", x_labels, w.shape[1], "key (column)")
+    y_labels = d.require_labels("y_labels", y_labels, w.shape[0], "query (row)")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.3 * w.shape[1] + 2, 0.3 * w.shape[0] + 1.5))
     im = ax.imshow(w.numpy(), cmap="viridis", vmin=0.0, aspect="auto")
@@ -56,10 +64,8 @@ def attention_heatmap(
         (y_labels, ax.set_yticks, ax.set_yticklabels, w.shape[0]),
     ):
         if labels is not None:
-            if len(labels) != n:
-                raise ValueError(f"expected {n} labels, got {len(labels)}")
             set_ticks(range(n))
-            set_labels(list(labels))
+            set_labels(labels)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -89,6 +95,11 @@ def plot_curves(
     Returns:
         The axes drawn on.
     """
+    d.require_mapping("curves", curves, "a dict {label: {x: y}}")
+    if ax is not None:
+        v.require_instance("ax", ax, Axes, "a matplotlib Axes or None")
+    for label, points in curves.items():
+        d.require_mapping(f"curves[{label!r}]", points, "a dict {x: y} of numbers")
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     for label, points in curves.items():
@@ -129,11 +140,8 @@ def plot_head_grid(
     Shape:
         - weights: ``(layers, H, T, T)``
     """
-    v.require_dim("weights", weights, 4, "(layers, H, T, T)")
-    layers, H, L, S = weights.shape
-    heads = list(range(H)) if heads is None else list(heads)
-    if not heads or any(not 0 <= h < H for h in heads):
-        raise ValueError(f"heads must be a non-empty selection of 0..{H - 1}, got {heads}")
+    heads, labels, tokens = _check_grid(weights, labels, tokens, cell, heads)
+    layers, _, L, S = weights.shape
     fig, axes = plt.subplots(
         layers, len(heads), figsize=(cell * len(heads), cell * layers * 1.15), squeeze=False
     )
@@ -150,12 +158,32 @@ def plot_head_grid(
                 ax.set_ylabel(f"layer {i}", fontsize=9)
             if labels is not None:
                 ax.set_xlabel(labels[i][h], fontsize=7)
-    if tokens is not None and len(tokens) == S == L:
+    if tokens is not None:
         ax = axes[layers - 1][0]
         ax.set_xticks(range(S), tokens, rotation=90, fontsize=5)
         ax.set_yticks(range(L), tokens, fontsize=5)
     fig.tight_layout()
     return fig
+
+
+def _check_grid(weights: object, labels: object, tokens: object, cell: object,
+                heads: object) -> Tuple[List[int], Optional[List[List[str]]], Optional[List[str]]]:
+    """:func:`plot_head_grid`'s arguments, checked; returns the heads, labels and tokens to draw."""
+    v.require_dim("weights", weights, 4, "(layers, H, T, T)")
+    layers, H, L, S = weights.shape
+    heads = list(range(H)) if heads is None else d.require_indices("heads", heads, H, "heads")
+    d.require_drawable("weights", weights, cells=layers * len(heads) * L * S)
+    if layers * len(heads) > d.MAX_MAPS:
+        raise ValueError(f"weights {v.shape_str(weights)} would need {layers} x {len(heads)} maps, more "
+                         f"than the {d.MAX_MAPS} a page can hold; choose a few with heads=[...] or "
+                         f"draw weights[:4]")
+    v.require_positive_number("cell", cell, " (inches)")
+    if labels is not None:
+        d.require_sequence("labels", labels, layers, "layer")
+        labels = [d.require_labels(f"labels[{i}]", labels[i], H, "head") for i in range(layers)]
+    # The tokens label a square map's axes only (self-attention); they are ignored otherwise.
+    tokens = d.require_labels("tokens", tokens, S, "key") if L == S else None
+    return heads, labels, tokens
 
 
 _RESULTS_KEYS = ("device", "torch", "triton", "cuda", "date", "dtype", "B", "H", "runs")
@@ -176,9 +204,12 @@ def plot_gpu_results(results: Mapping, E: int = 64, source: str = "") -> Figure:
     Returns:
         The figure.
     """
+    d.require_mapping("results", results, "the parsed JSON of a benchmarks/attention_gpu.py results file")
+    v.require_int("E", E)
     missing = [k for k in _RESULTS_KEYS if k not in results]
     if missing:
-        raise ValueError(f"not a results file of benchmarks/attention_gpu.py: it lacks {missing}")
+        raise ValueError(f"results is not a results file of benchmarks/attention_gpu.py: it lacks "
+                         f"{missing}")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     methods = sorted({r["method"] for r in results["runs"]})
     for ax, causal in zip(axes, (False, True)):

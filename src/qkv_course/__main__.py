@@ -6,6 +6,7 @@ from .generate import main
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if args[:1] != ["generate"]:
-        sys.exit("usage: python -m qkv_course generate [--check] [--only KIND]")
+    if args[:1] != ["generate"]:  # bad usage: exit status 2, as argparse's
+        print("usage: python -m qkv_course generate [--check] [--only KIND]", file=sys.stderr)
+        sys.exit(2)
     sys.exit(main(args[1:]))

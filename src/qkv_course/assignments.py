@@ -57,6 +57,7 @@ from nbformat import NotebookNode
 
 from .config import ROOT, repository_url
 from .generate import COMMAND
+from .graded import did_you_mean
 from .setup_cell import GRADE_ID as SETUP_ID
 from .setup_cell import assignment_setup
 
@@ -228,9 +229,10 @@ def source(assignment: str, root: Path = ROOT) -> Path:
     found = sorted(folder.glob("*.md")) if folder is not None else []
     if len(found) == 1:
         return found[0]
-    known = ", ".join(p.parent.name for p in sorted(root.glob(SOURCES)))
-    where = f"{folder} holds {len(found)} .md files, not one" if folder else "no such assignment"
-    raise FileNotFoundError(f"{assignment}: {where}; give one of {known}, or the path of an "
+    names = [p.parent.name for p in sorted(root.glob(SOURCES))]
+    where = (f"{folder} holds {len(found)} .md files, not one" if folder
+             else "no such assignment" + did_you_mean(assignment, names))
+    raise FileNotFoundError(f"{assignment}: {where}; give one of {', '.join(names)}, or the path of an "
                             "assignment's folder or of its .md source")
 
 

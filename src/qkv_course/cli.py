@@ -43,6 +43,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except UsageError as e:  # bad usage is one clear line, never a traceback
         print(f"qkv {argv[0]}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: outputs are written whole or not at all (qkv_course.outdir)
+        print(f"qkv {argv[0]}: interrupted; files already in --out are as they were or complete",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

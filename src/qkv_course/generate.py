@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
 from .config import ROOT
+from .outdir import write_text
 
 COMMAND = "python -m qkv_course generate"
 
@@ -80,7 +82,7 @@ def write(root: Path = ROOT, generators: Sequence[Generator] | None = None) -> L
         for path, text in sorted(wanted.items()):
             if not path.is_file() or path.read_text() != text:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                write_text(path, text)  # whole or not at all, even on Ctrl-C
                 done.append(f"wrote {path.relative_to(root)}")
         for path in _orphans(gen, root, wanted):
             path.unlink()
@@ -97,7 +99,20 @@ def main(argv: List[str] | None = None) -> int:
                         help="limit to one kind of generated file (repeatable)")
     args = parser.parse_args(argv)
     chosen = [g for g in GENERATORS if not args.only or g.name in args.only]
-    if args.check:
+    try:
+        return _run(chosen, args.check)
+    except (ValueError, OSError) as e:  # a broken source (SourceError is a ValueError), unreadable text
+        print(f"{COMMAND}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{COMMAND}: interrupted; each file is either as it was or fully written",
+              file=sys.stderr)
+        return 130
+
+
+def _run(chosen: Sequence[Generator], check: bool) -> int:
+    """``--check`` (report stale files, exit 1 if any) or write them; the exit status."""
+    if check:
         problems = stale(ROOT, chosen)
         for line in problems:
             print(line)

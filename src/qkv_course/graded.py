@@ -8,10 +8,11 @@ it (a test cell passes when it raised nothing and wrote nothing to stderr).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 PASS, FAIL, TIMEOUT, ERROR, BY_HAND = "pass", "fail", "timeout", "error", "by hand"
 UNNAMED = "unnamed failure"
@@ -28,6 +29,22 @@ NOT_RUN = "the cell did not run (the kernel stopped before it)"
 
 class UsageError(Exception):
     """A problem with what the command was given; shown as one line, without a traceback."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 06-masking?)"`` for the known names closest to a mistyped one, else ``""``."""
+    close = difflib.get_close_matches(name, sorted(set(known)), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def require_folder(path: str, what: str) -> Path:
+    """The folder a command was given as ``what`` (e.g. ``COURSE_DIR``); a ``UsageError`` otherwise."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{what} {folder} is a file, not a folder; give the folder that holds it")
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such folder")
+    return folder
 
 
 @dataclass(frozen=True)
@@ -115,13 +132,16 @@ def cell_outcome(cell: Any) -> Outcome:
     return Outcome(PASS)
 
 
-def _nbgrader(cell: Any) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+def nbgrader_meta(cell: Any) -> dict:
+    """A cell's nbgrader metadata, ``{}`` when it has none or it is not a dict (a hand-edited file)."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    found = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def is_graded(cell: Any) -> bool:
     """Whether nbgrader gives the cell points: a test, a written answer or a task."""
-    meta = _nbgrader(cell)
+    meta = nbgrader_meta(cell)
     return bool(meta.get("grade") or meta.get("task"))
 
 
@@ -136,7 +156,7 @@ def questions(nb: Any) -> List[Question]:
     """
     found = []
     for cell in nb.get("cells", []):
-        meta = _nbgrader(cell)
+        meta = nbgrader_meta(cell)
         if not is_graded(cell):
             continue
         by_hand = bool(meta.get("solution") or meta.get("task")) or cell.get("cell_type") != "code"
@@ -168,8 +188,10 @@ def read_notebook(path: Path) -> Any:
     nbformat = jupyter("nbformat")
     try:
         return nbformat.read(str(path), as_version=4)
-    except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:
-        # nbformat raises NotJSONError (a ValueError) for text, and assorted errors for JSON
+    except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError,
+            nbformat.ValidationError) as e:
+        # nbformat raises NotJSONError (a ValueError) for text, jsonschema's ValidationError
+        # (not a ValueError) when it cannot convert old JSON, and assorted errors for JSON
         # that is not a notebook.
         reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(f"{path}: not a notebook ({reason[:200]})") from None

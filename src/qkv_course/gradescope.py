@@ -33,7 +33,7 @@ from typing import Dict
 
 from nbformat import NotebookNode
 
-from . import assignments
+from . import assignments, outdir
 from .config import ROOT
 from .graded import UsageError
 
@@ -137,12 +137,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an assignment (e.g. 06-masking), its folder, or its .md source")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="where to write autograder.zip and the students' notebook")
+    outdir.add_force_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the autograder and the notebook, and say what to set up on Gradescope."""
     try:
         source = assignments.source(args.assignment)
+        outdir.prepare(Path(args.out), ("autograder.zip", f"{source.stem}.ipynb"), args.force)
         made = write(source, Path(args.out))
     except (FileNotFoundError, assignments.SourceError) as e:
         raise UsageError(str(e)) from None
@@ -182,8 +184,12 @@ def write(source: Path, out: Path, root: Path = ROOT) -> Autograder:
              for grade_id in _grade_ids(solution, written=False)}
     out.mkdir(parents=True, exist_ok=True)
     notebook = out / f"{source.stem}.ipynb"
-    notebook.write_text(assignments.text(student_notebook(released)))
-    zip_path = autograder_zip(tests, out / "autograder.zip", root)
+    zip_path = out / "autograder.zip"
+    # Written whole or not at all, and recorded as this command's (see qkv_course.outdir).
+    outdir.write_text(notebook, assignments.text(student_notebook(released)))
+    with outdir.atomic(zip_path) as tmp:
+        autograder_zip(tests, tmp, root)
+    outdir.record(out, (notebook.name, zip_path.name))
     return Autograder(notebook, zip_path, _grade_ids(solution, written=False),
                       _grade_ids(solution, written=True))
 

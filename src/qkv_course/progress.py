@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from .graded import (BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMED_OUT, TIMEOUT, Outcome,
-                     Question, UsageError, cell_outcome, is_graded, jupyter, outcome_of_error,
-                     questions, read_notebook)
+                     Question, UsageError, cell_outcome, is_graded, jupyter, nbgrader_meta,
+                     outcome_of_error, questions, read_notebook)
 
 _WORDS = {PASS: "pass", BY_HAND: "by hand", TIMEOUT: "TIMEOUT", ERROR: "ERROR"}
 _INDENT = " " * 11
@@ -138,7 +138,7 @@ def _other_failures(nb: Any) -> List[Tuple[str, Outcome]]:
             continue
         outcome = cell_outcome(cell)
         if outcome.status in (ERROR, TIMEOUT) and cell.get("outputs"):
-            name = cell.metadata.get("nbgrader", {}).get("grade_id")
+            name = nbgrader_meta(cell).get("grade_id")
             found.append((f"cell {i + 1}" + (f" ({name})" if name else ""), outcome))
     return found
 

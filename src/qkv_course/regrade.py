@@ -31,8 +31,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._regrade_run import Flag, Job, grade
 from ._regrade_scan import KEYWORDS, scan
-from .graded import UsageError, notebooks_in, questions, read_notebook
+from . import outdir
+from .graded import (UsageError, did_you_mean, nbgrader_meta, notebooks_in, questions, read_notebook,
+                     require_folder)
 
+#: What ``qkv regrade`` writes into ``--out``.
+OUTPUTS = ("regrade.csv", "summary.txt")
 COLUMNS = ("student", "assignment", "test", "nbgrader_points", "clean_points", "max_points",
            "flags")
 SOURCES = ("solutions", "source")  # nbgrader's source folder: this course's, then the default
@@ -74,10 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "what torch and the checks take (default 4096)")
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="submissions graded at once, each in its own process (default 2)")
+    outdir.add_force_argument(parser)
 
 
 def _cells(nb: Any) -> List[Tuple[Dict[str, Any], Any]]:
-    return [(c.get("metadata", {}).get("nbgrader", {}) or {}, c) for c in nb.get("cells", [])]
+    return [(nbgrader_meta(c), c) for c in nb.get("cells", [])]
 
 
 def _check_call(source: str) -> Optional[Tuple[str, str]]:
@@ -205,21 +210,18 @@ def summary(rows: List[List[Any]], out: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Regrade, write the CSV and the summary; 0 when nothing is flagged, else 1."""
-    course = Path(args.course_dir)
-    if not course.is_dir():
-        raise UsageError(f"{course}: no such folder")
-    if args.timeout <= 0 or args.memory <= 0 or args.jobs <= 0:
-        raise UsageError("--timeout, --memory and --jobs must be positive")
+    course = require_folder(args.course_dir, "COURSE_DIR")
+    for option, value in (("--timeout", args.timeout), ("--memory", args.memory), ("--jobs", args.jobs)):
+        if not value > 0:  # NaN too
+            raise UsageError(f"{option} must be positive, got {value}")
     found = submissions(course, args.assignment)
     if not found:
+        there = {a for _, a, _, _ in submissions(course, None)}
         raise UsageError(f"{course} holds no autograded or submitted notebooks"
-                         + (f" of {args.assignment}" if args.assignment else ""))
+                         + (f" of {args.assignment}" + did_you_mean(args.assignment, there)
+                            if args.assignment else ""))
     plans = {(a, p.name): source_plan(course, a, p.name) for _, a, p, _ in found}
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    out = outdir.prepare(Path(args.out), OUTPUTS, args.force)
     work = []
     for student, assignment, path, autograded in found:
         try:
@@ -232,11 +234,12 @@ def run(args: argparse.Namespace) -> int:
         rows = [row for rows in pool.map(lambda w: regrade_notebook(*w), work) for row in rows]
     text = summary(rows, out)
     try:
-        with open(out / "regrade.csv", "w", newline="", encoding="utf-8") as f:
+        with outdir.atomic(out / "regrade.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(COLUMNS)
             writer.writerows(r[:6] + [_flag_text(r[6])] for r in rows)
-        (out / "summary.txt").write_text(text, encoding="utf-8")
+        outdir.write_text(out / "summary.txt", text)
+        outdir.record(out, OUTPUTS)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
     print(text, end="")

@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from .graded import PASS, Question, UsageError, notebooks_in, questions, read_notebook
+from . import outdir
+from .graded import PASS, Question, UsageError, notebooks_in, questions, read_notebook, require_folder
 
 COLUMNS = ("assignment", "test", "mistake", "students")
+#: What ``qkv report`` writes into ``--out``.
+OUTPUTS = ("mistakes.csv", "report.html")
 
 
 @dataclass
@@ -54,27 +57,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the nbgrader course folder (the one holding autograded/)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="where to write mistakes.csv and report.html (created if needed)")
+    outdir.add_force_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Read the autograded notebooks, write the CSV and the page; 0 on success."""
-    course = Path(args.course_dir)
-    if not course.is_dir():
-        raise UsageError(f"{course}: no such folder")
+    course = require_folder(args.course_dir, "COURSE_DIR")
     autograded = course / "autograded"
     if not autograded.is_dir():
         raise UsageError(f"{course} has no autograded/ folder: run `nbgrader autograde "
                          "<assignment>` in it first")
+    out = outdir.prepare(Path(args.out), OUTPUTS, args.force)  # before the work, not after
     assignments = summarise(read_class(autograded))
     if not assignments:
         raise UsageError(f"{autograded} holds no autograded notebooks yet")
-    out = Path(args.out)
     from .report_html import write_html  # matplotlib: only once there is something to draw
 
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        write_csv(out / "mistakes.csv", assignments)
-        write_html(out / "report.html", assignments)
+        with outdir.atomic(out / "mistakes.csv") as tmp:
+            write_csv(tmp, assignments)
+        with outdir.atomic(out / "report.html") as tmp:
+            write_html(tmp, assignments)
+        outdir.record(out, OUTPUTS)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
     print(f"{len(assignments)} assignment(s), "
