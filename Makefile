@@ -23,7 +23,7 @@ book: $(STAMP) $(NODE_STAMP)
 	env -u MPLBACKEND $(BIN)/jupyter-book build . -W -n --keep-going
 
 test: $(STAMP) $(NODE_STAMP) chromium
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
+	$(BIN)/python -m pytest --durations=25
 
 venv: $(STAMP)
 

@@ -15,18 +15,56 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CUDA = torch.cuda.is_available()
 
-# `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). Tests that build
-# or read the built book run on one of them, so that the book is built once and nothing
-# reads book/_glue or _build while the build writes them; the other worker takes the rest.
-BOOK_GROUP = {"test_book.py", "test_notebooks.py", "test_browser.py", "test_generated.py"}
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    torch.set_num_threads(1)  # one core each: two workers share the machine's two
+# The book builds in the background while the other tests run: the build is a subprocess
+# (its notebooks run in their own kernels), so it takes one core and the tests the other.
+# Tests that need the built book run last and wait for it; so do those that read what the
+# build writes (book/_glue).
+AFTER_THE_BOOK = {"test_book.py", "test_notebooks.py", "test_browser.py", "test_generated.py"}
+_BUILD: dict = {}  # "proc": the background `make book`, "log": its output file
+BUILD_LOG = ROOT / "_build" / "book-build.log"
 
 
+def _needs_book(item: pytest.Item) -> bool:
+    return "built_book" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what they do
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    for item in items:
-        if item.path.name in BOOK_GROUP or "built_book" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("book"))
+    last = [i for i in items if _needs_book(i) or i.path.name in AFTER_THE_BOOK]
+    if last:
+        chosen = set(map(id, last))
+        items[:] = [i for i in items if id(i) not in chosen] + last
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start `make book` now if any selected test needs the built book."""
+    if session.config.option.collectonly or not any(map(_needs_book, session.items)):
+        return
+    BUILD_LOG.parent.mkdir(exist_ok=True)
+    log = open(BUILD_LOG, "w")  # a file, not a pipe: the build writes a lot
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    _BUILD["log"] = log
+    _BUILD["proc"] = subprocess.Popen(["make", "--no-print-directory", "book"], cwd=ROOT,
+                                      env=env, stdout=log, stderr=subprocess.STDOUT)
+    torch.set_num_threads(1)  # the other core is the build's
+
+
+def _wait_for_build() -> None:
+    """Wait for the background build (if one was started); fail with its log if it failed."""
+    proc = _BUILD.get("proc")
+    if proc is None:
+        return
+    code = proc.wait(timeout=900)
+    _BUILD["log"].close()
+    text = BUILD_LOG.read_text(errors="replace")
+    assert code == 0, f"book build failed:\n{text[-8000:]}"
+
+
+@pytest.fixture(scope="session")
+def book_build_finished() -> None:
+    """Wait until a background book build (if any) has finished writing book/_glue and _build."""
+    _wait_for_build()
+
 
 requires_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 
@@ -48,19 +86,21 @@ def device(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def built_book() -> Path:
-    """Build the book once per test session (into _build/html, like `make book`).
+    """The book built once per test session (into _build/html, like `make book`).
 
     Shared by every test that looks at the built book (test_book, test_notebooks, test_browser).
     """
     # One build command for readers and tests: the Makefile's `book` target.
     if shutil.which("make") is None:
         pytest.fail("make is not installed; the book is built with `make book`")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run(
-        ["make", "--no-print-directory", "book"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    if "proc" not in _BUILD:  # e.g. a single test asked for the book: build it now
+        env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        proc = subprocess.run(
+            ["make", "--no-print-directory", "book"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+        )
+        assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    _wait_for_build()
     return ROOT / "_build" / "html"
 
 

@@ -18,6 +18,9 @@ from qkv_course import assignments, exercises
 from qkv_course.config import ROOT
 from qkv_course.generate import COMMAND, GENERATORS, stale
 
+# The Colab copies are made from book/_glue, which a background book build rewrites.
+pytestmark = pytest.mark.usefixtures("book_build_finished")
+
 ASSIGNMENT_GENERATORS = [g for g in GENERATORS if g.name in ("solutions", "exercises")]
 SCALING = "solutions/04-scaling/scaling.md"
 HEAD = "---\nkernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
