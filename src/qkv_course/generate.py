@@ -22,8 +22,10 @@ is left alone:
   ``--force`` to replace it. ``--check`` still reports it stale (or as having no source any more).
 - a file in a generated folder that no source makes and that git and the record do not know (a
   scratch ``solutions/06-masking/mine.ipynb``) is not generated: never removed, even with
-  ``--force``; both modes print ``left ... alone`` and it fails nothing. A fresh clone has none,
-  so CI's ``--check`` sees exactly the committed files.
+  ``--force``; both modes name it ("generate leaves it alone") and it fails nothing. A fresh
+  clone has none, so CI's ``--check`` judges exactly the committed files, and a generated file
+  whose source was removed is committed, so it is reported.
+- every run that writes records what it made, so editing a source twice before committing works.
 - a file whose generator rewrites only a marked block of hand-written text (the export lists of
   ``__init__.py``, CONTRIBUTING's concept map) is always written: the text outside the block is
   kept by construction; the block itself says "do not edit".
@@ -93,8 +95,8 @@ class File:
 
     def problem(self) -> Optional[str]:
         """The ``--check`` line, when the file is not as its source makes it."""
-        return {MISSING: f"{self.rel} is missing ({self.gen})", STALE: f"{self.rel} is stale ({self.gen})",
-                ORPHAN: f"{self.rel} has no source any more ({self.gen})"}.get(self.state)
+        what = {MISSING: "is missing", STALE: "is stale", ORPHAN: "has no source any more"}
+        return f"{self.rel} {what[self.state]} ({self.gen})" if self.state in what else None
 
     def note(self) -> str:
         """The line of a FOREIGN file, in both modes: not a problem, and never touched."""
@@ -102,8 +104,8 @@ class File:
 
     def kept(self) -> str:
         """Why ``generate`` left a file it should change, and how to proceed."""
-        verb = "replace" if self.text is not None else "remove"
-        source = "its source makes other text" if self.text is not None else "no source makes it any more"
+        verb, source = (("replace", "its source makes other text") if self.text is not None
+                        else ("remove", "no source makes it any more"))
         return (f"{COMMAND}: kept {self.rel}: {source}, but it was edited by hand (it is neither as "
                 f"git holds it nor as generate last wrote it); move it away and rerun, or pass "
                 f"--force to {verb} it")
@@ -170,18 +172,23 @@ class _Known:
 
 def survey(root: Path = ROOT, generators: Sequence[Generator] | None = None) -> List[File]:
     """Every file the generators own or make, each with its state (runs every generator once)."""
-    known, files = _Known(root), []
-    for gen in GENERATORS if generators is None else generators:
-        wanted = gen.targets(root)
-        for path, text in sorted(wanted.items()):
-            rel = path.relative_to(root).as_posix()
-            state = (MISSING if not path.is_file() else
-                     FRESH if path.read_bytes() == text.encode("utf-8") else STALE)
-            files.append(File(rel, gen.name, state, text, state != STALE or gen.splices or known.ours(rel)))
-        for path in _orphans(gen, root, wanted):
-            rel = path.relative_to(root).as_posix()
-            state = ORPHAN if known.heard_of(rel) else FOREIGN
-            files.append(File(rel, gen.name, state, None, state == ORPHAN and known.ours(rel)))
+    known = _Known(root)
+    return [f for gen in (GENERATORS if generators is None else generators)
+            for f in _survey(gen, root, known)]
+
+
+def _survey(gen: Generator, root: Path, known: _Known) -> List[File]:
+    """The files one generator owns or makes, each with its state."""
+    files, wanted = [], gen.targets(root)
+    for path, text in sorted(wanted.items()):
+        rel = path.relative_to(root).as_posix()
+        state = (MISSING if not path.is_file() else
+                 FRESH if path.read_bytes() == text.encode("utf-8") else STALE)
+        files.append(File(rel, gen.name, state, text, state != STALE or gen.splices or known.ours(rel)))
+    for path in _orphans(gen, root, wanted):
+        rel = path.relative_to(root).as_posix()
+        state = ORPHAN if known.heard_of(rel) else FOREIGN
+        files.append(File(rel, gen.name, state, None, state == ORPHAN and known.ours(rel)))
     return files
 
 
@@ -205,22 +212,24 @@ def write(root: Path = ROOT, generators: Sequence[Generator] | None = None,
     done: List[str] = []
     kept: List[str] = []
     ours: List[str] = []  # as generate made them now (or removed): the record's new entries
+    known = _Known(root)
     try:
-        for f in survey(root, generators):
-            if f.state == FOREIGN:
-                done.append(f.note())
-                continue
-            if f.state != FRESH and not (f.ours or force):
-                kept.append(f.kept())
-                continue
-            if f.text is None:
-                (root / f.rel).unlink()
-                done.append(f"removed {f.rel} (no source any more)")
-            elif f.state != FRESH:
-                (root / f.rel).parent.mkdir(parents=True, exist_ok=True)
-                outdir.write_text(root / f.rel, f.text)  # whole or not at all, even on Ctrl-C
-                done.append(f"wrote {f.rel}")
-            ours.append(f.rel)
+        for gen in GENERATORS if generators is None else generators:
+            for f in _survey(gen, root, known):  # after the generators before it wrote (the toc)
+                if f.state == FOREIGN:
+                    done.append(f.note())
+                elif f.state != FRESH and not (f.ours or force):
+                    kept.append(f.kept())
+                elif f.text is None:
+                    (root / f.rel).unlink()
+                    done.append(f"removed {f.rel} (no source any more)")
+                    ours.append(f.rel)
+                else:
+                    if f.state != FRESH:
+                        (root / f.rel).parent.mkdir(parents=True, exist_ok=True)
+                        outdir.write_text(root / f.rel, f.text)  # whole or not at all, even on Ctrl-C
+                        done.append(f"wrote {f.rel}")
+                    ours.append(f.rel)
     finally:  # even when a later file fails, what was written counts as generate's next time
         if ours:
             outdir.record(root, ours, RECORD)  # a removed file is forgotten
