@@ -119,10 +119,11 @@ def test_odd_nbgrader_metadata_reads_as_none(cell):
     assert nbgrader_meta(cell) == {}
 
 
-def test_generate_reports_a_broken_source_in_one_line(capsys, monkeypatch):
+@pytest.mark.parametrize("argv", [["--check"], ["--only", "toc"]])
+def test_generate_reports_a_broken_source_in_one_line(capsys, monkeypatch, argv):
     def broken(*_):
         raise ValueError("solutions/06-masking/masking.md: cell 3: one cell cannot be both")
 
-    monkeypatch.setattr(generate, "stale", broken)
-    err = _one_line(capsys, generate.main(["--check"]))
+    monkeypatch.setattr(generate, "_survey", broken)  # both modes read every source through it
+    err = _one_line(capsys, generate.main(argv))
     assert err.startswith(generate.COMMAND) and "cell 3" in err

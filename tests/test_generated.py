@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from qkv_course import assignments, exercises
+from qkv_course import assignments, exercises, generate, outdir
 from qkv_course.config import ROOT
-from qkv_course.generate import COMMAND, GENERATORS, stale
+from qkv_course.generate import COMMAND, GENERATORS, RECORD, Generator, stale
 
 # The Colab copies are made from book/_glue, which a background book build rewrites.
 pytestmark = pytest.mark.usefixtures("book_build_finished")
@@ -49,6 +52,9 @@ def _copy(tmp_path: Path, assignment: str) -> Path:
     for name in {assignment, *re.findall(r"^:from: (\S+)", sources, re.MULTILINE)}:
         for folder in ("solutions", "exercises"):
             shutil.copytree(ROOT / folder / name, tmp_path / folder / name)
+    # As in a checkout, where git holds them: the notebooks are generate's own.
+    outdir.record(tmp_path, [p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*/*.ipynb")],
+                  RECORD)
     return tmp_path
 
 
@@ -71,6 +77,8 @@ def test_release_holds_only_the_notebook(tmp_path):
     # The whole solutions/<a>/ folder, its .md included, goes through generate_assignment; a
     # released .md would be a target here (and a "missing" file in the check).
     root = _copy(tmp_path, "04-scaling")
+    # A scratch notebook kept next to the solution is not released (nor reported missing).
+    shutil.copy(root / "solutions/04-scaling/scaling.ipynb", root / "solutions/04-scaling/mine.ipynb")
     released = list(exercises.targets(root))
     assert root / "exercises/04-scaling/scaling.ipynb" in released
     assert [p for p in released if "04-scaling" in p.parts] == [root / "exercises/04-scaling/scaling.ipynb"]
@@ -174,3 +182,118 @@ def test_an_answer_taken_from_another_assignment_is_written_once():
     assert cell.source == {c.id: c for c in two.cells}["softmax"].source
     assert "### BEGIN SOLUTION" in cell.source
     assert ":from: 02-lookup" in (ROOT / "solutions/04-scaling/scaling.md").read_text()
+
+
+# Nothing a user made is lost: generate replaces or removes only its own files. A generator of
+# one file per source (src/<x>.md -> out/<x>.txt) on a temporary root, so each case is fast.
+def _demo_targets(root: Path) -> dict:
+    return {root / "out" / f"{md.stem}.txt": md.read_text().upper()
+            for md in sorted((root / "src").glob("*.md"))}
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    """A root with one source, its output written by generate, and ``generate.main`` run on it."""
+    module = types.ModuleType("qkv_demo_generator")
+    module.targets = _demo_targets
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(generate, "GENERATORS", [Generator("demo", module.__name__, owns=["out/*.txt"])])
+    monkeypatch.setattr(generate, "ROOT", tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.md").write_text("one\n")
+    assert generate.main([]) == 0
+    assert (tmp_path / "out" / "a.txt").read_text() == "ONE\n"
+    return tmp_path
+
+
+def _generate(capsys, *argv):
+    """(exit status, stdout lines, stderr lines) of ``generate.main(argv)``."""
+    capsys.readouterr()
+    code = generate.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()
+
+
+def test_a_file_generate_wrote_is_replaced_when_its_source_changes(demo, capsys):
+    (demo / "src" / "a.md").write_text("two\n")
+    assert _generate(capsys, "--check")[:2] == (1, ["out/a.txt is stale (demo)",
+                                                     f"run `{COMMAND}` and commit the result"])
+    assert _generate(capsys) == (0, ["wrote out/a.txt"], [])
+    (demo / "src" / "a.md").write_text("three\n")  # and again: the record follows each write
+    assert _generate(capsys) == (0, ["wrote out/a.txt"], [])
+    assert (demo / "out" / "a.txt").read_text() == "THREE\n"
+    assert _generate(capsys, "--check") == (0, [], [])
+
+
+@pytest.mark.parametrize("argv", [[], ["--force"]])
+def test_a_scratch_file_is_left_alone(demo, capsys, argv):
+    (demo / "out" / "mine.txt").write_text("my notes")
+    note = "out/mine.txt is not generated (no source makes it): generate leaves it alone"
+    assert _generate(capsys, "--check") == (0, [note], [])
+    assert _generate(capsys, *argv) == (0, [note], [])
+    assert (demo / "out" / "mine.txt").read_text() == "my notes"
+
+
+def test_a_generated_file_edited_by_hand_is_kept_until_forced(demo, capsys):
+    (demo / "out" / "a.txt").write_text("my work\n")
+    (demo / "src" / "a.md").write_text("two\n")
+    (demo / "src" / "b.md").write_text("bee\n")
+    code, out, err = _generate(capsys)
+    assert (code, out) == (2, ["wrote out/b.txt"])  # the rest is written
+    assert len(err) == 1 and err[0].startswith(f"{COMMAND}: kept out/a.txt: "), err
+    assert "edited by hand" in err[0] and "--force to replace it" in err[0]
+    assert (demo / "out" / "a.txt").read_text() == "my work\n"
+    assert _generate(capsys, "--check")[:2] == (1, ["out/a.txt is stale (demo)",
+                                                     f"run `{COMMAND}` and commit the result"])
+    assert _generate(capsys, "--force") == (0, ["wrote out/a.txt"], [])
+    assert (demo / "out" / "a.txt").read_text() == "TWO\n"
+
+
+def test_an_orphan_generate_wrote_is_removed_and_an_edited_one_kept(demo, capsys):
+    (demo / "src" / "b.md").write_text("bee\n")
+    assert _generate(capsys)[0] == 0
+    (demo / "out" / "b.txt").write_text("my work\n")
+    (demo / "src" / "a.md").unlink()
+    (demo / "src" / "b.md").unlink()
+    assert _generate(capsys, "--check")[1][:2] == ["out/a.txt has no source any more (demo)",
+                                                   "out/b.txt has no source any more (demo)"]
+    code, out, err = _generate(capsys)
+    assert (code, out) == (2, ["removed out/a.txt (no source any more)"])
+    assert len(err) == 1 and "kept out/b.txt" in err[0] and "--force to remove it" in err[0], err
+    assert (demo / "out" / "b.txt").read_text() == "my work\n"
+    assert "out/a.txt" not in outdir.recorded(demo, RECORD)  # forgotten: a new file there is not ours
+    (demo / "out" / "a.txt").write_text("ONE\n")
+    assert _generate(capsys, "--force") == (0, [
+        "out/a.txt is not generated (no source makes it): generate leaves it alone",
+        "removed out/b.txt (no source any more)"], [])
+
+
+@pytest.mark.parametrize("record", [None, "{broken", "[]"])
+def test_without_the_record_a_changed_file_is_not_generates(demo, capsys, record):
+    (demo / RECORD).unlink()
+    if record is not None:
+        (demo / RECORD).write_text(record)
+    (demo / "src" / "a.md").write_text("two\n")
+    assert _generate(capsys)[0] == 2
+    assert (demo / "out" / "a.txt").read_text() == "ONE\n"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_file_as_git_holds_it_is_generates(demo, capsys):
+    """A fresh clone has no record: what is committed (or staged) counts as generate's own."""
+    (demo / RECORD).unlink()
+    (demo / "out" / "mine.txt").write_text("my notes")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(git + ["init", "-q"], cwd=demo, check=True)
+    subprocess.run(git + ["add", "out/a.txt"], cwd=demo, check=True)
+    subprocess.run(git + ["commit", "-qm", "generated"], cwd=demo, check=True)
+    (demo / "src" / "a.md").write_text("two\n")
+    (demo / "src" / "b.md").write_text("bee\n")
+    assert _generate(capsys)[0] == 0
+    subprocess.run(git + ["add", "out/b.txt"], cwd=demo, check=True)  # staged, not committed
+    (demo / RECORD).unlink()
+    (demo / "src" / "b.md").unlink()
+    assert _generate(capsys)[:2] == (0, [
+        "removed out/b.txt (no source any more)",
+        "out/mine.txt is not generated (no source makes it): generate leaves it alone"])
+    assert (demo / "out" / "a.txt").read_text() == "TWO\n"

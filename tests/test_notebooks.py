@@ -15,9 +15,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qkv_course import colab, glued
+from qkv_course import colab, glued, outdir
 from qkv_course.config import ROOT, chapters, release_tag, repository_url, toc_pages
-from qkv_course.generate import COMMAND, GENERATORS, stale
+from qkv_course.generate import COMMAND, GENERATORS, RECORD, stale
 from qkv_course.pages import colab_url, first_code_cell, student_notebooks
 
 NOTEBOOK_PAGES = [p for p in toc_pages() if p.is_notebook]
@@ -52,7 +52,10 @@ def test_the_colab_check_catches_an_edit(tmp_path: Path):
     assert nb.cells[1].metadata["tags"] == [colab.SETUP_TAG]  # right after the title
     md.write_text(md.read_text() + "\n```{code-cell} ipython3\nprint(1)\n```\n")
     assert stale(tmp_path, COLAB) == ["book/01-demo.ipynb is stale (colab)"]
-    (tmp_path / "book" / "02-gone.ipynb").write_text("{}")
+    gone = tmp_path / "book" / "02-gone.ipynb"
+    gone.write_text("{}")  # never generated: not generate's to report (or remove)
+    assert stale(tmp_path, COLAB) == ["book/01-demo.ipynb is stale (colab)"]
+    outdir.record(tmp_path, [gone.relative_to(tmp_path).as_posix()], RECORD)  # as if generate wrote it
     assert "book/02-gone.ipynb has no source any more (colab)" in stale(tmp_path, COLAB)
 
 

@@ -60,7 +60,9 @@ def targets(root: Path = ROOT) -> Dict[Path, str]:
     """Every file of ``exercises/``, as ``generate_assignment`` makes it from fresh solutions.
 
     The whole assignment folder goes into the course, sources included, so a source that
-    nbgrader copied into the release would show up here (as a file the check wants).
+    nbgrader copied into the release would show up here (as a file the check wants); but of its
+    notebooks only those a source makes: a scratch notebook someone keeps in ``solutions/<a>/``
+    is never released to students.
     """
     solutions = assignments.targets(root)
     out: Dict[Path, str] = {}
@@ -70,7 +72,7 @@ def targets(root: Path = ROOT) -> Dict[Path, str]:
         folders = sorted({path.parent for path in solutions})
         for folder in folders:
             shutil.copytree(folder, course / "solutions" / folder.name,
-                            ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+                            ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
         for path, text in solutions.items():
             (course / "solutions" / path.parent.name / path.name).write_text(text)
         api = nbgrader_api(course)

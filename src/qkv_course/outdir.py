@@ -12,6 +12,9 @@ through here:
 - :func:`atomic` writes each file under a temporary name and renames it into place when
   complete, so Ctrl-C or a full disk never leaves a truncated file under the real name.
 - :func:`record` notes what was written, for the next run's :func:`prepare`.
+
+``python -m qkv_course generate`` keeps the same kind of record of the files it writes into the
+repository (:func:`record` and :func:`recorded`, with its own file name).
 """
 
 from __future__ import annotations
@@ -62,9 +65,9 @@ def prepare(out: Path, names: Sequence[str], force: bool = False) -> Path:
     if not os.access(above, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write to --out {out}: permission denied on {above}; "
                          f"choose another folder")
-    ours = _manifest(out)
+    ours = recorded(out)
     theirs = [n for n in names if (out / n).exists()
-              and not ((out / n).is_file() and ours.get(n) == _digest(out / n))]
+              and not ((out / n).is_file() and ours.get(n) == digest(out / n))]
     if theirs and not force:
         raise UsageError(
             f"--out {out} already holds {', '.join(theirs)}, which this command did not write (or "
@@ -97,22 +100,34 @@ def write_text(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def record(out: Path, names: Sequence[str]) -> None:
-    """Note in :data:`MANIFEST` that this command wrote ``names`` into ``out`` as they are now."""
-    ours = _manifest(out)
-    ours.update({n: _digest(out / n) for n in names})
-    write_text(out / MANIFEST, json.dumps(ours, indent=1, sort_keys=True) + "\n")
+def record(out: Path, names: Sequence[str], manifest: str = MANIFEST) -> None:
+    """Note in ``out/manifest`` that this command wrote ``names`` into ``out`` as they are now.
+
+    Args:
+        out: the folder the names are relative to.
+        names: files just written (a name that no longer exists is forgotten: it was removed).
+        manifest: the record's file name in ``out``.
+    """
+    ours = recorded(out, manifest)
+    for n in names:
+        if (out / n).is_file():
+            ours[n] = digest(out / n)
+        else:
+            ours.pop(n, None)
+    write_text(out / manifest, json.dumps(ours, indent=1, sort_keys=True) + "\n")
 
 
-def _manifest(out: Path) -> Dict[str, str]:
+def recorded(out: Path, manifest: str = MANIFEST) -> Dict[str, str]:
+    """The record ``out/manifest``: each file's name (relative to ``out``) and its SHA-256 as written."""
     try:
-        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads((out / manifest).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # none yet, or unreadable: then no file counts as ours (the safe side)
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, as :func:`record` notes it."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
