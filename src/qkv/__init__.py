@@ -38,8 +38,6 @@ from .linear import (  # noqa: F401
     linear_attention_weights,
 )
 from .lookup import (  # noqa: F401
-    AdditiveAttention,
-    LuongAttention,
     additive_score,
     attend,
     attention_weights,
@@ -84,6 +82,10 @@ from .scaling import (  # noqa: F401
     dot_product_variance,
     scaled_dot_product_attention,
     scaled_dot_product_attention_with_weights,
+)
+from .score_modules import (  # noqa: F401
+    AdditiveAttention,
+    LuongAttention,
 )
 from .variants import (  # noqa: F401
     causal_mask_bottom_right,

@@ -19,7 +19,8 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .lookup import AdditiveAttention, additive_score, attend
+from .lookup import additive_score, attend
+from .score_modules import AdditiveAttention
 
 __all__ = [
     "ReverseTask",

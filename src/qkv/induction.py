@@ -12,15 +12,15 @@ that with two kinds of head (Elhage et al., 2021; Olsson et al., 2022): a
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import ContextManager, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import ContextManager, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import _validate as v
+from ._ablation import check_heads, zero_columns
 from .heads import induction_score, previous_token_score
 from .multi_head import MultiHeadAttention
 
@@ -297,39 +297,5 @@ def ablate_heads(model: AttentionOnlyTransformer, heads: Sequence[Tuple[int, int
         A context manager: ``with ablate_heads(model, [(1, 0)]): ...``.
     """
     v.require_instance("model", model, AttentionOnlyTransformer, "a qkv.AttentionOnlyTransformer")
-    heads = _check_heads(heads, len(model.layers), model.layers[0].num_heads)
-    return _zero_columns(model, heads)
-
-
-def _check_heads(heads: object, num_layers: int, num_heads: int) -> List[Tuple[int, int]]:
-    """``heads`` as a list of ``(layer, head)`` int pairs inside the model, or a clear error."""
-    want = f"heads must be a sequence of (layer, head) pairs of ints, got {heads!r}"
-    try:
-        pairs = [(layer, head) for layer, head in heads]
-    except (TypeError, ValueError):
-        raise TypeError(want) from None
-    if any(isinstance(i, bool) or not isinstance(i, int) for pair in pairs for i in pair):
-        raise TypeError(want)
-    for layer, head in pairs:
-        if not (0 <= layer < num_layers and 0 <= head < num_heads):
-            raise ValueError(f"head ({layer}, {head}) is not in the model's {num_layers} layers "
-                             f"of {num_heads} heads")
-    return pairs
-
-
-@contextlib.contextmanager
-def _zero_columns(model: AttentionOnlyTransformer, heads: Sequence[Tuple[int, int]]) -> Iterator[None]:
-    saved = []
-    try:
-        with torch.no_grad():
-            for layer, head in heads:
-                out_proj = model.layers[layer].out_proj
-                width = model.layers[layer].head_dim
-                cols = slice(head * width, (head + 1) * width)
-                saved.append((out_proj, cols, out_proj.weight[:, cols].clone()))
-                out_proj.weight[:, cols] = 0
-        yield
-    finally:
-        with torch.no_grad():
-            for out_proj, cols, w in reversed(saved):
-                out_proj.weight[:, cols] = w
+    heads = check_heads(heads, len(model.layers), model.layers[0].num_heads)
+    return zero_columns(model.layers, heads)
