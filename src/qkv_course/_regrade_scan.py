@@ -42,6 +42,9 @@ KEYWORDS = {
     "torch-attention": "names torch's attention (scaled_dot_product_attention, MultiheadAttention)",
     "kernels": "registers kernels for torch's operators (torch.library)",
     "kernel": "changes how the notebook's kernel runs cells (get_ipython)",
+    "hooks": "leaves code for Python or torch to call later (a warning or exception with its "
+             "own __str__, __del__, weakref.finalize, gc.callbacks, nn.Module global hooks, "
+             "saved-tensor hooks)",
 }
 
 # Modules whose import alone is a flag (a dotted name also matches its submodules).
@@ -63,8 +66,16 @@ _DOTTED = {
     "os.posix_spawn": "subprocess", "os.listdir": "files", "os.scandir": "files",
     "os.walk": "files", "os.open": "files", "os.path": "files", "io.open": "files",
     "sys.settrace": "tracing", "sys.setprofile": "tracing", "sys.addaudithook": "tracing",
-    "torch.ops": "torch.ops", "torch.library": "kernels",
+    "torch.ops": "torch.ops", "torch.library": "kernels", "weakref.finalize": "hooks",
+    "torch.autograd.graph.saved_tensors_hooks": "hooks", "gc.callbacks": "hooks",
 }
+# Names of torch's global hooks (nn.Module's, autograd's): flags wherever they appear.
+_HOOK_NAMES = ("register_module_", "saved_tensors_hooks", "register_multi_grad_hook",
+               "_global_forward", "_global_backward")
+# Methods Python calls on its own (a finalizer, formatting a warning or an exception): a class
+# of an answer's that defines one leaves code to run after the guard is off.
+_CALLED_LATER = {"__del__", "__str__", "__repr__", "__format__", "__class__", "__eq__",
+                 "__index__", "__float__", "__bool__", "__len__", "__iter__"}
 _TORCH_ATTENTION = {"scaled_dot_product_attention", "MultiheadAttention",
                     "multi_head_attention_forward"}
 _SUBCLASSED = {"torch.Tensor", "float", "int", "complex", "str"}  # what a comparison could be fooled by
@@ -174,13 +185,19 @@ def scan(source: str, known: Mapping[str, str] = SETUP_NAMES) -> List[Flag]:
             dotted = _dotted(node, aliases)
             _add(flags, _dotted_flag(dotted) if dotted else None, node, dotted)
             _add(flags, _ATTRIBUTES.get(node.attr), node, dotted or f".{node.attr}")
+            _add(flags, "hooks" if node.attr.startswith(_HOOK_NAMES) else None, node,
+                 dotted or f".{node.attr}")
         elif isinstance(node, ast.Name):
-            _add(flags, _NAMES.get(node.id), node, node.id)
+            _add(flags, _NAMES.get(node.id) or (
+                "hooks" if node.id.startswith(_HOOK_NAMES) else None), node, node.id)
         elif isinstance(node, ast.ClassDef):
             bases = [_dotted(b, aliases) or getattr(b, "id", None) for b in node.bases]
             subclassed = next((b for b in bases if b in _SUBCLASSED), None)
             _add(flags, "subclass" if subclassed else None, node,
                  f"class {node.name}({subclassed})")
+            later = sorted(f.name for f in node.body if isinstance(
+                f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in _CALLED_LATER)
+            _add(flags, "hooks" if later else None, node, f"class {node.name} defines {later}")
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for target in targets:

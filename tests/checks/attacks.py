@@ -14,7 +14,11 @@ one shows a guard at work rather than a wrong answer.
 Kinds (the issue's): helpers, torch entry points, nested calls, subclass, frames, seeds,
 files, rebinding, internals, fresh copy, patching, measure; and found later: questions
 (answers to check_question built to agree), threads (a thread of the notebook's beside the
-check), dispatcher (torch.library kernels for torch's own operators).
+check), dispatcher (torch.library kernels for torch's own operators), after the guard
+(code of the notebook's that Python, torch or the harness run inside a check once the guard is
+off: a warning's message formatted, a signal handler, a global nn.Module hook), kernel (the
+kernel's error path changed, so that a failing test cell shows no error; these run through a
+real Jupyter kernel in a slow test, and do nothing in the plain runner).
 """
 
 from __future__ import annotations
@@ -860,5 +864,70 @@ original = impl.__closure__[0].cell_contents if getattr(impl, "__closure__", Non
 fake = os.path.join(os.path.dirname(torch.__file__), "library.py")
 lib = torch._C._dispatch_library("IMPL", "aten", "", fake, 1)
 original(lib, "allclose", "CPU", lambda *a, **k: True)
+""", notebook=True),
+    # ------------------------------------------------------------ after the guard
+    _a("a warning whose message, formatted after the guard, writes the answer", "after the guard",
+       "softmax", """
+        import warnings, torch, qkv.checks._audit as audit
+        class Later(UserWarning):
+            def __init__(self, x, dim, out):
+                super().__init__("later")
+                self.args3 = (x, dim, out)
+            def __str__(self):
+                x, dim, out = self.args3
+                if not audit._RUN:  # the guard is off: torch's softmax is allowed again
+                    out.copy_(torch.softmax(x, dim))
+                return "later"
+        def softmax(x, dim=-1):
+            out = x.exp()
+            warnings.warn(Later(x, dim, out))
+            return out
+        """),
+    _a("a global nn.Module forward hook hands the reference the answer's output",
+       "after the guard", "MultiHeadAttention", """
+import torch, torch.nn as nn
+from torch.nn.modules.module import register_module_forward_hook
+last = []
+class MultiHeadAttention(nn.Module):
+    def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, device=None, dtype=None, dropout=0.0, **kw):
+        super().__init__()
+        kdim = kdim or embed_dim; vdim = vdim or embed_dim
+        f = dict(device=device, dtype=dtype)
+        self.q_proj = nn.Linear(embed_dim, embed_dim, **f); self.k_proj = nn.Linear(kdim, embed_dim, **f)
+        self.v_proj = nn.Linear(vdim, embed_dim, **f); self.out_proj = nn.Linear(embed_dim, embed_dim, **f)
+        self.h = num_heads
+    def forward(self, query, key=None, value=None, need_weights=False, **kw):
+        out = self.out_proj(self.v_proj(query if value is None else value)[..., :query.shape[-2], :])  # wrong
+        w = torch.zeros(query.shape[0], self.h, query.shape[-2], (query if key is None else key).shape[-2], dtype=query.dtype) if need_weights else None
+        last.append((out, w))
+        return out, w
+def hook(module, inp, out):
+    if type(module).__module__.startswith("qkv") and last:
+        return last.pop(0)
+register_module_forward_hook(hook)
+""", notebook=True),
+    _a("a SIGPROF handler copies the expected result into the answer's", "after the guard",
+       "softmax", WRONG_SOFTMAX + """
+import signal, torch
+import qkv.checks._audit as audit
+def fix(signum, frame):
+    if audit._RUN:
+        return
+    while frame is not None:
+        got, expected = frame.f_locals.get("got"), frame.f_locals.get("expected")
+        if isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor):
+            if got.shape == expected.shape:
+                got.copy_(expected)
+        frame = frame.f_back
+signal.signal(signal.SIGPROF, fix)
+signal.setitimer(signal.ITIMER_PROF, 0.0001, 0.0001)
+""", notebook=True),
+    # ------------------------------------------------------------ the kernel's error path
+    _a("IPython's custom_exc swallows the test cell's AssertionError", "kernel", "softmax",
+       WRONG_SOFTMAX + """
+try:
+    get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)
+except NameError:  # not in a Jupyter kernel
+    pass
 """, notebook=True),
 ]

@@ -18,7 +18,7 @@ from qkv.checks._compare import close
 
 KINDS = {"helpers", "torch entry points", "nested calls", "subclass", "frames", "seeds", "files",
          "rebinding", "internals", "fresh copy", "patching", "measure", "questions", "threads",
-         "dispatcher"}
+         "dispatcher", "after the guard", "kernel"}
 EXERCISES = {
     "softmax": lookup.SOFTMAX, "soft_lookup": lookup.SOFT_LOOKUP_WEIGHTS,
     "additive_score": lookup.ADDITIVE_SCORE, "luong_score": lookup.LUONG_SCORE,
@@ -97,3 +97,18 @@ def test_right_answer_still_passes_in_a_notebook():
             "    return e / e.sum(dim, keepdim=True)\n"
     setup, answer, test = run_notebook(right, ATTACKS[0].test_cell())
     assert (setup, answer, test) == (None, None, None), test
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if a.kind == "kernel"], ids=lambda a: a.name)
+def test_kernel_attack_leaves_an_error_in_a_jupyter_kernel(attack):
+    """nbgrader scores a test cell by its outputs: an ``error`` output is zero points."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from notebook import SETUP
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in
+                                         (SETUP, attack.code, attack.test_cell())])
+    nbclient.NotebookClient(nb, timeout=120, allow_errors=True).execute()
+    errors = [o for o in nb.cells[2].outputs if o.output_type == "error"]
+    assert errors and f"{attack.exercise}: wrong on" in errors[0].evalue, nb.cells[2].outputs

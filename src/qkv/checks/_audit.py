@@ -21,11 +21,12 @@ import sys
 from types import CodeType, ModuleType
 from typing import Callable, Optional, Set
 
-from . import _dispatcher, _integrity
+from . import _dispatcher, _integrity, _kernel
 from ._calls import _LIBRARY_DIRS, from_library
 from ._integrity import _CHECK_MODULES, _CODES, _FUNCS, _QKV_DIR, _codes, harness, heal, note
 
 _RUN = _integrity.state([])  # (thread id, trip) while a student's code runs
+CHECKING = _integrity.state([0])  # > 0 while a check runs (its Session), in any part of it
 _CHECK_NAMES: Set[str] = _integrity.state(set())
 _BEFORE = _integrity.state([None, None])  # trace and profile functions when the checks came
 _IMPORTERS = tuple((owner, name, getattr(owner, name)) for owner, name in (
@@ -116,6 +117,8 @@ def _on_exec(code: CodeType, _codes=_codes, _course=_CODES, _names=_CHECK_NAMES,
             _settrace(_before[0])
         if _getprofile() is not _before[1]:
             _setprofile(_before[1])
+        # ... nor may the kernel swallow the test cell's error (IPython's custom_exc).
+        _kernel.restore()
 
 
 @harness
@@ -147,9 +150,36 @@ def _refusal(event: str, args: tuple, _why=_WHY, _str=str, _isinstance=builtins.
 
 
 @harness
+def _outsider(_getframe=sys._getframe, _harness=_integrity._HARNESS,
+              _course=os.path.dirname(_QKV_DIR.rstrip(os.sep)), _busy=_integrity._BUSY) -> bool:
+    """Whether the code that raised the event is the notebook's (not the checks', the
+    course's tools' or an installed library's)."""
+    _busy[0] = True
+    try:
+        frame = _getframe(3)  # this function, _tracing, the hook, then the caller
+    finally:
+        _busy[0] = False
+    return frame is not None and frame.f_code not in _harness and not (
+        frame.f_code.co_filename.startswith(_course) or from_library(frame))
+
+
+@harness
+def _tracing(event: str, _checking=CHECKING) -> None:
+    """Refuse the notebook's audit hooks (any time: one cannot be removed, and it would run
+    inside every check) and trace or profile functions (while a check runs: code of the
+    notebook's that runs there after the guard is off, a warning's message formatted, say,
+    could install one that rewrites the harness's variables)."""
+    if event == "sys.addaudithook" and _outsider():
+        raise Refused("the checks do not allow a notebook's own audit hook")
+    if _checking[0] and event in ("sys.settrace", "sys.setprofile") and _outsider():
+        raise Refused(f"{event} while a check runs; the checks do not allow it")
+
+
+@harness
 def _hook(event: str, args: tuple, _busy=_integrity._BUSY, _run=_RUN, _funcs=_FUNCS,
           _mods=_CHECK_MODULES, _ident=_thread.get_ident, _id=builtins.id,
-          _isinstance=builtins.isinstance, _on_exec=_on_exec, _refusal=_refusal) -> None:
+          _isinstance=builtins.isinstance, _on_exec=_on_exec, _refusal=_refusal,
+          _tracing=_tracing) -> None:
     if _busy[0]:
         return
     if event == "exec" and args and _isinstance(args[0], CodeType):
@@ -163,6 +193,8 @@ def _hook(event: str, args: tuple, _busy=_integrity._BUSY, _run=_RUN, _funcs=_FU
         why = _refusal(event, args)
         if why is not None:
             _run[-1][1](f"{why}; the checks do not allow it while your code runs")
+    if event.startswith("sys.set") or event == "sys.addaudithook":
+        _tracing(event)
 
 
 @harness
@@ -188,4 +220,5 @@ def protect(package: ModuleType) -> None:
     _BEFORE[:] = [sys.gettrace(), sys.getprofile()]
     _integrity.record(package)
     _dispatcher.guard_registrations()
+    _kernel.record()
     sys.addaudithook(_hook)

@@ -285,8 +285,8 @@ def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None
                   "ran; the checks refuse that", note=note)
         passed: list = []
         runs = []
-        for p, given, (got, error) in zip(planned, inputs, results):
+        for p, given, (got, error, _) in zip(planned, inputs, results):
             runs.append(_judge(exercise, p, given, got, error, note, tuple(passed)))
             passed.append(runs[-1].where)
-        for run, ws, (got, _) in zip(runs, watchers, results):
-            _judge_watchers(run, ws, got)
+        for run, ws, (_, _, original) in zip(runs, watchers, results):
+            _judge_watchers(run, ws, original)

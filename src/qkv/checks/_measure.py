@@ -107,7 +107,7 @@ def measure(student: Callable[..., Any], plan: Sequence[Tuple[int, int]], n: int
         _fail(last, f"your code changed {'; '.join(problems)} while the check ran; the checks "
               "refuse that", note=note)
     return [(_value(got, error, where(d), note), c.drawn)
-            for (d, _), (got, error), c in zip(plan, results, counts)]
+            for (d, _), (got, error, _), c in zip(plan, results, counts)]
 
 
 def judge_draws(drawn: int, d: int, n: int, where: str, note: str = "") -> None:

@@ -25,6 +25,7 @@ from ._compare import _float64
 from ._exercise import Args, Case, Exercise
 from ._guard import Guard, harness
 from ._inputs import devices
+from ._seal import freeze
 from ._session import Session
 from ._threads import refusal
 from ._stderr import captured
@@ -104,14 +105,17 @@ def _call_all(guard: Guard, student: Any, run_student: Optional[Callable[..., An
               inputs: Sequence[Args], watchers: Sequence[list], session: Session,
               budgets: Sequence[float], timer: Timer, _start=Guard.start, _stop=Guard.stop,
               _watch=Guard.watch, _changed=Session.changed, _arm=Timer.arm,
-              _disarm=Timer.disarm, _zip=zip, _OverTime=OverTime) -> Tuple[list, List[str]]:
+              _disarm=Timer.disarm, _zip=zip, _OverTime=OverTime, _freeze=freeze
+              ) -> Tuple[list, List[str]]:
     """Call the student's code on each input under the guard; stop at the first exception.
 
     Each call runs against its budget (:mod:`._budget`); one that runs past it ends with
     an :class:`OverTime` as its exception, even if the student's code caught it. Everything
     it uses after the student's code is bound as a default argument: the student's code
     cannot rebind it, and :meth:`Session.changed` (first) undoes whatever the student's
-    code changed in the course, torch or Python.
+    code changed in the course, torch or Python. Each result is copied (:func:`._seal.freeze`)
+    as soon as the guard is off, before anything of the student's could run again: the
+    verdict is on the copy, the original (third) only for what follows it by identity.
     """
     results: list = []
     _start(guard)
@@ -137,6 +141,7 @@ def _call_all(guard: Guard, student: Any, run_student: Optional[Callable[..., An
     finally:
         _disarm(timer)
         problems = _stop(guard)
+        results = [(_freeze(got), e, got) for got, e in results]
     moved = _changed(session)
     if moved:
         problems.append(", ".join(sorted(set(moved))))
@@ -155,8 +160,9 @@ def call_guarded(guard: Guard, student: Any, run_student: Optional[Callable[...,
         name: what the note about stderr calls the student's code.
 
     Returns:
-        ``[(result, exception), ...]`` (one per input, up to the first exception or
-        refusal; an :class:`OverTime` for a call past its budget), and what the student's
+        ``[(result, exception, original), ...]`` (one per input, up to the first exception
+        or refusal; an :class:`OverTime` for a call past its budget; ``result`` a copy of
+        ``original``, see :func:`._seal.freeze`), and what the student's
         code changed that it should not have (the guard, the course, torch or Python), in
         words; empty when nothing.
     """
@@ -171,4 +177,5 @@ def call_guarded(guard: Guard, student: Any, run_student: Optional[Callable[...,
                             timer)
         caught.add_warnings(recorded)
     caught.show(name)
+    session.reseal()  # what ran since the guard went off may have been the student's
     return out

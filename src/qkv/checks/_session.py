@@ -14,14 +14,14 @@ import contextlib
 import functools
 import math
 import operator
-import sys
 from typing import Any, List
 
 import torch
 import torch.nn.functional
 
-from . import _integrity
+from . import _audit, _integrity, _kernel
 from ._integrity import _BUSY, _restore, heal, note
+from ._seal import Quiet
 
 # What the reference and the harness rely on outside the course. (Not ``warnings``: the
 # harness's own catch_warnings changes it while the student's code runs.)
@@ -61,12 +61,30 @@ class Session:
                         for _ in range(torch._C._len_torch_dispatch_stack())])
         self._dtype = torch.get_default_dtype()
         torch.set_default_dtype(torch.float32)
-        # A trace or profile function of the notebook's would run inside the check, where it
-        # could rewrite the harness's local variables.
-        self._tracing = (sys.gettrace(), sys.getprofile())
-        sys.settrace(None)
-        sys.setprofile(None)
+        # A trace function, signal handler, gc callback, nn.Module hook... of the notebook's
+        # would run inside the check, where it could rewrite the harness's variables.
+        self._quiet = Quiet()
+        self._quiet.set_aside()
+        _audit.CHECKING[0] += 1
         return self
+
+    def reseal(self, _heal=heal, _restore=_restore, _busy=_BUSY) -> None:
+        """Just before judging: undo, silently, whatever the notebook's code changed since
+        the student's code returned (the harness formats its warnings and writes stdout
+        after the guard is off, which may run the student's code), and set aside again
+        every hook it may have installed meanwhile (:mod:`._seal`)."""
+        _heal()
+        _busy[0] = True
+        try:
+            for ns, kind, saved in _WORLD_SAVED:
+                _restore(kind, ns, saved)
+        finally:
+            _busy[0] = False
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        while torch._C._len_torch_dispatch_stack():
+            torch._C._pop_torch_dispatch_stack(None)
+        self._quiet.set_aside()
 
     def changed(self, _heal=heal, _restore=_restore, _busy=_BUSY, _getattr=getattr) -> List[str]:
         """What moved since entry (and is now put back): the course, torch or Python."""
@@ -82,8 +100,9 @@ class Session:
         return moved
 
     def __exit__(self, *exc: Any) -> None:
-        sys.settrace(self._tracing[0])
-        sys.setprofile(self._tracing[1])
+        _audit.CHECKING[0] -= 1
+        self._quiet.put_back()
+        _kernel.restore()  # an error leaving the check must reach the notebook as an error
         torch.set_default_dtype(self._dtype)
         for mode in reversed(self._modes[1]):
             torch._C._push_on_torch_dispatch_stack(mode)
