@@ -112,3 +112,22 @@ def test_kernel_attack_leaves_an_error_in_a_jupyter_kernel(attack):
     nbclient.NotebookClient(nb, timeout=120, allow_errors=True).execute()
     errors = [o for o in nb.cells[2].outputs if o.output_type == "error"]
     assert errors and f"{attack.exercise}: wrong on" in errors[0].evalue, nb.cells[2].outputs
+
+
+@pytest.mark.slow
+def test_an_honest_notebook_in_a_jupyter_kernel_hears_of_no_tampering():
+    """IPython keeps its own names in builtins (``_``, ``display``); none of that is the
+    checks', so an honest notebook's test cells pass without a "changed the checks" note."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from notebook import SETUP
+
+    right = "def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n" \
+            "    return e / e.sum(dim, keepdim=True)\n"
+    cells = (SETUP, right, "softmax", "from qkv.checks import check_softmax\n\n"
+             "check_softmax(softmax)\ncheck_softmax(softmax, seed=None)\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(nb, timeout=120).execute()
+    printed = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "note:" not in printed and not [o for o in nb.cells[3].outputs
+                                           if o.output_type == "error"], nb.cells[3].outputs

@@ -115,6 +115,20 @@ class _ReadOnly(ModuleType):
         raise AttributeError(f"{self.__name__} is read-only: a notebook cannot change the checks")
 
 
+_NAMESPACES: Set[int] = set()  # filled by record(): see _namespaces
+
+
+def _namespaces() -> Set[int]:
+    """The ids of every module's ``__dict__`` and of ``sys.modules``.
+
+    The harness binds ``vars(builtins)`` as a default argument; recorded as the course's,
+    it would be "restored" before every cell, undoing what IPython keeps there (``_``,
+    ``display``) and telling an honest notebook that it had changed the checks.
+    """
+    found = {_id(vars(m)) for m in list(sys.modules.values()) if _isinstance(m, ModuleType)}
+    return found | {_id(sys.modules), _id(vars(builtins))}
+
+
 def _record(obj: Any, name: str, records: list, seen: Set[int]) -> None:
     """Record ``obj`` (reached as ``name``) and what it holds, if it belongs to the course."""
     if _id(obj) in seen or _id(obj) in _STATE or _isinstance(
@@ -143,6 +157,8 @@ def _record(obj: Any, name: str, records: list, seen: Set[int]) -> None:
         for v in (obj.func, *obj.args, *obj.keywords.values()):
             _record(v, name, records, seen)
     elif _isinstance(obj, (list, dict, set)):
+        if _id(obj) in _NAMESPACES:
+            return  # a module's namespace (builtins, bound as a default): not the course's
         if name.startswith("qkv.checks"):  # the reference's containers may be caches
             records.append((_type(obj).__name__, obj, name, obj.copy()))
         for v in (obj.values() if _isinstance(obj, dict) else obj):
@@ -263,7 +279,8 @@ def note(changed: List[str], _print=print, _sorted=sorted, _set=set, _len=len) -
         _print(f"note: this notebook had changed the checks ({shown}); restored before grading")
 
 
-for _s in (_HARNESS, _INTERNAL, _CODES, _SHAPES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE):
+for _s in (_HARNESS, _INTERNAL, _CODES, _SHAPES, _RECORDS, _CHECK_MODULES, _FUNCS, _BUSY, _STATE,
+           _NAMESPACES):
     state(_s)
 
 
@@ -273,6 +290,7 @@ def record(package: ModuleType) -> None:
     Called once, when ``package`` (:mod:`qkv.checks`) has been imported.
     """
     import qkv
+    _NAMESPACES.update(_namespaces())
     _CODES.update(_public_names(qkv))
     records: list = []
     seen: Set[int] = set()
