@@ -193,6 +193,11 @@ def main(fd: int) -> None:
 
     checks = {c: _resolve(qkv.checks, c) for _, c, _ in spec["tests"]}
     limit_memory(spec["memory"])
+    from ._regrade_sandbox import read_roots, restrict
+
+    # From here on the answers run: the files, network and signals they may reach are
+    # taken away for good (where the kernel has Landlock), before the first answer cell.
+    restrict(os.getcwd(), read_roots())
     watch = Watch()
     sys.addaudithook(watch)
     for grade_id, source in spec["answers"]:

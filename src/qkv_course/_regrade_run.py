@@ -11,8 +11,14 @@ Each child runs as ``python -I`` (no user site, no ``PYTHON*`` variables), in a 
 folder outside the course, with an environment that names none of the course's paths, in its
 own session (killed as a group), under ``resource`` limits on memory, CPU time and file size,
 on the CPU only.
+Before the first answer runs, the child sandboxes itself (:mod:`._regrade_sandbox`: no course
+files, no signals to the regrade, no network).
 It reports JSON lines carrying a nonce on a pipe of its own; everything else it might write is
-ignored, and a line that is not a valid report (forged, say) is a ``protocol`` flag.
+ignored, and a line that is not a valid report, or comes out of order, is a ``protocol`` flag
+that ends the child. The nonce only keeps out what is not the child: an answer runs in the
+child's own process and can, with enough effort, read the nonce and write reports in order.
+What makes that visible is the static scan, which runs here, out of the student's reach
+(:mod:`._regrade_scan_strict`: every way to reach the nonce is flagged).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 Flag = Tuple[str, str]
 STARTUP = 180  # seconds a child may take to import torch and the checks (a busy machine is slow)
 FILE_LIMIT = 64 << 20  # bytes a child may write to any file (its stderr)
+CHILD = "qkv_course._regrade_child"  # the module a child runs (tests put a stand-in here)
+LINE_LIMIT = 1 << 16  # bytes of one report line (a message is cut to 2000 characters)
 _KEYWORD = re.compile(r"[a-z][a-z._-]{0,30}")
 
 
@@ -94,7 +102,7 @@ def _start(job: Job, nonce: str, folder: str, memory: int, cpu: int) -> Tuple[An
     """Start a child on ``job``; the process and the read end of its report pipe."""
     read, write = os.pipe()
     boot = (f"import sys; sys.path[:0] = {_paths()!r}; "
-            f"from qkv_course._regrade_child import main; main({write})")
+            f"from {CHILD} import main; main({write})")
     env = {"PATH": "/usr/bin:/bin", "HOME": folder, "TMPDIR": folder, "LANG": "C.UTF-8",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
            "NBGRADER_EXECUTION": "autograde",  # the set-up cell then installs nothing
@@ -158,54 +166,73 @@ def _why(proc: Any, folder: str, timed_out: bool, timeout: float) -> Flag:
     return "crashed", how + (f" ({last[-1][:200]})" if last else "")
 
 
+def _expected(job: Job) -> List[Tuple[str, str]]:
+    """The reports an honest child sends, in order: ``(event, id)``."""
+    steps = [(e, a) for a, _ in job.answers for e in ("cell", "defined")]
+    return steps + [(e, t) for t, _, _ in job.tests for e in ("start", "result")] + [("done", "")]
+
+
 def _one_child(job: Job, graded: Graded, timeout: float, memory: int) -> Optional[Tuple[str, str]]:
     """Run one child until it reports ``done`` or stops; record what it reported.
 
+    The child must report every step in order (:func:`_expected`); a line out of order, too
+    long or not a report at all is a ``protocol`` flag that ends the child: its answers are
+    running code that writes on the report pipe, so nothing more it says counts. The whole
+    child runs under a deadline of its own (every step's time added up), so a child cannot
+    keep itself alive by reporting.
+
     Returns:
         None when it finished; otherwise the step it did not finish, ``("cell", id)``,
-        ``("test", id)`` or ``("start", "")`` (before any step), after recording the failure.
+        ``("test", id)``, ``("start", "")`` (before any step) or ``("protocol", "")``,
+        after recording the failure.
     """
     nonce = secrets.token_hex(16)
-    steps = len(job.answers) + len(job.tests) + 1
+    expected = _expected(job)
     with tempfile.TemporaryDirectory(prefix="qkv-regrade-") as folder:
-        proc, read = _start(job, nonce, folder, memory, int(STARTUP + timeout * steps) + 10)
-        current, buf, done = ("start", ""), b"", False
-        deadline = time.monotonic() + STARTUP + timeout
+        proc, read = _start(job, nonce, folder, memory, int(STARTUP + timeout * len(expected)) + 10)
+        current, buf, done, broken = ("start", ""), b"", False, False
+        overall = time.monotonic() + STARTUP + timeout * len(expected)
+        deadline = min(overall, time.monotonic() + STARTUP + timeout)
         try:
-            while not done and time.monotonic() < deadline:
+            while not done and not broken and time.monotonic() < deadline:
                 if not select.select([read], [], [], max(0.0, deadline - time.monotonic()))[0]:
                     continue
                 chunk = os.read(read, 1 << 16)
                 if not chunk:
                     break  # the child is gone
                 buf += chunk
-                while b"\n" in buf and not done:
+                if b"\n" not in buf and len(buf) > LINE_LIMIT:
+                    broken = _broken(graded, f"a report line longer than {LINE_LIMIT} bytes")
+                while b"\n" in buf and not done and not broken:
                     line, buf = buf.split(b"\n", 1)
                     rec = _valid(line, nonce, job)
-                    if rec is None:
-                        graded.flags.append(("protocol", f"an invalid report line: {line[:80]!r}"))
-                        continue
+                    step = expected.pop(0) if expected else ("", "")
+                    if rec is None or (rec["event"], rec.get("answer") or rec.get("test") or "") != step:
+                        broken = _broken(graded, f"{'an out-of-order' if rec else 'an invalid'} "
+                                         f"report line: {line[:80]!r}")
+                        break
                     event = rec["event"]
                     if event in ("cell", "start"):
-                        current = ("cell" if event == "cell" else "test",
-                                   rec.get("answer") or rec.get("test"))
-                        deadline = time.monotonic() + timeout
+                        current = ("cell" if event == "cell" else "test", step[1])
+                        deadline = min(overall, time.monotonic() + timeout)
                     elif event == "defined":
-                        graded.cell_flags.setdefault(rec["answer"], []).extend(_flags(rec["flags"]))
+                        graded.cell_flags.setdefault(step[1], []).extend(_flags(rec["flags"]))
                         current = ("between", "")
                     elif event == "result":
-                        graded.results[rec["test"]] = Result(rec["passed"], rec["message"],
-                                                             _flags(rec["flags"]))
+                        graded.results[step[1]] = Result(rec["passed"], rec["message"],
+                                                         _flags(rec["flags"]))
                         current = ("between", "")
                     done = event == "done"
         finally:
-            timed_out = not done and time.monotonic() >= deadline
+            timed_out = not done and not broken and time.monotonic() >= deadline
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             os.close(read)
         if done:
             return None
+        if broken:
+            return "protocol", ""
         flag = _why(proc, folder, timed_out, timeout)
     kind, name = current
     if kind == "test":
@@ -215,6 +242,11 @@ def _one_child(job: Job, graded: Graded, timeout: float, memory: int) -> Optiona
     else:
         graded.flags.append((flag[0], f"the regrade's process {flag[1]}"))
     return current
+
+
+def _broken(graded: Graded, detail: str) -> bool:
+    graded.flags.append(("protocol", detail))
+    return True
 
 
 def grade(job: Job, timeout: float, memory: int) -> Graded:
@@ -238,6 +270,11 @@ def grade(job: Job, timeout: float, memory: int) -> Graded:
         stopped = _one_child(Job(job.setup, [a for a in job.answers if a[0] not in skipped], left),
                              graded, timeout, memory)
         if stopped is None:
+            return graded
+        if stopped[0] == "protocol":  # its answers write reports: no new child would be honest
+            for test, _, _ in left:
+                graded.results.setdefault(test, Result(False, "not graded: the regrade's process "
+                                                       "sent a forged report", []))
             return graded
         if stopped[0] == "cell":
             skipped.add(stopped[1])

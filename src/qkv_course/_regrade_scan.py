@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from ._regrade_scan_strict import strict_scan
+
 Flag = Tuple[str, str]
 
 # keyword -> what it means, for the summary and the instructors' page.
@@ -42,6 +44,11 @@ KEYWORDS = {
     "torch-attention": "names torch's attention (scaled_dot_product_attention, MultiheadAttention)",
     "kernels": "registers kernels for torch's operators (torch.library)",
     "kernel": "changes how the notebook's kernel runs cells (get_ipython)",
+    "system": "uses os, sys or io (the process itself: its descriptors, files, memory)",
+    "imports": "imports a module no exercise needs (outside torch, math, numpy, typing, "
+               "dataclasses, functools, itertools, collections, einops)",
+    "dynamic": "reaches attributes or names by a string built at run time (getattr with a "
+               "computed name, vars, globals, a format field, type(name, bases, namespace))",
     "hooks": "leaves code for Python or torch to call later (a warning or exception with its "
              "own __str__, __del__, weakref.finalize, gc.callbacks, nn.Module global hooks, "
              "saved-tensor hooks)",
@@ -180,6 +187,7 @@ def scan(source: str, known: Mapping[str, str] = SETUP_NAMES) -> List[Flag]:
         return []
     flags: List[Flag] = []
     aliases = _aliases(tree, known, flags)
+    strict_scan(tree, aliases, lambda keyword, node, what: _add(flags, keyword, node, what))
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             dotted = _dotted(node, aliases)

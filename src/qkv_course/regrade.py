@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._regrade_run import Flag, Job, grade
 from ._regrade_scan import KEYWORDS, scan
-from . import outdir
+from . import _regrade_sandbox as sandbox, outdir
 from .graded import (UsageError, did_you_mean, nbgrader_meta, notebooks_in, questions, read_notebook,
                      require_folder)
 
@@ -204,6 +204,10 @@ def summary(rows: List[List[Any]], out: Path) -> str:
              f"flagged students: {len(flagged)}" + ("" if flagged else " (none)")]
     lines += [f"  {s}: " + "; ".join(f"{a} ({', '.join(ks)})" for a, ks in sorted(by_a.items()))
               for s, by_a in sorted(flagged.items())]
+    version = sandbox.abi()
+    lines.append(f"sandbox: Landlock ABI {version} (answers reach no course file, no other "
+                 "process)" if version else "sandbox: NONE (no Linux Landlock here): the "
+                 "answers ran with your rights; run qkv regrade on Linux 5.13+ to contain them")
     lines.append(f"details: {out / 'regrade.csv'}")
     return "\n".join(lines) + "\n"
 
