@@ -21,7 +21,9 @@ from masking_submissions import (ASSIGNMENT, INVERTED_CAUSAL, LOOPS_WITHOUT_S, R
                                  masking_course, nbgrader, sdpa_with_its_own_causal_mask,
                                  submission)
 from qkv_course._regrade_child import Watch, refusal_flags
-from qkv_course._regrade_run import Job, _valid
+from qkv_course import _regrade_run
+from qkv_course._regrade_run import Job, _valid, grade
+from qkv_course._regrade_sandbox import abi
 from qkv_course._regrade_scan import scan
 from qkv_course.cli import main
 from qkv_course.regrade import COLUMNS, plan
@@ -242,13 +244,32 @@ def test_model_answers_raise_no_flag():
     ("get_ipython().set_custom_exc((AssertionError,), h)", "kernel"),
     ("from IPython import get_ipython", "kernel"),
     ("import concurrent.futures as cf\npool = cf.ThreadPoolExecutor(1)", "subprocess"),
+    # Names built at run time, and the other roads to the report pipe and its nonce.
+    ("t = getattr(e, 'tb_' + 'frame')", "dynamic"),
+    ("f = getattr\nf(x, 'a')", "dynamic"),
+    ("vars(o)[n]", "dynamic"),
+    ("'{0.x}'.format(e)", "dynamic"),
+    ("s.format(e)", "dynamic"),
+    ("C = type('C', (), {'__del__': f})", "dynamic"),
+    ("t = e.__traceback__", "internals"),
+    ("k = '\\x5f\\x5fglobals\\x5f\\x5f'", "internals"),
+    ("k = b'f_back'", "frames"),
+    ("match e:\n    case object(__traceback__=t): pass", "internals"),
+    ("os.write(3, b'{}')", "system"),
+    ("torch.sys.modules", "system"),
+    ("import ｇｃ", "gc"),  # the parser applies NFKC: the scan sees gc
+    ("import json", "imports"),
+    ("torch.save(x, '/course/gradebook.db')", "files"),
+    ("x.numpy().tofile('/tmp/x')", "files"),
+    ("torch.utils.cpp_extension.load_inline('m', src)", "exec"),
 ])
 def test_scan_flags(code, keyword):
     assert keyword in {k for k, _ in scan(code)}, scan(code)
 
 
 def test_scan_names_the_line_and_ignores_what_does_not_parse():
-    assert scan("x = 1\nimport gc\n") == [("gc", "line 2: import gc")]
+    assert scan("x = 1\nimport gc\n") == [("gc", "line 2: import gc"),
+                                           ("imports", "line 2: import gc")]
     assert scan("def f(:\n") == []
     assert scan("class M(nn.Module):\n    def __init__(self):\n        self.w = 1\n") == []
 
@@ -294,3 +315,91 @@ def test_watch_records_only_what_an_answer_cell_itself_does():
     assert [k for k, _ in watch.flags] == ["frames", "files"]
     assert "/etc/passwd" in watch.flags[1][1]
     assert sys.getprofile() is None
+
+
+FORGER = """
+def causal_mask(L, S=None, device=None):
+    return None
+try:
+    1/0
+except Exception as e:
+    frame = getattr(e.__traceback__, 'tb_' + 'frame')
+while not isinstance(frame.f_locals.get('fd'), int):
+    frame = frame.f_back
+w = getattr(os, 'wr' + 'ite')
+"""
+
+
+def test_scan_flags_a_forger_that_walks_the_frames():
+    """Measured: this cell (and reports written with the nonce it finds) scored every test
+    with no flag before the strict scan."""
+    assert {"dynamic", "internals", "system", "frames"} <= {k for k, _ in scan(FORGER)}
+
+
+# --------------------------------------------------------------------------- the parent's side
+
+STUB = """
+import json, os, sys, time
+
+def main(fd):
+    spec = json.loads(sys.stdin.readline())
+    say = lambda **r: os.write(fd, (json.dumps({"nonce": spec["nonce"], **r}) + "\\n").encode())
+    tests = spec["tests"]
+    BODY
+"""
+BODIES = {
+    # a result for every test, then "done", without defining the answer first
+    "out of order": "for t, _, _ in tests: say(event='result', test=t, passed=True, "
+                    "message='', flags=[])\n    say(event='done')",
+    "endless line": "os.write(fd, b'x' * (1 << 20)); time.sleep(30)",
+    "keeps reporting": "while True: say(event='cell', answer='f'); time.sleep(0.05)",
+    "sleeps": "time.sleep(30)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_parent_ends_a_child_that_breaks_the_protocol_or_the_clock(name, tmp_path, monkeypatch):
+    (tmp_path / "stub_child.py").write_text(STUB.replace("BODY", BODIES[name]))
+    monkeypatch.setattr(_regrade_run, "CHILD", "stub_child")
+    monkeypatch.setattr(_regrade_run, "_paths", lambda: [str(tmp_path)])
+    monkeypatch.setattr(_regrade_run, "STARTUP", 1)
+    job = Job("", [("f", "...")], [("test_f", "check_f", "f"), ("test_g", "check_g", "f")])
+    graded = grade(job, timeout=0.5, memory=1 << 30)
+    assert set(graded.results) == {"test_f", "test_g"}
+    assert not any(r.passed for r in graded.results.values())
+    keywords = {k for k, _ in graded.flags} | {k for r in graded.results.values() for k, _ in r.flags}
+    assert keywords & {"protocol", "timeout"}, graded
+
+
+@pytest.mark.skipif(abi() == 0, reason="no Linux Landlock here")
+def test_sandbox_keeps_the_course_and_the_regrade_out_of_reach(tmp_path):
+    """What an answer runs after the child's restrict(): only its own folder is writable,
+    course files are unreadable, and the regrade cannot be signalled."""
+    import subprocess
+
+    course, own = tmp_path / "course", tmp_path / "own"
+    course.mkdir(), own.mkdir()
+    (course / "gradebook.db").write_text("grades")
+    code = f"""
+import os, sys
+sys.path[:0] = {[str(ROOT / "src")]!r}
+from qkv_course._regrade_sandbox import read_roots, restrict
+assert restrict({str(own)!r}, read_roots()) > 0
+open({str(own / "ok")!r}, "w").close()
+for path, mode in (({str(course / "gradebook.db")!r}, "r"), ({str(course / "new")!r}, "w"),
+                   ("/proc/%d/cmdline" % os.getppid(), "r")):
+    try:
+        open(path, mode)
+        sys.exit("reached " + path)
+    except PermissionError:
+        pass
+try:
+    os.kill(os.getppid(), 0)
+    sys.exit("can signal the regrade") if {abi()} >= 6 else None
+except PermissionError:
+    pass
+"""
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (own / "ok").exists() and not (course / "new").exists()

@@ -31,6 +31,12 @@ _NET_ALL = (1 << 0) | (1 << 1)  # bind, connect (TCP)
 _SCOPE_ALL = (1 << 0) | (1 << 1)  # abstract unix sockets, signals
 
 
+# What torch reads about the machine when an operator first runs (cpuinfo): the process's own
+# /proc entry, never another's (those would give the regrade's command line: the course path).
+_SYSTEM = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu",
+           "/sys/devices/system/node")
+
+
 class _Ruleset(ctypes.Structure):
     _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
 
@@ -58,9 +64,9 @@ def abi() -> int:
 def read_roots() -> List[str]:
     """What the child must still read: where Python, its libraries, torch and qkv come from."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/lib", "/lib64", "/etc",
-             "/dev"}
+             "/dev", f"/proc/{os.getpid()}", *_SYSTEM}
     roots.update(p for p in sys.path if p and os.path.isdir(p))
-    return sorted(r for r in roots if os.path.isdir(r))
+    return sorted(r for r in roots if os.path.exists(r))
 
 
 def restrict(writable: str, readable: Iterable[str]) -> int:
