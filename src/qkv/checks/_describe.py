@@ -50,8 +50,9 @@ def _nonfinite(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[
     kind = "NaN" if nan == n else "inf" if nan == 0 else "NaN or inf"
     return (f"{n} value(s) are {kind} where the reference is finite",
             "NaN comes from exp overflowing (subtract the row maximum first), from 0/0, or from "
-            "-inf - (-inf) in a row with nothing to attend to; inf from exp or a sum overflowing, "
-            "or from a finite fill (-1e9) overflowing a half-precision dtype")
+            "-inf - (-inf) in a row with nothing to attend to, or from dividing by a size that "
+            "came out 0 (num_heads // embed_dim, say); inf from exp or a sum overflowing, or "
+            "from a finite fill (-1e9) overflowing a half-precision dtype")
 
 
 def _precision(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:

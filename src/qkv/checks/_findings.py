@@ -117,10 +117,35 @@ def shape_finding(got: Tensor, want: Tensor, rtol: float, atol: float) -> str:
                 + (": squeeze it away (or drop keepdim=True / an unsqueeze)" if extra else
                    ": keep it (keepdim=True, or unsqueeze where the axis belongs)"))
     if len(gs) == len(ws):
-        diff = [f"axis {i} is {g} (expected {w})" for i, (g, w) in enumerate(zip(gs, ws))
-                if g != w]
-        return ": " + "; ".join(diff)
-    return f": {len(gs)} axes instead of {len(ws)}"
+        diff = [i for i, (g, w) in enumerate(zip(gs, ws)) if g != w]
+        if len(diff) == 2 and (gs[diff[0]], gs[diff[1]]) == (ws[diff[1]], ws[diff[0]]):
+            i, j = diff
+            return (f": the sizes of axes {i} and {j} are swapped ({gs[i]} and {gs[j]}, "
+                    f"expected {ws[i]} and {ws[j]}): a reshape or view with its sizes in the "
+                    f"wrong order, or a transpose of the wrong axes")
+        return ": " + "; ".join(f"axis {i} is {gs[i]} (expected {ws[i]})" for i in diff)
+    return f": {len(gs)} axes instead of {len(ws)}" + _merged(gs, ws)
+
+
+def _merged(gs: tuple, ws: tuple) -> str:
+    """``"; axes 2 and 3 ... should be one"``: when one shape is the other with some
+    neighbouring axes joined (a reshape or flatten that joins too few or too many)."""
+    short, long_, joined = (gs, ws, False) if len(gs) < len(ws) else (ws, gs, True)
+    k = len(long_) - len(short)
+    for i in range(len(short)):
+        group = long_[i:i + k + 1]
+        n = 1
+        for d in group:
+            n *= d
+        if long_[:i] + (n,) + long_[i + k + 1:] == short:
+            axes = ", ".join(str(a) for a in range(i, i + k + 1))
+            sizes = ", ".join(str(d) for d in group)
+            if joined:  # the student's result has the extra axes
+                return (f"; axes {axes} (sizes {sizes}) should be one axis of size {n}: "
+                        f"join them (reshape or flatten)")
+            return (f"; axis {i} (size {n}) should be {k + 1} axes of sizes ({sizes}): "
+                    f"the reshape or flatten joined too many")
+    return ""
 
 
 def reordered(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:

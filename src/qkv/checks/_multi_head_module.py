@@ -25,6 +25,45 @@ from ._inputs import bool_mask, randn
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
+@harness(calls_student=True)  # runs inside the guard: checks the student's layers
+def _give_weights(module: Any, spec: dict) -> dict:
+    """Copy the spec's weights into the module's four layers; return each layer and its
+    weight (as the layer holds it) by name."""
+    __tracebackhide__ = True
+    layers = {}
+    for name in _PROJECTIONS:
+        layer = getattr(module, name, None)
+        if not isinstance(layer, nn.Linear):
+            raise AssertionError(
+                f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
+                f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
+        if layer.bias is None:  # else the copy below fails with a NoneType error
+            raise AssertionError(
+                f"{name} has no bias: create it with nn.Linear(..., bias=bias) (bias defaults "
+                f"to True, as in qkv.MultiHeadAttention)")
+        with torch.no_grad():
+            layer.weight.copy_(spec["weights"][name])
+            layer.bias.copy_(spec["biases"][name])
+        layers[name] = (layer, layer.weight.detach().clone())
+    return layers
+
+
+@harness(calls_student=True)
+def _check_returned(out: Any, need_weights: bool, embed_dim: int) -> None:
+    """Refuse what is not ``(output, weights)``, saying when the two are swapped."""
+    __tracebackhide__ = True
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise AssertionError("forward must return a tuple (output, weights), as "
+                             "nn.MultiheadAttention does (weights None unless need_weights=True)")
+    first, second = out
+    swapped = (first is None and isinstance(second, Tensor)) if not need_weights else (
+        isinstance(first, Tensor) and isinstance(second, Tensor) and first.dim() > 0
+        and second.dim() > 0 and second.shape[-1] == embed_dim != first.shape[-1])
+    if swapped:
+        raise AssertionError("forward returned (weights, output): return (output, weights), "
+                             "the output first, as nn.MultiheadAttention does")
+
+
 @harness(calls_student=True)  # runs inside the guard: builds the student's module, calls it
 def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
     """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
@@ -32,20 +71,18 @@ def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
     extra = {"dropout": spec["dropout"]} if "dropout" in spec else {}
     module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
                  device=spec["device"], dtype=spec["dtype"], **extra)
-    for name in _PROJECTIONS:
-        layer = getattr(module, name, None)
-        if not isinstance(layer, nn.Linear):
-            raise AssertionError(
-                f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
-                f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
-        with torch.no_grad():
-            layer.weight.copy_(spec["weights"][name])
-            layer.bias.copy_(spec["biases"][name])
+    layers = _give_weights(module, spec)
     module.eval()
     out = module(*inputs, **kwargs)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise AssertionError("forward must return a tuple (output, weights), as "
-                             "nn.MultiheadAttention does (weights None unless need_weights=True)")
+    for name, (layer, weight) in layers.items():
+        # A layer made anew in forward has fresh random weights: the check's are lost.
+        if getattr(module, name, None) is not layer or not torch.equal(layer.weight.detach(),
+                                                                       weight):
+            raise AssertionError(
+                f"forward replaced or changed self.{name} (the check's weights are gone): "
+                f"create the four nn.Linear layers once, in __init__, and only call them in "
+                f"forward (a new nn.Linear has fresh random weights at every call)")
+    _check_returned(out, bool(kwargs.get("need_weights")), spec["embed_dim"])
     if kwargs.get("need_weights"):
         return out  # compared item by item, so that a message can say which one is wrong
     return out[0]
@@ -95,6 +132,8 @@ def mha_cases() -> List[Case]:
             if self_attention:
                 return (spec, query), kwargs
             key = randn(gen, *batch, S, kd, device=device, dtype=dtype)
+            if options.get("value_omitted"):
+                return (spec, query, key), kwargs
             value = randn(gen, *batch, S, vd, device=device, dtype=dtype)
             return (spec, query, key, value), kwargs
         return build
@@ -115,6 +154,12 @@ def mha_cases() -> List[Case]:
         Case("B=2, L=3, S=5, embed_dim=8, num_heads=2 with need_weights=True "
              "(the averaged weights are compared too)",
              make((2,), 3, 5, 8, 2, need_weights=True), f64),
+        Case("B=2, L=3, S=5, embed_dim=8, num_heads=2, key given and value omitted (value "
+             "defaults to key)", make((2,), 3, 5, 8, 2, value_omitted=True), f32),
+        Case("B=2, L=S=4, embed_dim=8, num_heads=4 with key_mask, need_weights=True and "
+             "average_attn_weights=False (the per-head weights are compared too)",
+             make((2,), 4, 4, 8, 4, padding=True, need_weights=True,
+                  average_attn_weights=False), f64),
         Case("B=2, L=S=4, embed_dim=8, num_heads=2, built with dropout=1.0 and put in eval mode "
              "(no dropout in eval)", make((2,), 4, 4, 8, 2, dropout=1.0), f32),
         half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_mask and is_causal=True",

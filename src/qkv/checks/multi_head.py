@@ -10,12 +10,13 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import FILL_HINT, TORCH_ATTENTION
+from ._attention import TORCH_ATTENTION
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import randn
-from ._multi_head_mistakes import merge_variant, mha_variant, split_variant
+from ._multi_head_mistakes import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
+                                   merge_variant, split_variant)
 from ._multi_head_module import close_pair, mha_cases, reference, run_student
 
 __all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
@@ -24,8 +25,6 @@ _TRANSPOSE_FIRST = "transposing before the reshape (the features and positions a
 _TRANSPOSE_FIRST_HINT = ("split the features first, then move the heads: x.reshape(B, L, H, D // H)"
                          ".transpose(1, 2); transposing x first cuts each head out of the "
                          "(D, L) layout, across positions")
-_TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "
-                   "puts features of different positions into one head")
 
 
 # --------------------------------------------------------------------------- split / merge
@@ -70,7 +69,7 @@ def _merge_cases() -> List[Case]:
 SPLIT_HEADS = Exercise(
     name="split_heads", reference=qkv.split_heads, cases=_split_cases(),
     mistakes=[
-        Mistake("reshape without transpose", _TRANSPOSE_HINT, partial(split_variant, how="reshape")),
+        Mistake("reshape without transpose", TRANSPOSE_HINT, partial(split_variant, how="reshape")),
         Mistake("heads interleaved (the head index varies fastest)",
                 "each head takes a contiguous block of D // H features: reshape to "
                 "(B, L, H, D // H), not (B, L, D // H, H)", partial(split_variant, how="interleaved")),
@@ -78,12 +77,21 @@ SPLIT_HEADS = Exercise(
                 "the result is (B, H, L, D // H): transpose(1, 2) after the reshape",
                 partial(split_variant, how="no transpose")),
         Mistake(_TRANSPOSE_FIRST, _TRANSPOSE_FIRST_HINT, partial(split_variant, how="transpose first")),
+        Mistake("the number of heads and the head width swapped in the reshape",
+                "reshape to (B, L, H, D // H): H heads, each D // H features wide; "
+                "(B, L, D // H, H) makes D // H heads of width H",
+                partial(split_variant, how="sizes swapped")),
+        Mistake("the head width computed as num_heads // D (it is 0)",
+                "each head is D // num_heads features wide, D = x.shape[-1]",
+                partial(split_variant, how="H // D")),
     ],
     legend="(B, H, L, D // H)",
     # x.transpose(1, 2).view(...) raises rather than returning a wrong tensor.
     error_hints=[("view size is not compatible",
                   f"{_TRANSPOSE_FIRST}? {_TRANSPOSE_FIRST_HINT} (view needs a contiguous tensor, "
-                  f"and a transposed one is not)")],
+                  f"and a transposed one is not)"),
+                 ("tuple of ints", "a size is a float: D / H is a float in Python 3 even when "
+                  "H divides D; use D // H")],
 )
 
 MERGE_HEADS = Exercise(
@@ -100,6 +108,20 @@ MERGE_HEADS = Exercise(
                 "bring the heads next to the features: x.transpose(1, 2) gives (B, L, H, Dh), "
                 "then reshape to (B, L, H * Dh); transposing L and Dh mixes positions",
                 partial(merge_variant, how="last two")),
+        Mistake("heads summed instead of concatenated",
+                "keep every head side by side: the result is (B, L, H * Dh)",
+                partial(merge_variant, how="sum")),
+        Mistake("the heads laid one after another along the positions (cat on dim 1)",
+                "the heads go side by side in the features: each position gets H * Dh "
+                "features, head 0's first (cat on the last dim, or transpose(1, 2) + reshape)",
+                partial(merge_variant, how="along positions")),
+        Mistake("the heads kept in front (B, H, L * Dh)",
+                "move the positions before the heads first: x.transpose(1, 2) is "
+                "(B, L, H, Dh), then reshape to (B, L, H * Dh)",
+                partial(merge_variant, how="heads first")),
+        Mistake("the shape unpacked in the wrong order (B, L, H, Dh = x.shape)",
+                "merge_heads gets (B, H, L, Dh): B, H, L, Dh = x.shape",
+                partial(merge_variant, how="unpacked")),
     ],
     legend="(B, L, H * Dh)",
     error_hints=[("view size is not compatible",
@@ -131,50 +153,7 @@ def check_merge_heads(merge_heads: Callable[..., Tensor], seed: Optional[int] = 
 
 MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention", reference=via_float32(reference), cases=mha_cases(),
-    mistakes=[
-        Mistake("no output projection", "apply out_proj to the merged heads",
-                partial(mha_variant, out_proj=False)),
-        Mistake("scaled by embed_dim instead of head_dim",
-                "each head's scores are scaled by 1/sqrt(head_dim), head_dim = embed_dim // "
-                "num_heads", partial(mha_variant, scale_by="embed")),
-        Mistake("no scaling", "scale each head's scores by 1/sqrt(head_dim)",
-                partial(mha_variant, scale_by="none")),
-        Mistake("scaled by 1/head_dim instead of 1/sqrt(head_dim)",
-                "divide each head's scores by math.sqrt(head_dim), not by head_dim",
-                partial(mha_variant, scale_by="head_dim")),
-        Mistake("the value projected with k_proj instead of v_proj",
-                "keys come from k_proj(key), values from v_proj(value)",
-                partial(mha_variant, value_proj="k_proj")),
-        Mistake("dropout left on in eval mode",
-                "F.dropout(x, p) drops even after module.eval() (its training argument defaults "
-                "to True): pass training=self.training, or use an nn.Dropout module",
-                partial(mha_variant, dropout=True)),
-        Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
-                partial(mha_variant, fill=-1e9)),
-        Mistake("reshape without transpose when splitting heads", _TRANSPOSE_HINT,
-                partial(mha_variant, split="reshape")),
-        Mistake("reshape without transpose when merging heads",
-                "transpose(1, 2) back to (B, L, H, Dh) before reshaping to (B, L, D)",
-                partial(mha_variant, merge="reshape")),
-        Mistake("the mask ignored", "pass mask on to combine_masks(mask, key_mask, is_causal, "
-                "B, L, S, query) and apply the mask it returns",
-                partial(mha_variant, ignore="mask")),
-        Mistake("key_mask ignored", "pass key_mask on to combine_masks: padded keys must get "
-                "weight zero", partial(mha_variant, ignore="key_mask")),
-        Mistake("is_causal ignored", "pass is_causal on to combine_masks: with is_causal=True "
-                "a query may not attend to later positions", partial(mha_variant, ignore="is_causal")),
-        Mistake("the weights not averaged over the heads",
-                "with average_attn_weights=True (the default) return weights.mean(dim=1), "
-                "(B, L, S); the per-head (B, H, L, S) only when it is False",
-                partial(mha_variant, heads="kept")),
-        Mistake("the weights summed over the heads instead of averaged",
-                "average the heads' weights (mean over dim 1): each row then still sums to 1",
-                partial(mha_variant, heads="sum")),
-        Mistake("key_mask inverted",
-                "key_mask is True for real tokens (qkv's convention; "
-                "nn.MultiheadAttention uses the opposite)",
-                partial(mha_variant, invert_padding=True)),
-    ],
+    mistakes=MHA_MISTAKES,
     run_student=run_student,
     forbid=TORCH_ATTENTION,
     # The student's split_heads and merge_heads are the reference's while the check runs (a
@@ -184,12 +163,7 @@ MULTI_HEAD_ATTENTION = Exercise(
     compare=close_pair,
     legend="the output like the query, (B, L, embed_dim); with need_weights=True, "
            "(output, weights) with weights (B, L, S), or (B, H, L, S) per head",
-    error_hints=[("must have the same dtype", "pass device= and dtype= on to every nn.Linear "
-                  "your module creates"),
-                 ("without overflow", FILL_HINT),
-                 ("unexpected keyword argument", "keep the signature of qkv.MultiHeadAttention "
-                  "(the check passes kdim, vdim, device and dtype, and forward's keyword "
-                  "arguments)")],
+    error_hints=MHA_ERROR_HINTS,
 )
 
 
