@@ -222,5 +222,7 @@ def describe(got: object, expected: object, rtol: float, atol: float,
         found = (_batch(g, w, rtol, atol, legend) if finder is _batch
                  else finder(g, w, rtol, atol))
         if found:
+            if finder is _nonfinite:  # the detail would only say the same again
+                return found
             return f"{found[0]}; {detail}", found[1]
     return detail, ""

@@ -12,7 +12,7 @@ broadcast, an argument left ``None``) into what to change.
 from __future__ import annotations
 
 import linecache
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 from . import _integrity
 from ._calls import _LIBRARY_DIRS

@@ -20,7 +20,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._compare import close, shape_str
+from ._compare import close
 
 __all__: list = []
 
