@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,13 +41,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start `make book` now if any selected test needs the built book."""
     if session.config.option.collectonly or not any(map(_needs_book, session.items)):
         return
+    if shutil.which("make") is None:
+        return  # built_book fails with the reason
     BUILD_LOG.parent.mkdir(exist_ok=True)
     log = open(BUILD_LOG, "w")  # a file, not a pipe: the build writes a lot
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     _BUILD["log"] = log
     _BUILD["proc"] = subprocess.Popen(["make", "--no-print-directory", "book"], cwd=ROOT,
-                                      env=env, stdout=log, stderr=subprocess.STDOUT)
+                                      env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)  # stopped as a group
     torch.set_num_threads(1)  # the other core is the build's
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop a background build the session no longer needs (after -x, or Ctrl-C)."""
+    proc = _BUILD.get("proc")
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)  # make, jupyter-book and the kernels
+        proc.wait(timeout=60)
 
 
 def _wait_for_build() -> None:
