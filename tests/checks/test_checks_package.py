@@ -213,3 +213,12 @@ def test_the_check_modules_are_read_only():
             module.check_softmax = None
         with pytest.raises(AttributeError, match="read-only"):
             del module.__doc__
+
+
+@pytest.mark.parametrize("seed, error", [("1", TypeError), (1.5, TypeError), (True, TypeError),
+                                         (-1, ValueError), (2**70, ValueError)])
+def test_a_bad_seed_is_refused_by_name(seed, error):
+    from qkv.checks import check_softmax
+
+    with pytest.raises(error, match="check_softmax: seed must be"):
+        check_softmax(lambda x, dim=-1: x, seed=seed)

@@ -35,7 +35,7 @@ from ._run import Planned, call_guarded, checking, fresh_seed, plan, seed_note
 
 __all__: list = []
 
-_callable = builtins.callable
+_callable, _type = builtins.callable, builtins.type
 
 _DEVICE_ERRORS = ("is not on the expected device", "Expected all tensors to be on the same device")
 
@@ -231,6 +231,11 @@ def start_check(name: str, student: Any, seed: Optional[int]) -> Tuple[int, str]
     __tracebackhide__ = True
     if not _callable(student):
         raise AssertionError(f"check_{name} expects your {name} itself, got {type(student).__name__}")
+    if seed is not None and (_type(seed) is bool or not _isinstance(seed, int)):
+        raise TypeError(f"check_{name}: seed must be None (fresh random inputs) or an int, "
+                        f"got {_type(seed).__name__}")
+    if seed is not None and not 0 <= seed < 2**32:
+        raise ValueError(f"check_{name}: seed must be from 0 to 2**32 - 1, got {seed}")
     if seed is None:
         seed = fresh_seed()
         return seed, seed_note(name, seed)
