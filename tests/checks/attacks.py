@@ -433,6 +433,39 @@ ATTACKS: List[Attack] = [
                 f = f.f_back
             return x
         """),
+    _a("a frame from logging.currentframe: the harness's tolerances made infinite", "frames",
+       "softmax", """
+        import logging, torch
+        def loosen(planned):
+            for i, p in enumerate(planned):
+                case = object.__new__(type(p.case))
+                vars(case).update(vars(p.case), rtol=1e30, atol=1e30)
+                q = object.__new__(type(p))
+                vars(q).update(vars(p), case=case)
+                planned[i] = q
+        def softmax(x, dim=-1):
+            f = logging.currentframe().f_back  # a library's sys._getframe, handed back
+            while f is not None:
+                if "planned" in f.f_locals:
+                    loosen(f.f_locals["planned"])
+                f = f.f_back
+            return torch.zeros_like(x)
+        """),
+    _a("a frame handed back through a library wrapper (a Mock's side effect)", "frames",
+       "scaled_dot_product_attention", f"""
+        import logging, torch, unittest.mock
+        def scaled_dot_product_attention({SDPA_SIG}):
+            f = unittest.mock.Mock(side_effect=logging.currentframe)()
+            while f is not None:
+                for i, p in enumerate(f.f_locals.get("planned", [])):
+                    case = object.__new__(type(p.case))
+                    vars(case).update(vars(p.case), rtol=1e30, atol=1e30)
+                    q = object.__new__(type(p))
+                    vars(q).update(vars(p), case=case)
+                    f.f_locals["planned"][i] = q
+                f = f.f_back
+            return torch.zeros_like(query[..., :1]).expand(*query.shape[:-1], value.shape[-1])
+        """),
     _a("the garbage collector's tensors", "frames", "softmax", """
         import gc, torch
         def softmax(x, dim=-1):

@@ -24,7 +24,7 @@ import os
 import sys
 import sysconfig
 import traceback
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any, Callable, Dict, FrozenSet, Optional
 
 import torch
@@ -80,6 +80,20 @@ _LIBRARY_ONLY_BUILTINS = {
     **{_id(f): "searches the garbage collector's objects"
        for f in (gc.get_objects, gc.get_referrers, gc.get_referents)},
 }
+
+
+def holds_frame(value: Any, depth: int = 2) -> bool:
+    """Whether ``value`` is a frame, or a tuple or list (a few items, ``depth`` levels) holding one.
+
+    A library function that hands the student's code a frame (``logging.currentframe``
+    returns its caller's) opens the way to the harness's own objects through ``f_back``
+    and ``f_locals``, which Python does not audit; :class:`CallWatch` refuses that return.
+    """
+    if type(value) is FrameType:
+        return True
+    if depth and isinstance(value, (tuple, list)):  # inspect's FrameInfo is a tuple too
+        return any(holds_frame(v, depth - 1) for v in value[:4])
+    return False
 
 
 class DelegationError(RuntimeError):
@@ -242,6 +256,7 @@ class CallWatch:
         internal = _integrity.internal
         # The hook's own code is the course's: it runs as a profile function, unwatched.
         refused, trip, forbid, allow = _REFUSED, self._trip, self._forbid, self._allow
+        frame_type, sequences = FrameType, (tuple, list)  # a frame's usual carriers, checked inline
 
         def hook(frame, event, arg):
             try:
@@ -296,6 +311,12 @@ class CallWatch:
                     verdict = builtin(arg)
                     if verdict is not None:
                         trip(verdict)
+            elif event == "return" and (type(arg) is frame_type or (
+                    type(arg) in sequences and holds_frame(arg))):
+                caller = frame.f_back
+                if caller is not None and not library(caller) and not internal(caller.f_code):
+                    trip(f"{_FRAMES} (a frame returned by {frame.f_code.co_qualname}); the checks "
+                         f"do not allow it while your code runs")
 
         return hook
 
