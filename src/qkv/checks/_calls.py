@@ -196,14 +196,18 @@ class CallWatch:
             marked with :func:`._integrity.harness`, is allowed).
         trip: ``trip(message)`` records the refusal and raises.
         allow: code of reference functions the student's code may call (the exercise's
-            helpers, :mod:`._helpers`), with whatever of the course they call in turn.
+            helpers, :mod:`._helpers`), with whatever of the course they call in turn ...
+        reach: ... as long as it is in ``reach`` (what the helpers name,
+            :func:`._helpers.reachable`; not the exercise's reference handed to a helper).
     """
 
     def __init__(self, forbid: Forbidden, trip: Callable[[str], None],
-                 allow: FrozenSet[CodeType] = frozenset()) -> None:
+                 allow: FrozenSet[CodeType] = frozenset(),
+                 reach: FrozenSet[CodeType] = frozenset()) -> None:
         self._forbid = forbid
         self._trip = trip
         self._allow = allow
+        self._reach = reach
         self._code_names = {f.__code__: name for f, name in forbid.names.items()
                             if isinstance(_getattr(f, "__code__", None), CodeType)}
         self._builtin_names = {_id(f): name for f, name in forbid.names.items()}
@@ -256,6 +260,7 @@ class CallWatch:
         internal = _integrity.internal
         # The hook's own code is the course's: it runs as a profile function, unwatched.
         refused, trip, forbid, allow = _REFUSED, self._trip, self._forbid, self._allow
+        reach = self._reach
         frame_type, sequences = FrameType, (tuple, list)  # a frame's usual carriers, checked inline
 
         def hook(frame, event, arg):
@@ -276,7 +281,7 @@ class CallWatch:
                 if verdict is None:
                     return
                 if type(verdict) is tuple:  # the course's code: only under an allowed helper
-                    if not within(frame.f_back, allow):
+                    if code not in reach or not within(frame.f_back, allow):
                         trip(verdict[1])
                 elif verdict is _OPCALLS:
                     caller = frame.f_back.f_code
