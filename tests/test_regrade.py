@@ -216,6 +216,7 @@ def test_model_answers_raise_no_flag():
     ("import sys\nf = sys._getframe(1)", "frames"),
     ("import inspect as i", "frames"),
     ("def f(x):\n    return x.tb_frame.f_back", "frames"),
+    ("import logging\nlogging.currentframe()", "frames"),
     ("import gc\ngc.get_objects()", "gc"),
     ("sys.modules['qkv.checks'] = None", "sys.modules"),
     ("import builtins", "builtins"),

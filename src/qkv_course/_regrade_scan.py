@@ -90,7 +90,8 @@ _PREFIXES = {"os.exec": "subprocess", "os.spawn": "subprocess"}
 # Attribute names that are flags on any object.
 _ATTRIBUTES = {
     **{a: "frames" for a in ("f_back", "f_locals", "f_globals", "f_code", "tb_frame", "gi_frame",
-                             "cr_frame", "ag_frame", "_getframe", "_current_frames")},
+                             "cr_frame", "ag_frame", "_getframe", "_current_frames",
+                             "currentframe")},  # logging's and inspect's hand back a frame
     **{a: "internals" for a in ("__code__", "__closure__", "__globals__", "__defaults__",
                                 "__kwdefaults__", "__subclasses__")},
     "__builtins__": "builtins", "__file__": "files",

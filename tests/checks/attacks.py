@@ -187,6 +187,24 @@ ATTACKS: List[Attack] = [
         def additive_score(query, key, W_q, W_k, v_a):
             return qkv.additive_score(query, key, W_q, W_k, v_a)
         """, works=True),
+    _a("the softmax helper's code with forged globals calls the reference for the answer",
+       "helpers", "scaled_dot_product_attention", """
+        import functools, types, torch, qkv
+        FORGED = types.FunctionType(qkv.softmax.__code__, {
+            "v": types.SimpleNamespace(require_float_tensor=print, require_dim_index=print),
+            "torch": types.SimpleNamespace(float16=torch.float64, bfloat16=None)})
+        def softmax(x, dim=-1): ...
+        def scaled_dot_product_attention(query, key, value, scale=None):
+            # The reference as x.float (a partial: no frame of the answer's between), on V with a
+            # zero column: the forged softmax's output gives the answer back as a log-ratio.
+            v0 = torch.cat([value.double(), value[..., :1].double() * 0], -1)
+            call = functools.partial(qkv.scaled_dot_product_attention, query.double(),
+                                     key.double(), v0, scale=scale)
+            p = FORGED(types.SimpleNamespace(dtype=torch.float64, float=call, dim=int), -1)
+            return (p[..., :-1].log() - p[..., -1:].log()).to(query.dtype)
+        """, test="from qkv.checks import check_scaled_dot_product_attention as c\n\n"
+                  "c(scaled_dot_product_attention, masks=False)\n"
+                  "c(scaled_dot_product_attention, seed=None, masks=False)\n", works=False),
     _a("a subclass of qkv.MultiHeadAttention", "helpers", "MultiHeadAttention", """
         import qkv
         class MultiHeadAttention(qkv.MultiHeadAttention):
@@ -432,6 +450,39 @@ ATTACKS: List[Attack] = [
                         return v.clone()
                 f = f.f_back
             return x
+        """),
+    _a("a frame from logging.currentframe: the harness's tolerances made infinite", "frames",
+       "softmax", """
+        import logging, torch
+        def loosen(planned):
+            for i, p in enumerate(planned):
+                case = object.__new__(type(p.case))
+                vars(case).update(vars(p.case), rtol=1e30, atol=1e30)
+                q = object.__new__(type(p))
+                vars(q).update(vars(p), case=case)
+                planned[i] = q
+        def softmax(x, dim=-1):
+            f = logging.currentframe().f_back  # a library's sys._getframe, handed back
+            while f is not None:
+                if "planned" in f.f_locals:
+                    loosen(f.f_locals["planned"])
+                f = f.f_back
+            return torch.zeros_like(x)
+        """),
+    _a("a frame handed back through a library wrapper (a Mock's side effect)", "frames",
+       "scaled_dot_product_attention", f"""
+        import logging, torch, unittest.mock
+        def scaled_dot_product_attention({SDPA_SIG}):
+            f = unittest.mock.Mock(side_effect=logging.currentframe)()
+            while f is not None:
+                for i, p in enumerate(f.f_locals.get("planned", [])):
+                    case = object.__new__(type(p.case))
+                    vars(case).update(vars(p.case), rtol=1e30, atol=1e30)
+                    q = object.__new__(type(p))
+                    vars(q).update(vars(p), case=case)
+                    f.f_locals["planned"][i] = q
+                f = f.f_back
+            return torch.zeros_like(query[..., :1]).expand(*query.shape[:-1], value.shape[-1])
         """),
     _a("the garbage collector's tensors", "frames", "softmax", """
         import gc, torch

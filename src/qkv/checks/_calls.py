@@ -24,7 +24,7 @@ import os
 import sys
 import sysconfig
 import traceback
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any, Callable, Dict, FrozenSet, Optional
 
 import torch
@@ -80,6 +80,20 @@ _LIBRARY_ONLY_BUILTINS = {
     **{_id(f): "searches the garbage collector's objects"
        for f in (gc.get_objects, gc.get_referrers, gc.get_referents)},
 }
+
+
+def holds_frame(value: Any, depth: int = 2) -> bool:
+    """Whether ``value`` is a frame, or a tuple or list (a few items, ``depth`` levels) holding one.
+
+    A library function that hands the student's code a frame (``logging.currentframe``
+    returns its caller's) opens the way to the harness's own objects through ``f_back``
+    and ``f_locals``, which Python does not audit; :class:`CallWatch` refuses that return.
+    """
+    if type(value) is FrameType:
+        return True
+    if depth and isinstance(value, (tuple, list)):  # inspect's FrameInfo is a tuple too
+        return any(holds_frame(v, depth - 1) for v in value[:4])
+    return False
 
 
 class DelegationError(RuntimeError):
@@ -182,14 +196,18 @@ class CallWatch:
             marked with :func:`._integrity.harness`, is allowed).
         trip: ``trip(message)`` records the refusal and raises.
         allow: code of reference functions the student's code may call (the exercise's
-            helpers, :mod:`._helpers`), with whatever of the course they call in turn.
+            helpers, :mod:`._helpers`), with whatever of the course they call in turn ...
+        reach: ... as long as it is in ``reach`` (what the helpers name,
+            :func:`._helpers.reachable`; not the exercise's reference handed to a helper).
     """
 
     def __init__(self, forbid: Forbidden, trip: Callable[[str], None],
-                 allow: FrozenSet[CodeType] = frozenset()) -> None:
+                 allow: FrozenSet[CodeType] = frozenset(),
+                 reach: FrozenSet[CodeType] = frozenset()) -> None:
         self._forbid = forbid
         self._trip = trip
         self._allow = allow
+        self._reach = reach
         self._code_names = {f.__code__: name for f, name in forbid.names.items()
                             if isinstance(_getattr(f, "__code__", None), CodeType)}
         self._builtin_names = {_id(f): name for f, name in forbid.names.items()}
@@ -242,6 +260,8 @@ class CallWatch:
         internal = _integrity.internal
         # The hook's own code is the course's: it runs as a profile function, unwatched.
         refused, trip, forbid, allow = _REFUSED, self._trip, self._forbid, self._allow
+        reach = self._reach
+        frame_type, sequences = FrameType, (tuple, list)  # a frame's usual carriers, checked inline
 
         def hook(frame, event, arg):
             try:
@@ -261,7 +281,7 @@ class CallWatch:
                 if verdict is None:
                     return
                 if type(verdict) is tuple:  # the course's code: only under an allowed helper
-                    if not within(frame.f_back, allow):
+                    if code not in reach or not within(frame.f_back, allow):
                         trip(verdict[1])
                 elif verdict is _OPCALLS:
                     caller = frame.f_back.f_code
@@ -296,6 +316,12 @@ class CallWatch:
                     verdict = builtin(arg)
                     if verdict is not None:
                         trip(verdict)
+            elif event == "return" and (type(arg) is frame_type or (
+                    type(arg) in sequences and holds_frame(arg))):
+                caller = frame.f_back
+                if caller is not None and not library(caller) and not internal(caller.f_code):
+                    trip(f"{_FRAMES} (a frame returned by {frame.f_code.co_qualname}); the checks "
+                         f"do not allow it while your code runs")
 
         return hook
 

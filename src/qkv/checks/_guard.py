@@ -110,19 +110,20 @@ class Guard:
         watchers: objects shown what the student's code does: ``observe(func, args,
             kwargs, out)`` for each torch function, ``observe_op(op, args, kwargs, out)``
             for each aten operator (both optional; mark them with :func:`harness`).
-        allow: code of the reference helpers the student's code may call (see
-            :mod:`._helpers`).
+        allow: code of the reference helpers the student's code may call, and
+        reach: the course's code that may run inside them (see :mod:`._helpers`).
     """
 
     def __init__(self, exercise: str, forbid: Forbidden, watchers: Sequence[Any] = (),
-                 allow: FrozenSet[Any] = frozenset()) -> None:
+                 allow: FrozenSet[Any] = frozenset(), reach: FrozenSet[Any] = frozenset()
+                 ) -> None:
         self.tripped: Optional[str] = None
         self._exercise = exercise
         self._forbid = forbid
         self.watch(watchers)
         self._modes = (_FunctionGuard(self), _DispatchGuard(self))
         self._trip = self.trip  # one bound method, recognised again in stop()
-        self._calls = CallWatch(forbid, self._trip, allow)
+        self._calls = CallWatch(forbid, self._trip, allow, reach)
         self._scripted: List[Tuple[type, Any]] = []
 
     @harness

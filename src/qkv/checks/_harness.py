@@ -275,7 +275,8 @@ def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None
         inputs = [p.inputs() for p in planned]
         watchers = [[DeviceWatch(a, k)] + ([exercise.watch(a, k)] if exercise.watch else [])
                     for a, k in inputs]
-        guard = Guard(exercise.name, exercise.forbid, allow=helpers.codes)
+        guard = Guard(exercise.name, exercise.forbid, allow=helpers.codes,
+                      reach=helpers.reach)
         results, problems = call_guarded(guard, student, exercise.run_student, inputs,
                                          watchers, session, budgets, exercise.name)
         last = planned[len(results) - 1]
