@@ -43,6 +43,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if shutil.which("make") is None:
         return  # built_book fails with the reason
+    _start_build()
+    torch.set_num_threads(1)  # the other core is the build's
+
+
+def _start_build() -> None:
+    """Start the Makefile's `book` target (one build command for readers and tests)."""
     BUILD_LOG.parent.mkdir(exist_ok=True)
     log = open(BUILD_LOG, "w")  # a file, not a pipe: the build writes a lot
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
@@ -50,7 +56,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _BUILD["proc"] = subprocess.Popen(["make", "--no-print-directory", "book"], cwd=ROOT,
                                       env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True)  # stopped as a group
-    torch.set_num_threads(1)  # the other core is the build's
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -102,16 +107,10 @@ def built_book() -> Path:
 
     Shared by every test that looks at the built book (test_book, test_notebooks, test_browser).
     """
-    # One build command for readers and tests: the Makefile's `book` target.
     if shutil.which("make") is None:
         pytest.fail("make is not installed; the book is built with `make book`")
-    if "proc" not in _BUILD:  # e.g. a single test asked for the book: build it now
-        env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-        proc = subprocess.run(
-            ["make", "--no-print-directory", "book"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-        )
-        assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    if "proc" not in _BUILD:  # asked for without being collected (getfixturevalue): build now
+        _start_build()
     _wait_for_build()
     return ROOT / "_build" / "html"
 
