@@ -29,10 +29,10 @@ def _number(path: Path) -> int:
     return int(path.name[:2])
 
 
-def graded() -> dict[str, int]:
+def graded(root: Path = ROOT) -> dict[str, int]:
     """Each graded function's name and the first chapter whose assignment grades it."""
     first: dict[str, int] = {}
-    for md in sorted((ROOT / "solutions").glob("[0-9][0-9]-*/*.md")):
+    for md in sorted((root / "solutions").glob("[0-9][0-9]-*/*.md")):
         for check, name in _CHECK.findall(md.read_text()):
             if check != "question" and check == name:
                 first[name] = min(first.get(name, 99), _number(md.parent))
@@ -40,8 +40,13 @@ def graded() -> dict[str, int]:
 
 
 def _private_helpers(name: str) -> set[tuple[str, str]]:
-    """(module file name, helper) for the private functions of its module that ``name`` calls."""
-    obj = getattr(qkv, name)
+    """(module file name, helper) for the private functions of its module that ``name`` calls.
+
+    Empty for a graded name that ``qkv`` has no reference of (a measurement the student makes).
+    """
+    obj = getattr(qkv, name, None)
+    if obj is None or not (inspect.isfunction(obj) or inspect.isclass(obj)):
+        return set()
     path = Path(inspect.getsourcefile(obj))
     tree = ast.parse(path.read_text())
     top = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
