@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from qkv_course.config import front_matter, toc_pages
-from qkv_course.sphinx.chapter_plan import exercise_minutes, page_words
+from qkv_course.sphinx.chapter_plan import _title, exercise_minutes, page_words
 
 PAGE = '''---
+# a comment in the front matter, not the title
 plan:
   learn: "x"
 ---
@@ -38,6 +39,7 @@ def test_words_count_prose_and_code_but_not_front_matter_or_options(tmp_path: Pa
     page.write_text(PAGE)
     # "#", "A", "title"; five; "x", "=", "1", "#", "code"; two
     assert page_words(page) == 3 + 5 + 5 + 2
+    assert _title(page) == "A title"
 
 
 def test_every_exercise_states_its_time_and_no_chapter_types_one():

@@ -37,8 +37,17 @@ WORDS_PER_MINUTE = 150
 _EXERCISE_TIME = re.compile(r"\*\*Time:\*\*\s+about\s+(\d+)\s+minutes")
 
 
+def _body(path: Path) -> str:
+    """A Markdown source without its YAML front matter (whose comments start with "# " too)."""
+    text = path.read_text()
+    if text.startswith("---"):
+        end = text.find("\n---", 3)
+        text = text[end + 4:] if end != -1 else text
+    return text
+
+
 def _title(path: Path) -> str:
-    for line in path.read_text().splitlines():
+    for line in _body(path).splitlines():
         if line.startswith("# "):
             return line[2:].strip()
     return path.stem
@@ -50,10 +59,7 @@ def page_words(path: Path) -> int:
     Directive options (``:tags:``, ``mystnb:`` blocks' YAML) and fences are not read by a
     reader, so they are left out.
     """
-    text = path.read_text()
-    if text.startswith("---"):
-        end = text.find("\n---", 3)
-        text = text[end + 4:] if end != -1 else text
+    text = _body(path)
     # a cell's option block: from a line of --- right after a fence to the next ---
     text = re.sub(r"^(```\{code-cell\}[^\n]*\n)---\n.*?\n---\n", r"\1", text, flags=re.M | re.S)
     words = 0
