@@ -18,8 +18,8 @@ from .graded import UsageError
 SUBCOMMANDS = {
     "progress": ("qkv_course.progress", "students: run notebooks' answers and tests, report what passes"),
     "report": ("qkv_course.report", "instructors: which named mistakes a class makes, after autograding"),
-    "regrade": ("qkv_course.regrade", "instructors: grade every submission again outside its kernel, "
-                "flag disagreements and tampering"),
+    "grade": ("qkv_course.grade.command", "instructors: grade submissions in a sandbox, write "
+              "nbgrader's gradebook (in place of nbgrader autograde)"),
     "gradescope": ("qkv_course.gradescope", "instructors: an Otter-Grader autograder zip for Gradescope"),
 }
 
