@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 from qkv.checks import grading
 
 Args = Tuple[tuple, Dict[str, Any]]
+OUTPUT = threading.Lock()  # held while sys.stdout is swapped, and while the run prints
 Raised = grading.Raised
 
 
@@ -23,14 +25,26 @@ def calls(check: str, seed: Optional[int], options: Dict[str, Any]) -> List[Args
     return list(grading.calls(check, seed, **options))
 
 
+def _as_check_outcome(outcome: Any) -> Any:
+    """The sandbox's ``Raised`` (its line a number) as the checks' (its line in words)."""
+    if type(outcome).__name__ == "Raised" and not isinstance(outcome, Raised):
+        line = getattr(outcome, "line", None)
+        return Raised(str(outcome.type), str(outcome.message),
+                      f"line {line} of your cell" if isinstance(line, int) else "")
+    return outcome
+
+
 def judge(check: str, seed: Optional[int], outcomes: List[Any], options: Dict[str, Any]) -> Any:
-    """The check's verdict (a ``CheckResult``) on the student's outcomes, one per call."""
-    return grading.judge(check, seed, outcomes, **options)
+    """The check's verdict (a ``CheckResult``) on the student's outcomes, one per call: what
+    ``run_student`` returned in the sandbox, or what the student's code raised."""
+    return grading.judge(check, seed, [_as_check_outcome(o) for o in outcomes], **options)
 
 
 def question(name: str, answer: Any) -> Any:
     """The verdict on a question's answer (a ``CheckResult``)."""
-    with contextlib.redirect_stdout(io.StringIO()):  # its praise is for a kernel, not this run
+    # Its praise is for a kernel, not this run. sys.stdout is one for all threads: hold
+    # OUTPUT while it is swapped (the run's lines are printed under the same lock).
+    with OUTPUT, contextlib.redirect_stdout(io.StringIO()):
         return grading.question(name, answer)
 
 

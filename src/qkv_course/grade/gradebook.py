@@ -68,6 +68,7 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
         meta = nbgrader_meta(cell)
         gid = meta.get("grade_id")
         cell["metadata"] = {"nbgrader": meta} if meta else {}
+        cell["source"] = text(cell.get("source"))  # one string, as nbgrader's checksums read it
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
         if gid in answers:
@@ -155,10 +156,7 @@ def write(course: Path, plans: Dict[str, Plan], only: Any = None) -> int:
     Raises:
         UsageError: the gradebook does not know the assignment (run generate_assignment).
     """
-    from nbgrader.api import Gradebook, MissingEntry
-
     assignment = next(iter(plans.values())).assignment
-    written = 0
     with warnings.catch_warnings():
         # nbgrader's own add_submission makes SQLAlchemy warn about autoflush (as under
         # nbgrader autograde); the rows are written all the same.

@@ -220,7 +220,7 @@ def _grade_all(course: Path, todo: List[Job], jobs: int, unsafe: bool, limits: j
         try:
             record = grade_one(pool, job, key, limits)
         except Exception as e:  # noqa: BLE001 (the grader's own failure: record nothing, say it)
-            with lock:
+            with lock, checks_api.OUTPUT:
                 summary.errors += 1
                 line = (f"{student} {p.assignment}/{p.notebook}: NOT GRADED, the grader failed "
                         f"({type(e).__name__}: {e}); nothing recorded, a rerun grades it")
@@ -231,7 +231,7 @@ def _grade_all(course: Path, todo: List[Job], jobs: int, unsafe: bool, limits: j
             return
         results.write(results.path_of(course, student, p.assignment, p.notebook), record)
         line = summary_line(record)
-        with lock:
+        with lock, checks_api.OUTPUT:
             summary.graded += 1
             summary.unreadable += bool(record.get("unreadable"))
             summary.sandbox_failed += bool(record.get("sandbox"))
