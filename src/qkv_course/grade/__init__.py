@@ -1,0 +1,20 @@
+"""The untrusted half of ``qkv grade``: run a submission's code in a sandbox, exchange only data.
+
+- :mod:`.client`: :class:`Pool` and :class:`Submission`, what the trusted grader drives;
+- :mod:`.sandbox`: the bubblewrap sandbox and its job slots (zygotes);
+- :mod:`.worker`: what runs inside (never imported by the grader to run anything);
+- :mod:`.protocol`: the data-only wire format and the result types;
+- :mod:`.limits`: :class:`Limits`, what one submission may spend.
+
+The grader runs each submission's code cells in a fresh child of a sandboxed zygote, calls
+what the instructor's source names through ``qkv.checks.grading.run_student`` there, receives
+plain data (tensors as raw bytes, never pickles), and judges and writes grades itself.
+"""
+
+from .client import Pool, Submission
+from .limits import Limits
+from .protocol import CellOutcome, Failed, Missing, NotData, ProtocolError, Raised
+from .sandbox import SandboxUnavailable
+
+__all__ = ["CellOutcome", "Failed", "Limits", "Missing", "NotData", "Pool", "ProtocolError",
+           "Raised", "SandboxUnavailable", "Submission"]
