@@ -299,3 +299,11 @@ def test_the_decoder_checks_before_it_reads():
         protocol.decode_header(b'{"tensors": [["uint8", [10], 10]]}', protocol.Caps(total_bytes=5))
     with pytest.raises(protocol.ProtocolError, match="not JSON"):
         protocol.decode_header(b'[' * 100_000, protocol.Caps())
+
+
+def test_unsafe_runs_without_the_sandbox_and_says_so():
+    with pytest.warns(RuntimeWarning, match="WITHOUT a sandbox"):
+        unsafe = Pool(unsafe=True, limits=LIMITS, preload=("torch",))
+    with unsafe:
+        with unsafe.submission(["import os\nout = os.getpid() != 2", "raise SystemExit(3)"]) as sub:
+            assert sub.value("out") is True and sub.cells[1].raised.type == "SystemExit"

@@ -294,6 +294,8 @@ class Submission:
 
 
 def _ended(status: str, limits: Limits) -> str:
+    if status == "running":
+        return "it closed its connection to the grader"
     if "SIGXCPU" in status:
         return f"{status} (its CPU-time limit of {limits.cpu_s:g} s)"
     if "SIGKILL" in status:

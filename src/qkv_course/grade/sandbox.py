@@ -45,10 +45,12 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "grou
        "nsswitch.conf", "fonts", "alternatives", "mime.types")
 INSTALL = ("install bubblewrap: `sudo apt-get install bubblewrap` (Debian, Ubuntu), "
            "`sudo dnf install bubblewrap` (Fedora), or `make test`, which installs it on Debian")
-ALLOW = ("bwrap needs unprivileged user namespaces: on Ubuntu 24.04+ allow them with "
-         "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`; on older Debian "
-         "`sudo sysctl kernel.unprivileged_userns_clone=1`; in Docker run the container with "
-         "`--security-opt seccomp=unconfined --security-opt apparmor=unconfined`")
+ALLOW_USER = ("as an ordinary user bwrap needs unprivileged user namespaces: on Ubuntu 24.04+ "
+              "allow them with `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, on "
+              "older Debian with `sudo sysctl kernel.unprivileged_userns_clone=1`")
+ALLOW_ROOT = ("as root bwrap needs CAP_SYS_ADMIN to create namespaces: in a Docker container "
+              "start it with `--privileged` (or `--cap-add SYS_ADMIN --security-opt "
+              "seccomp=unconfined --security-opt apparmor=unconfined`)")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -77,7 +79,8 @@ def probe(bwrap: Optional[str] = None) -> str:
         raise SandboxUnavailable(f"{bwrap} does not run: {e}; {INSTALL}") from None
     if done.returncode != 0:
         raise SandboxUnavailable(f"{bwrap} cannot create a sandbox here: "
-                                 f"{done.stderr.strip()[-300:] or done.returncode}; {ALLOW}")
+                                 f"{done.stderr.strip()[-300:] or done.returncode}; "
+                                 f"{ALLOW_ROOT if os.geteuid() == 0 else ALLOW_USER}")
     return bwrap
 
 
