@@ -1,8 +1,21 @@
 """Trusted grading (``qkv grade``): student code in a sandbox, judged and recorded here.
 
+The untrusted half: run a submission's code in a sandbox, exchange only data.
+
+- :mod:`.client`: :class:`Pool` and :class:`Submission`, what the trusted grader drives;
+- :mod:`.sandbox`: the bubblewrap sandbox and its job slots (zygotes);
+- :mod:`.worker`: what runs inside (never imported by the grader to run anything);
+- :mod:`.protocol`: the data-only wire format and the result types;
+- :mod:`.limits`: :class:`Limits`, what one submission may spend.
+
+The grader runs each submission's code cells in a fresh child of a sandboxed zygote, calls
+what the instructor's source names through ``qkv.checks.grading.run_student`` there, receives
+plain data (tensors as raw bytes, never pickles), and judges and writes grades itself.
+
+The trusted half (the parent, which alone judges and writes):
+
 - :mod:`.plan`: what is graded, from the instructor's source (tests, check calls, seeds);
 - :mod:`.submission`: a submitted notebook read as untrusted data (which cells are the student's);
-- :mod:`.sandbox`, :mod:`.worker`, :mod:`.protocol`: the sandbox and the data-only protocol;
 - :mod:`.checks_api`: the checks' grading API (inputs, verdicts), in the trusted process;
 - :mod:`.judge`: one submission's tests through its sandbox;
 - :mod:`.results`: one result file per submission, the record;
@@ -10,3 +23,11 @@
 - :mod:`.flags`: delegation, flagged for a person;
 - :mod:`.run`, :mod:`.command`: the run (jobs, shards, summary) and the ``qkv grade`` command.
 """
+
+from .client import Pool, Submission
+from .limits import Limits
+from .protocol import CellOutcome, Failed, Missing, NotData, ProtocolError, Raised
+from .sandbox import SandboxUnavailable
+
+__all__ = ["CellOutcome", "Failed", "Limits", "Missing", "NotData", "Pool", "ProtocolError",
+           "Raised", "SandboxUnavailable", "Submission"]

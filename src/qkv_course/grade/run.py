@@ -27,7 +27,7 @@ from . import checks_api, flags, gradebook, judge, results, submission
 from .plan import Plan, course_key, notebooks, plan
 
 Job = Tuple[str, Plan, Path]
-SANDBOX = "qkv_course.grade.sandbox"  # the module with Pool (tests of the parent alone swap it)  # student, the notebook's plan, the submitted file
+SANDBOX = "qkv_course.grade"  # the module with Pool and SandboxUnavailable (tests of the parent alone swap it)  # student, the notebook's plan, the submitted file
 
 
 @dataclass
