@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "shard's result files")
     parser.add_argument("--timeout", type=float, default=60, metavar="S",
                         help="seconds one call of a student's function may run (default 60)")
+    parser.add_argument("--submission-timeout", type=float, default=120, metavar="S",
+                        help="seconds one submission may take in all, its cells and every call "
+                        "(default 120); past it, it scores what it had passed")
     parser.add_argument("--unsafe", action="store_true",
                         help="run student code WITHOUT the sandbox (where bubblewrap cannot "
                         "run); never on code you distrust")
@@ -46,12 +49,14 @@ def run(args: argparse.Namespace) -> int:
     course = require_folder(args.course, "--course").resolve()
     if not args.jobs >= 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    if not args.timeout > 0:  # NaN too
-        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+    for option, value in (("--timeout", args.timeout),
+                           ("--submission-timeout", args.submission_timeout)):
+        if not value > 0:  # NaN too
+            raise UsageError(f"{option} must be positive, got {value}")
     shard = parse_shard(args.shard)
     if args.merge and (shard or args.student or args.force):
         raise UsageError("--merge grades nothing: give it without --shard, --student or --force")
     limits = judge.Timeouts(call_s=args.timeout, value_s=min(args.timeout, 10.0))
     return main(Path(course), args.assignment, students=args.student, jobs=args.jobs,
                 shard=shard, force=args.force, unsafe=args.unsafe, merge=args.merge,
-                limits=limits)
+                limits=limits, submission_s=args.submission_timeout)

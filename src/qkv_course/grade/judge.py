@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from . import checks_api
+from .protocol import Failed, Missing, NotData
 from .plan import QUESTION, Call, Plan, Test, seed_for
 
-PASS, FAIL, ERROR, TIMEOUT = "pass", "fail", "error", "timeout"
+PASS, FAIL, ERROR, TIMEOUT = "pass", "fail", "error", "timeout"  # as qkv report counts them
+NOT_WRITTEN = "not written yet"  # the label qkv report gives an answer still raising NotImplementedError
 MESSAGE_LIMIT = 4000  # characters of a message kept (a mistake's name ends its first line)
 
 
@@ -28,6 +30,22 @@ class Timeouts:
 
     call_s: float = 60.0
     value_s: float = 10.0
+
+
+@dataclass
+class NotAnswered:
+    """A verdict the parent gives without the checks: the answer is absent or not data."""
+
+    what: str
+    passed: bool = False
+    mistake: str = ""
+    notice: str = ""
+
+    def message(self) -> str:
+        return self.what
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"passed": False, "what": self.what}
 
 
 @dataclass
@@ -52,15 +70,9 @@ class TestResult:
                 "mistake": self.mistake, "calls": self.calls, "notices": self.notices}
 
 
-def _kind(outcome: Any) -> str:
-    return type(outcome).__name__
-
-
 def _failed_reason(outcome: Any) -> Optional[str]:
     """The sandbox's reason when a call did not complete (timeout, crash, flood), else None."""
-    if _kind(outcome) == "Failed":
-        return str(getattr(outcome, "reason", outcome))
-    return None
+    return outcome.reason if isinstance(outcome, Failed) else None
 
 
 def _status_of_failure(reason: str) -> str:
@@ -80,15 +92,14 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any
     """One check call on the student's code: ``(CheckResult or None, failure reason or None)``."""
     if call.check == QUESTION:
         value = sub.value(call.answer, limits.value_s)
-        kind = _kind(value)
-        if kind == "Failed":
-            return None, _failed_reason(value)
-        if kind == "Missing":
-            return None, (f"name {call.answer!r} is not defined: run the cell that sets it, "
-                          "or set it in its answer cell")
-        if kind == "NotData":
-            return None, (f"{call.answer} is not a number or a string: the question asks for "
-                          "one")
+        if isinstance(value, Failed):
+            return None, value.reason
+        if value is Missing:
+            return NotAnswered(f"{call.answer} is not set: set it in its answer cell "
+                               f"({call.answer} = ...)"), None
+        if isinstance(value, NotData):
+            return NotAnswered(f"{call.answer} is a {value.type}: the question asks for a "
+                               "number or a string"), None
         return checks_api.question(call.question, value), None
     outcomes = []
     for args, kwargs in checks_api.calls(call.check, seed, call.options):
@@ -96,6 +107,10 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any
         reason = _failed_reason(outcome)
         if reason is not None:
             return None, reason
+        if isinstance(outcome, NotData):
+            return NotAnswered(f"{call.answer} returned a {outcome.type}, which is not what "
+                               f"{call.check[len('check_'):]} returns (a tensor, or a tuple "
+                               "of them)"), None
         outcomes.append(outcome)
     return checks_api.judge(call.check, seed, outcomes, call.options), None
 
@@ -126,8 +141,11 @@ def grade_test(sub: Any, test: Test, plan: Plan, key: bytes, student: str,
             return TestResult(test.grade_id, test.points, _status_of_failure(reason),
                               f"{call.describe()}: {reason}", None, calls, notices)
         if not result.passed:
-            return TestResult(test.grade_id, test.points, FAIL, result.message(),
-                              getattr(result, "mistake", None) or None, calls, notices)
+            kind = getattr(result, "kind", "")
+            mistake = getattr(result, "mistake", "") or (NOT_WRITTEN if kind == "not written"
+                                                         else None)
+            return TestResult(test.grade_id, test.points, TIMEOUT if kind == "timeout" else FAIL,
+                              result.message(), mistake, calls, notices)
     return TestResult(test.grade_id, test.points, PASS, "", None, calls, notices)
 
 

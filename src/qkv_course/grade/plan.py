@@ -92,6 +92,8 @@ class Plan:
         source: the source notebook (plain JSON): its test cells, hidden tests included.
         instructor_ids: every cell id of the release (a submission's cell with one of these
             ids, but not an answer's, is the instructor's and never the student's code).
+        locked: the release's locked cells (set-up, tests): grade id -> source, to say who
+            edited one (the edit changes nothing: the instructor's cell is what counts).
     """
 
     assignment: str
@@ -104,6 +106,7 @@ class Plan:
     skeleton: Dict[str, Any]
     source: Dict[str, Any]
     instructor_ids: Tuple[str, ...]
+    locked: Dict[str, str] = field(default_factory=dict)
 
     def digest(self) -> str:
         """A fingerprint of what is graded (a result graded under another plan is stale)."""
@@ -239,8 +242,10 @@ def plan(source_path: Path) -> Plan:
             else:
                 manual[gid] = points
     ids = tuple(str(c["id"]) for c in _cells(skeleton) if isinstance(c.get("id"), str))
+    locked = {nbgrader_meta(c)["grade_id"]: text(c.get("source")) for c in _cells(skeleton)
+              if nbgrader_meta(c).get("locked") and nbgrader_meta(c).get("grade_id")}
     return Plan(assignment, notebook, setup, tuple(answers), written, tuple(tests), manual,
-                skeleton, source, ids)
+                skeleton, source, ids, locked)
 
 
 def course_key(course: Path) -> bytes:

@@ -162,6 +162,9 @@ def summary_line(record: Dict[str, Any]) -> str:
               for t in record["tests"] if t["status"] != judge.PASS]
     if failed:
         line += "; failed " + ", ".join(failed)
+    edits = [p for p in record.get("problems", []) if p.startswith("edited the locked cell")]
+    if edits:
+        line += "; " + "; ".join(edits)
     if record.get("sandbox"):
         line += f"; SANDBOX STOPPED: {record['sandbox']}"
     if record.get("flags"):
@@ -172,7 +175,7 @@ def summary_line(record: Dict[str, Any]) -> str:
 def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,
                 jobs: int = 2, shard: Optional[Tuple[int, int]] = None, force: bool = False,
                 unsafe: bool = False, merge: bool = False,
-                limits: Optional[judge.Timeouts] = None,
+                limits: Optional[judge.Timeouts] = None, submission_s: Optional[float] = None,
                 echo: Callable[[str], None] = print) -> Summary:
     """Grade an assignment's submissions and (unless sharded) write the gradebook.
 
@@ -186,6 +189,7 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         unsafe: run without the sandbox (only where bubblewrap cannot run; never for a class).
         merge: grade nothing; write the gradebook from every shard's result files.
         limits: per-call time limits.
+        submission_s: seconds one submission may take in all (None: the sandbox's default).
         echo: where the summary's lines go.
     """
     started = time.monotonic()
@@ -198,7 +202,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
             j[1].digest())]
         summary.current = len(found) - len(todo)
         if todo:
-            _grade_all(course, todo, jobs, unsafe, limits or judge.Timeouts(), summary, echo)
+            _grade_all(course, todo, jobs, unsafe, limits or judge.Timeouts(), submission_s,
+                       summary, echo)
     if shard is None:
         summary.written = gradebook.write(course, plans)
     summary.seconds = time.monotonic() - started
@@ -206,7 +211,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
 
 
 def _grade_all(course: Path, todo: List[Job], jobs: int, unsafe: bool, limits: judge.Timeouts,
-               summary: Summary, echo: Callable[[str], None]) -> None:
+               submission_s: Optional[float], summary: Summary,
+               echo: Callable[[str], None]) -> None:
     sandbox = importlib.import_module(SANDBOX)
     Pool, SandboxUnavailable = sandbox.Pool, sandbox.SandboxUnavailable
     key = course_key(course)
@@ -240,7 +246,10 @@ def _grade_all(course: Path, todo: List[Job], jobs: int, unsafe: bool, limits: j
             echo(line)
 
     try:
-        with Pool(jobs, unsafe=unsafe) as pool:
+        # The course folder (gradebook, sources, other students' files) is out of the
+        # sandbox's sight, whatever folder it is under.
+        caps = {} if submission_s is None else {"limits": sandbox.Limits(wall_s=submission_s)}
+        with Pool(jobs, unsafe=unsafe, hide=[str(course)], **caps) as pool:
             threads = ThreadPoolExecutor(max_workers=jobs)
             try:
                 for future in [threads.submit(work, job) for job in todo]:

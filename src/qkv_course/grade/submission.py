@@ -111,6 +111,9 @@ def read(data: Any, plan: Plan) -> Submission:
             if theirs in seen:
                 sub.problems.append(f"a copy of the instructor's cell {theirs} (cell {i}) was "
                                     "left out")
+            elif theirs in plan.locked and source.strip() != plan.locked[theirs].strip():
+                sub.problems.append(f"edited the locked cell {theirs} (the instructor's is "
+                                    "what counts)")
             seen.add(theirs)
             anchor = theirs
             continue
