@@ -209,3 +209,33 @@ def test_unwritable_out_folder_exits_2_and_changes_nothing(small_class, capsys, 
     assert code == 2 and "cannot write to" in err and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("qkv report: cannot write")
     assert _snapshot(small_class) == before
+
+
+# --------------------------------------------------------------------------- qkv grade's records
+
+
+def _record(tests):
+    return {"student": "x", "tests": [{"grade_id": g, "points": 2.0, "status": s, "message": "m",
+                                       "mistake": m} for g, s, m in tests],
+            "manual_tests": {"test_experiment": 2.0}}
+
+
+def test_report_reads_qkv_grades_result_files_first(tmp_path, capsys):
+    from qkv_course.grade import results
+
+    course = tmp_path / "course"
+    results.write(results.path_of(course, "ann", ASSIGNMENT, "masking"), _record([
+        (CAUSAL, "fail", "inverted mask"), (PADDING, "pass", None), (SDPA, "timeout", None)]))
+    results.write(results.path_of(course, "ben", ASSIGNMENT, "masking"), _record([
+        (CAUSAL, "fail", "inverted mask"), (PADDING, "fail", None), (SDPA, "error", None)]))
+    # An autograded notebook of ann's too (as qkv grade also writes): the result file wins.
+    folder = course / "autograded" / "ann" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    cell = new_code_cell("x", metadata={"nbgrader": {"grade": True, "grade_id": CAUSAL,
+                                                     "points": 2}})
+    nbformat.write(new_notebook(cells=[cell]), str(folder / "masking.ipynb"))
+    code, out, err = _report(capsys, course, tmp_path / "out")
+    assert code == 0, err
+    rows = {(r[1], r[2]): r[3] for r in _rows(tmp_path / "out")[1:]}
+    assert rows == {(CAUSAL, "inverted mask"): "2", (PADDING, "unnamed failure"): "1",
+                    (SDPA, "timeout"): "1", (SDPA, "error"): "1"}
