@@ -193,6 +193,10 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         echo: where the summary's lines go.
     """
     started = time.monotonic()
+    # nbgrader's import (its server extensions: seconds) is needed only at the end, to write
+    # the gradebook: let it happen while the sandboxes work.
+    threading.Thread(target=importlib.import_module, args=("nbgrader.api",), daemon=True,
+                     name="qkv-grade-import-nbgrader").start()
     plans = plans_of(course, assignment)
     summary = Summary()
     if not merge:
