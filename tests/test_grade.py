@@ -25,6 +25,8 @@ from qkv_course.cli import main as qkv
 from qkv_course.grade import plan as plan_mod
 from qkv_course.grade import results, run
 
+pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
+
 KINDS = {"alice": "model", "carol": "unscaled", "frank": "blank", "erin": "edited_test"}
 
 

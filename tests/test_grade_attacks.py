@@ -22,6 +22,8 @@ import scaling_submissions as class_
 from qkv_course.cli import main as qkv
 from qkv_course.config import ROOT
 
+pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
+
 HARNESS = ROOT / "src" / "qkv" / "checks" / "_harness.py"
 SUBMISSION_S = 40  # one submission's whole time in the sandbox (the default is 120)
 SLEEP_S = 12  # each of several cells sleeps just under what a cell may take alone
@@ -182,3 +184,18 @@ def test_delegation_is_a_flag_not_a_deduction(tmp_path):
     assert record["score"] == class_.expected("model")[0]  # the grade stands
     flagged = [f for f in record["flags"] if f["test"] == "test_softmax"]
     assert flagged and any("softmax" in f["detail"] for f in flagged), record["flags"]
+
+
+def test_gradescope_runs_the_same_engine(attacked, tmp_path):
+    from qkv_course.grade import gradescope
+
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    nbformat.write(class_.submission("unscaled"), str(submission / "anything.ipynb"))
+    out = tmp_path / "results" / "results.json"
+    assert gradescope.main([str(attacked["course"]), gc.ASSIGNMENT, str(submission), str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["score"] == class_.expected("unscaled")[0]
+    failed = {t["name"] for t in result["tests"] if t["score"] < t["max_score"]}
+    assert failed == set(class_.UNSCALED_FAILS)
+    assert "no scaling" in next(t["output"] for t in result["tests"] if t["name"] in failed)
