@@ -50,9 +50,8 @@ class _Submission:
 class Pool:
     """``Pool(jobs, unsafe=...)``: submissions run in this process, one after another."""
 
-    opened = 0
 
-    def __init__(self, jobs: int, limits: Any = None, unsafe: bool = False) -> None:
+    def __init__(self, jobs: int, limits: Any = None, unsafe: bool = False, **kwargs: Any) -> None:
         self.jobs = jobs
 
     def __enter__(self) -> "Pool":
@@ -63,7 +62,6 @@ class Pool:
 
     @contextlib.contextmanager
     def submission(self, cells: List[str]) -> Iterator[_Submission]:
-        Pool.opened += 1
         yield _Submission(cells)
 
 

@@ -13,23 +13,29 @@ import io
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from qkv.checks import grading
-
 Args = Tuple[tuple, Dict[str, Any]]
 OUTPUT = threading.Lock()  # held while sys.stdout is swapped, and while the run prints
-Raised = grading.Raised
+
+
+def _grading() -> Any:
+    """The checks' grading module, imported on first use (torch: seconds, which a run spends
+    while its sandboxes start)."""
+    from qkv.checks import grading
+
+    return grading
 
 
 def calls(check: str, seed: Optional[int], options: Dict[str, Any]) -> List[Args]:
     """The ``(args, kwargs)`` of each call of the student's code a check makes with this seed."""
-    return list(grading.calls(check, seed, **options))
+    return list(_grading().calls(check, seed, **options))
 
 
 def _as_check_outcome(outcome: Any) -> Any:
     """The sandbox's ``Raised`` (its line a number) as the checks' (its line in words)."""
-    if type(outcome).__name__ == "Raised" and not isinstance(outcome, Raised):
+    raised = _grading().Raised
+    if type(outcome).__name__ == "Raised" and not isinstance(outcome, raised):
         line = getattr(outcome, "line", None)
-        return Raised(str(outcome.type), str(outcome.message),
+        return raised(str(outcome.type), str(outcome.message),
                       f"line {line} of your cell" if isinstance(line, int) else "")
     return outcome
 
@@ -37,7 +43,7 @@ def _as_check_outcome(outcome: Any) -> Any:
 def judge(check: str, seed: Optional[int], outcomes: List[Any], options: Dict[str, Any]) -> Any:
     """The check's verdict (a ``CheckResult``) on the student's outcomes, one per call: what
     ``run_student`` returned in the sandbox, or what the student's code raised."""
-    return grading.judge(check, seed, [_as_check_outcome(o) for o in outcomes], **options)
+    return _grading().judge(check, seed, [_as_check_outcome(o) for o in outcomes], **options)
 
 
 def question(name: str, answer: Any) -> Any:
@@ -45,10 +51,10 @@ def question(name: str, answer: Any) -> Any:
     # Its praise is for a kernel, not this run. sys.stdout is one for all threads: hold
     # OUTPUT while it is swapped (the run's lines are printed under the same lock).
     with OUTPUT, contextlib.redirect_stdout(io.StringIO()):
-        return grading.question(name, answer)
+        return _grading().question(name, answer)
 
 
 def known(check: str) -> bool:
     """Whether the checks have a check of this name, e.g. ``check_softmax`` (or
     ``check_question``)."""
-    return check == "check_question" or check in grading.CHECKS
+    return check == "check_question" or check in _grading().CHECKS

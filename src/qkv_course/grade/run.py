@@ -72,16 +72,36 @@ def in_shard(students: Sequence[str], shard: Optional[Tuple[int, int]]) -> List[
     return ordered[k - 1::n]
 
 
-def plans_of(course: Path, assignment: str) -> Dict[str, Plan]:
-    """Every notebook's plan; an unknown check in a test cell is the instructor's error."""
-    plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
+def check_plans(plans: Dict[str, Plan]) -> None:
+    """Raise :class:`UsageError` for a test cell calling a check that does not exist (the
+    instructor's error, said before any grade is recorded)."""
     for p in plans.values():
         for test in p.tests:
             for call in test.calls:
                 if not checks_api.known(call.check):
-                    raise UsageError(f"{assignment}/{p.notebook}: test {test.grade_id} calls "
+                    raise UsageError(f"{p.assignment}/{p.notebook}: test {test.grade_id} calls "
                                      f"{call.check}, which qkv.checks does not have")
+
+
+def plans_of(course: Path, assignment: str) -> Dict[str, Plan]:
+    """Every notebook's plan, checked (:func:`check_plans`)."""
+    plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
+    check_plans(plans)
     return plans
+
+
+def _warm(pool: Any, jobs: int) -> None:
+    """Start every slot's sandbox now, in parallel (one empty submission each), while this
+    process imports torch and the checks; a sandbox that cannot start says so later."""
+    def one() -> None:
+        try:
+            with pool.submission([]):
+                pass
+        except Exception:  # noqa: BLE001 (the first real submission raises it again)
+            pass
+
+    for _ in range(jobs):
+        threading.Thread(target=one, daemon=True, name="qkv-grade-warm").start()
 
 
 def find_jobs(course: Path, assignment: str, plans: Dict[str, Plan],
@@ -197,7 +217,7 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
     # the gradebook: let it happen while the sandboxes work.
     threading.Thread(target=importlib.import_module, args=("nbgrader.api",), daemon=True,
                      name="qkv-grade-import-nbgrader").start()
-    plans = plans_of(course, assignment)
+    plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
     summary = Summary()
     if not merge:
         found = find_jobs(course, assignment, plans, students, shard)
@@ -206,15 +226,18 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
             j[1].digest())]
         summary.current = len(found) - len(todo)
         if todo:
-            _grade_all(course, todo, jobs, unsafe, limits or judge.Timeouts(), submission_s,
-                       summary, echo)
+            _grade_all(course, plans, todo, jobs, unsafe, limits or judge.Timeouts(),
+                       submission_s, summary, echo)
+    else:
+        check_plans(plans)
     if shard is None:
         summary.written = gradebook.write(course, plans)
     summary.seconds = time.monotonic() - started
     return summary
 
 
-def _grade_all(course: Path, todo: List[Job], jobs: int, unsafe: bool, limits: judge.Timeouts,
+def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int, unsafe: bool,
+               limits: judge.Timeouts,
                submission_s: Optional[float], summary: Summary,
                echo: Callable[[str], None]) -> None:
     sandbox = importlib.import_module(SANDBOX)
@@ -254,6 +277,8 @@ def _grade_all(course: Path, todo: List[Job], jobs: int, unsafe: bool, limits: j
         # sandbox's sight, whatever folder it is under.
         caps = {} if submission_s is None else {"limits": sandbox.Limits(wall_s=submission_s)}
         with Pool(jobs, unsafe=unsafe, hide=[str(course)], **caps) as pool:
+            _warm(pool, min(jobs, len(todo)))
+            check_plans(plans)  # imports torch and the checks while the sandboxes start
             threads = ThreadPoolExecutor(max_workers=jobs)
             try:
                 for future in [threads.submit(work, job) for job in todo]:
