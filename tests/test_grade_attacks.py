@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -121,7 +121,7 @@ def _timestamp(course: Path, student: str, assignment: str) -> Any:
 
 
 def _record_grades(gb: Any, node: Any, plan: Plan, student: str) -> None:
-    """nbgrader's SaveAutoGrades on the autograded notebook, with checkless tests left to a person."""
+    """nbgrader's SaveAutoGrades on the autograded notebook (checkless tests: for a person)."""
     from nbgrader import utils
 
     for cell in node.cells:

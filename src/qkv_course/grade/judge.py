@@ -20,7 +20,7 @@ from .protocol import Failed, Missing, NotData
 from .plan import QUESTION, Call, Plan, Test, seed_for
 
 PASS, FAIL, ERROR, TIMEOUT = "pass", "fail", "error", "timeout"  # as qkv report counts them
-NOT_WRITTEN = "not written yet"  # the label qkv report gives an answer still raising NotImplementedError
+NOT_WRITTEN = "not written yet"  # qkv report's label for an answer raising NotImplementedError
 MESSAGE_LIMIT = 4000  # characters of a message kept (a mistake's name ends its first line)
 
 
@@ -128,7 +128,7 @@ def grade_test(sub: Any, test: Test, plan: Plan, key: bytes, student: str,
                               notices)
         try:
             result, reason = run_call(sub, call, seed, limits)
-        except Exception as e:  # noqa: BLE001 (the check failed to judge: never the student's fault)
+        except Exception as e:  # noqa: BLE001 (the check could not judge: not the student's fault)
             result, reason = None, f"the grader could not judge this call: {type(e).__name__}: {e}"
             record["grader_error"] = True
         if result is not None:

@@ -256,7 +256,8 @@ def course_key(course: Path) -> bytes:
     except FileExistsError:
         key = path.read_text(encoding="ascii").strip()
         if len(key) < 32:
-            raise UsageError(f"{path} is not a key qkv grade wrote: move it away to start a new one")
+            raise UsageError(f"{path} is not a key qkv grade wrote: move it away to start a "
+                             "new one")
         return key.encode()
     key = secrets.token_hex(32)
     with os.fdopen(fd, "w", encoding="ascii") as f:

@@ -18,31 +18,16 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..graded import UsageError, did_you_mean
 from . import checks_api, flags, gradebook, judge, results, submission
+from .summary import Summary, report, summary_line
 from .plan import Plan, course_key, notebooks, plan
 
-Job = Tuple[str, Plan, Path]
-SANDBOX = "qkv_course.grade"  # the module with Pool and SandboxUnavailable (tests of the parent alone swap it)  # student, the notebook's plan, the submitted file
-
-
-@dataclass
-class Summary:
-    """What a run did: a line per submission, and counts."""
-
-    lines: List[str] = field(default_factory=list)
-    graded: int = 0
-    current: int = 0
-    unreadable: int = 0
-    sandbox_failed: int = 0
-    flagged: int = 0
-    written: int = 0
-    errors: int = 0
-    seconds: float = 0.0
+Job = Tuple[str, Plan, Path]  # student, the notebook's plan, the submitted file
+SANDBOX = "qkv_course.grade"  # where Pool and SandboxUnavailable live (tests of the parent swap it)
 
 
 def parse_shard(value: Optional[str]) -> Optional[Tuple[int, int]]:
@@ -172,26 +157,6 @@ def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[s
                    time.monotonic() - start)
 
 
-def summary_line(record: Dict[str, Any]) -> str:
-    """One line for one submission: points, what failed, what stopped it, flags."""
-    name = f"{record['student']} {record['assignment']}/{record['notebook']}"
-    line = f"{name}: {record['score']:g}/{record['max_score']:g}"
-    if record.get("unreadable"):
-        return line + f" (UNREADABLE: {record['unreadable']})"
-    failed = [f"{t['grade_id']} ({t.get('mistake') or t['status']})"
-              for t in record["tests"] if t["status"] != judge.PASS]
-    if failed:
-        line += "; failed " + ", ".join(failed)
-    edits = [p for p in record.get("problems", []) if p.startswith("edited the locked cell")]
-    if edits:
-        line += "; " + "; ".join(edits)
-    if record.get("sandbox"):
-        line += f"; SANDBOX STOPPED: {record['sandbox']}"
-    if record.get("flags"):
-        line += f"; FLAGGED for review ({len(record['flags'])}: {record['flags'][0]['detail']})"
-    return line
-
-
 def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,
                 jobs: int = 2, shard: Optional[Tuple[int, int]] = None, force: bool = False,
                 unsafe: bool = False, merge: bool = False,
@@ -292,24 +257,6 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
         raise UsageError(f"the sandbox cannot run here ({e}); install bubblewrap "
                          "(apt-get install bubblewrap) or, on a machine of your own with no "
                          "student code you distrust, pass --unsafe") from None
-
-
-def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]]) -> str:
-    """The run's closing lines."""
-    rate = summary.graded / summary.seconds if summary.seconds and summary.graded else 0.0
-    lines = [f"qkv grade {assignment}: {summary.graded} graded, {summary.current} already "
-             f"graded (--force grades them again), {summary.unreadable} unreadable, "
-             f"{summary.sandbox_failed} stopped by the sandbox, {summary.flagged} flagged for "
-             f"review; {summary.seconds:.1f} s ({rate:.2f} notebooks/s)"]
-    if summary.errors:
-        lines.append(f"{summary.errors} submission(s) NOT graded because the grader failed: "
-                     "run the same command again")
-    if shard is None:
-        lines.append(f"gradebook.db and autograded/: {summary.written} submission(s) written")
-    else:
-        lines.append(f"shard {shard[0]}/{shard[1]}: result files written; when every shard "
-                     f"is done, run `qkv grade {assignment} --merge` to write the gradebook")
-    return "\n".join(lines)
 
 
 def main(course: Path, assignment: str, **options: Any) -> int:
