@@ -47,8 +47,15 @@ def course(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pool(course):
-    with Pool(jobs=1, limits=LIMITS, hide=[str(course)], preload=PRELOAD) as p:
+def pool(course, tmp_path_factory):
+    # These tests are about the sandbox, not the checks: a stand-in ``qkv`` without
+    # ``qkv.checks.grading`` makes the worker call the named object plainly (its fallback),
+    # so ``sub.call("c", name, args)`` is ``name(*args)``.
+    stub = tmp_path_factory.mktemp("stub") / "qkv"
+    stub.mkdir()
+    (stub / "__init__.py").write_text('"""A stand-in for the course package."""\n')
+    with Pool(jobs=1, limits=LIMITS, hide=[str(course)], preload=PRELOAD,
+              qkv_path=str(stub)) as p:
         yield p
 
 
