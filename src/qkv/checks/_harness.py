@@ -58,7 +58,15 @@ class Raised:
 class ExerciseRule(Exception):
     """Raised by a ``run_student`` when the answer is not usable as the exercise asks
     (a module without its ``nn.Linear`` layers, a forward that changes them...); the
-    message is shown as it is."""
+    message is shown as it is, and a hint given as a second argument after ``Look at:``
+    (it crosses in the message, after :data:`HINT_MARK`)."""
+
+    def __init__(self, what: str, hint: str = "") -> None:
+        super().__init__(what + (HINT_MARK + hint if hint else ""))
+
+
+#: Where an :class:`ExerciseRule`'s message ends and its hint begins.
+HINT_MARK = "\n(hint) "
 
 
 class InputsChanged(Exception):
@@ -229,7 +237,8 @@ def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict,
     if raised.type == "InputsChanged":
         raise _Failed("inputs modified in place", _INPUTS_CHANGED_HINT)
     if raised.type in ("ExerciseRule", "NotRepeatable"):
-        raise _Failed(raised.message, _RULE_HINTS.get(raised.type, ""))
+        what, _, hint = raised.message.partition(HINT_MARK)
+        raise _Failed(what, hint or _RULE_HINTS.get(raised.type, ""))
     at = f"\n  at {raised.line}" if raised.line else ""
     shown = f"{raised.type}: {(raised.message.strip().splitlines() or [''])[0]}"
     m = _match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol)
