@@ -24,6 +24,7 @@ import scaling_submissions as class_
 from qkv_course.cli import main as qkv
 from qkv_course.grade import plan as plan_mod
 from qkv_course.grade import results, run
+from qkv_course.graded import questions
 
 pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
 
@@ -72,9 +73,13 @@ def test_grades_are_what_nbgrader_gives(graded):
 def test_autograded_notebook_carries_each_failing_message(graded):
     nb = nbformat.read(str(graded / "autograded" / "carol" / gc.ASSIGNMENT / gc.NOTEBOOK), 4)
     outputs = {class_.grade_id(c): c.get("outputs", []) for c in nb.cells if c.cell_type == "code"}
-    [error] = outputs["test_attention_scores"]
+    *data, error = outputs["test_attention_scores"]
     assert error.output_type == "error" and error.ename == "AssertionError"
     assert "no scaling" in error.evalue
+    # The check's result as data too, where qkv progress and qkv report read it.
+    found = {q.grade_id: q.outcome for q in questions(nb)}
+    assert found["test_attention_scores"].mistake == "no scaling"
+    assert found["test_softmax"].status == "pass"
     assert outputs["test_softmax"] == []
     hidden = next(c.source for c in nb.cells if class_.grade_id(c) == "test_softmax")
     assert "seed=None" in hidden  # the instructor's test cell, hidden tests included

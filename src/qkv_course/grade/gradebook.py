@@ -46,6 +46,19 @@ def _error_output(status: str, message: str) -> Dict[str, Any]:
                           for i, line in enumerate(message.splitlines() or [""])]}
 
 
+def _result_outputs(test: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The failing check's result as data, where ``qkv progress`` and ``qkv report`` read it
+    in a kernel's outputs (:func:`qkv.checks.result.show`)."""
+    from qkv.checks.result import MIME
+
+    failed = [c for c in test.get("calls", []) if "exercise" in c and not c.get("passed")]
+    if not failed:
+        return []
+    fields = {k: v for k, v in failed[-1].items() if k not in ("call",)}
+    return [{"output_type": "display_data", "metadata": {},
+             "data": {MIME: fields, "text/plain": ""}}]
+
+
 def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
     """The autograded notebook of one submission, as plain JSON (nbformat 4.5)."""
     tests = {t["grade_id"]: t for t in record.get("tests", [])}
@@ -60,7 +73,7 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
     def add_student_cells(anchor: Any) -> None:
         for source in added.pop(anchor, []):
             cells.append({"cell_type": "code", "id": f"added-{len(cells)}", "metadata": {},
-                          "execution_count": None, "outputs": [], "source": source})
+                          "execution_count": len(cells) + 1, "outputs": [], "source": source})
 
     add_student_cells(None)
     for original in plan.skeleton.get("cells", []):
@@ -69,8 +82,8 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
         gid = meta.get("grade_id")
         cell["metadata"] = {"nbgrader": meta} if meta else {}
         cell["source"] = text(cell.get("source"))  # one string, as nbgrader's checksums read it
-        if cell.get("cell_type") == "code":
-            cell["outputs"], cell["execution_count"] = [], None
+        if cell.get("cell_type") == "code":  # numbered as run (qkv report: a test that ran)
+            cell["outputs"], cell["execution_count"] = [], len(cells) + 1
         if gid in answers:
             cell["source"] = answers[gid]
         elif gid in written:
@@ -82,7 +95,8 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
                 cell["outputs"] = [{"output_type": "stream", "name": "stdout",
                                     "text": WAITS + "\n"}]
             elif result["status"] != PASS:
-                cell["outputs"] = [_error_output(result["status"], result["message"])]
+                cell["outputs"] = _result_outputs(result) + [
+                    _error_output(result["status"], result["message"])]
         cells.append(cell)
         add_student_cells(cell.get("id"))
         if gid and gid != cell.get("id"):
