@@ -249,3 +249,24 @@ def test_hostile_files_cost_only_their_own_grade(empty_course, tmp_path, fake_sa
     assert got == {"newer": full, "pasted": full, "huge": full, "broken": full - softmax,
                    "honest": full, "garbage": 0, "list": 0}
     assert "garbage 04-scaling/scaling: 0/10 (UNREADABLE" in out
+
+
+def test_a_grader_failure_records_nothing_and_says_so(empty_course, tmp_path, fake_sandbox,
+                                                      monkeypatch, capsys):
+    from qkv_course.grade import checks_api
+
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in a check")
+
+    monkeypatch.setattr(checks_api, "judge", broken)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert "ann 04-scaling/scaling: NOT GRADED, the grader failed" in out
+    assert "a bug in a check" in out
+    assert not results.path_of(course, "ann", gc.ASSIGNMENT, "scaling").exists()
+    monkeypatch.undo()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert gc.scores(course)["ann"]["score"] == class_.expected("model")[0]

@@ -32,6 +32,10 @@ class Timeouts:
     value_s: float = 10.0
 
 
+class GraderError(Exception):
+    """The grader itself failed on a call (a bug in a check): no grade is recorded."""
+
+
 @dataclass
 class NotAnswered:
     """A verdict the parent gives without the checks: the answer is absent or not data."""
@@ -76,7 +80,9 @@ def _failed_reason(outcome: Any) -> Optional[str]:
 
 
 def _status_of_failure(reason: str) -> str:
-    return TIMEOUT if "time" in reason.lower() else ERROR
+    """``timeout`` for a limit of time (the sandbox's words), ``error`` for anything else."""
+    words = ("did not finish", "time", "cpu")
+    return TIMEOUT if any(w in reason.lower() for w in words) else ERROR
 
 
 def _result_json(result: Any) -> Dict[str, Any]:
@@ -128,9 +134,11 @@ def grade_test(sub: Any, test: Test, plan: Plan, key: bytes, student: str,
                               notices)
         try:
             result, reason = run_call(sub, call, seed, limits)
-        except Exception as e:  # noqa: BLE001 (the check could not judge: not the student's fault)
-            result, reason = None, f"the grader could not judge this call: {type(e).__name__}: {e}"
-            record["grader_error"] = True
+        except Exception as e:
+            # The checks judge every answer without raising: this is the grader's own fault,
+            # never a grade. Nothing is recorded for the submission; the run says so.
+            raise GraderError(f"{test.grade_id}: {call.describe()}: {type(e).__name__}: "
+                              f"{e}") from e
         if result is not None:
             record.update(_result_json(result))
             notice = getattr(result, "notice", None)
