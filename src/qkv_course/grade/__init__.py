@@ -1,9 +1,10 @@
 """The untrusted half of ``qkv grade``: run a submission's code in a sandbox, exchange only data.
 
 - :mod:`.client`: :class:`Pool` and :class:`Submission`, what the trusted grader drives;
-- :mod:`.sandbox`: the bubblewrap sandbox and its job slots (zygotes);
-- :mod:`.worker`: what runs inside (never imported by the grader to run anything);
-- :mod:`.protocol`: the data-only wire format and the result types;
+- :mod:`.sandbox`: the bubblewrap sandbox (what it sees, its namespaces); :mod:`.slot`: a job
+  slot, one sandbox whose zygote forks a child per submission;
+- :mod:`.zygote` and :mod:`.worker`: what runs inside (the grader never runs them itself);
+- :mod:`.protocol`: the data-only wire format; :mod:`.results`: what comes back besides data;
 - :mod:`.limits`: :class:`Limits`, what one submission may spend.
 
 The grader runs each submission's code cells in a fresh child of a sandboxed zygote, calls
@@ -13,7 +14,8 @@ plain data (tensors as raw bytes, never pickles), and judges and writes grades i
 
 from .client import Pool, Submission
 from .limits import Limits
-from .protocol import CellOutcome, Failed, Missing, NotData, ProtocolError, Raised
+from .protocol import ProtocolError
+from .results import CellOutcome, Failed, Missing, NotData, Raised
 from .sandbox import SandboxUnavailable
 
 __all__ = ["CellOutcome", "Failed", "Limits", "Missing", "NotData", "Pool", "ProtocolError",

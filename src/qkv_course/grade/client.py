@@ -38,10 +38,11 @@ from importlib.util import find_spec
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .limits import Limits
-from .protocol import (CellOutcome, ChannelClosed, Deadline, Failed, Missing, NotData,
-                       ProtocolError, Raised)
-from .sandbox import (BOOT, SandboxUnavailable, Slot, SlotBroken, bwrap_command,
-                      environment, hidden_roots, make_library, probe, sandbox_uid, visible_paths)
+from .protocol import ChannelClosed, Deadline, ProtocolError
+from .results import CellOutcome, Failed, Missing, NotData, Raised
+from .sandbox import (BOOT, SandboxUnavailable, bwrap_command, environment, hidden_roots,
+                      make_library, probe, sandbox_uid, visible_paths)
+from .slot import Slot, SlotBroken
 
 PRELOAD = ("numpy", "torch", "qkv", "IPython.core.inputtransformer2", "matplotlib.pyplot")
 UNSAFE_WARNING = ("grading WITHOUT a sandbox (unsafe): submissions run with your rights and can "

@@ -15,9 +15,6 @@ the header's length, the tree's depth and size, each tensor's rank and the total
 bytes, and checks ``prod(shape) * itemsize == nbytes`` before it reads a byte of a tensor.
 Anything else (bad JSON, an unknown dtype, a wrong length, a stream that ends early) raises
 :class:`ProtocolError` for that submission only.
-
-The result types the grader receives (:class:`Raised`, :class:`Failed`, :class:`NotData`,
-:data:`Missing`, :class:`CellOutcome`) are defined here so that both sides share them.
 """
 
 from __future__ import annotations
@@ -70,62 +67,6 @@ class Caps:
     nodes: int = 100_000
     rank: int = 16
     text: int = 1 << 20
-
-
-# ---------------------------------------------------------------- results shared by both sides
-@dataclass(frozen=True)
-class Raised:
-    """The submission's code raised: the exception's type name, its message, the line in the cell."""
-
-    type: str
-    message: str
-    line: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class Failed:
-    """No answer: the worker crashed, ran out of time or memory, or broke the protocol."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class NotData:
-    """The value exists but is not data that may cross (a module, a function, an object...)."""
-
-    type: str
-
-
-class _MissingType:
-    """The name is not defined in the submission's namespace."""
-
-    _instance: Optional["_MissingType"] = None
-
-    def __new__(cls) -> "_MissingType":
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "Missing"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-Missing = _MissingType()
-
-
-@dataclass(frozen=True)
-class CellOutcome:
-    """One code cell of the submission: ``raised`` is ``None`` when it ran to its end."""
-
-    index: int
-    raised: Optional[Raised] = None
-
-    @property
-    def ok(self) -> bool:
-        return self.raised is None
 
 
 # ---------------------------------------------------------------- encoding (either side)
