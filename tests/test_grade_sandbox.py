@@ -307,3 +307,13 @@ def test_unsafe_runs_without_the_sandbox_and_says_so():
     with unsafe:
         with unsafe.submission(["import os\nout = os.getpid() != 2", "raise SystemExit(3)"]) as sub:
             assert sub.value("out") is True and sub.cells[1].raised.type == "SystemExit"
+
+
+def test_a_hidden_folder_under_a_visible_one_is_covered(monkeypatch, tmp_path):
+    course = tmp_path / "course"
+    libs = course / ".venv" / "lib" / "site-packages"
+    libs.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(libs), str(REPO / "src")])
+    binds, covers = sandbox.visible_paths([str(course), "/usr/share/doc"])
+    assert str(libs) not in binds and str(REPO / "src") not in binds
+    assert "/usr/share/doc" in covers

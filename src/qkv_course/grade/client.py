@@ -23,11 +23,9 @@ process its own ``Pool(jobs=1)``.
 
 from __future__ import annotations
 
-import os
 import queue
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -40,8 +38,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .limits import Limits
 from .protocol import ChannelClosed, Deadline, ProtocolError
 from .results import CellOutcome, Failed, Missing, NotData, Raised
-from .sandbox import (BOOT, SandboxUnavailable, bwrap_command, environment, hidden_roots,
-                      make_library, probe, sandbox_uid, visible_paths)
+from .sandbox import (SandboxUnavailable, hidden_roots, make_library, probe, visible_paths,
+                      zygote_command)
 from .slot import Slot, SlotBroken
 
 PRELOAD = ("numpy", "torch", "qkv", "IPython.core.inputtransformer2", "matplotlib.pyplot")
@@ -123,22 +121,12 @@ class Pool:
     # -- slots
     def _launch(self, ctl_fd: int) -> Tuple["subprocess.Popen[bytes]", Any]:
         log = tempfile.TemporaryFile()
-        # the grader's sys.path entries the sandbox sees (others are hidden or Python's own)
-        sys_path = [os.path.realpath(p) for p in sys.path if p and os.path.realpath(p) in self._binds]
+        tmp = None
         if self.unsafe:
             tmp = tempfile.mkdtemp(prefix="qkv-grade-unsafe-")
             self._temps.append(tmp)
-            config = {"ctl_fd": ctl_fd, "sandboxed": False, "tmp": tmp,
-                      "preload": self._preload, "sys_path": sys_path}
-            argv = [sys.executable, "-I", "-B", "-c", BOOT.format(lib=self._lib),
-                    _json(config)]
-            kwargs: Dict[str, Any] = {"env": environment(self.limits, tmp), "cwd": tmp}
-        else:
-            config = {"ctl_fd": ctl_fd, "sandboxed": True, "tmp": "/tmp", "uid": sandbox_uid(),
-                      "preload": self._preload, "sys_path": sys_path}
-            argv = bwrap_command(self._bwrap, self._lib, self.limits, self._binds,
-                                 self._covers, config)
-            kwargs = {}
+        argv, kwargs = zygote_command(self._bwrap, self._lib, self.limits, self._binds,
+                                      self._covers, self._preload, ctl_fd, unsafe_tmp=tmp)
         future = self._spawner.submit(subprocess.Popen, argv, pass_fds=[ctl_fd],
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                       start_new_session=True, **kwargs)
@@ -313,11 +301,6 @@ def _raised(data: Any) -> Optional[Raised]:
             and (data.get("line") is None or type(data.get("line")) is int)):
         raise ProtocolError("an exception's description is not (type, message, line)")
     return Raised(data["type"][:200], data["message"][:4000], data.get("line"))
-
-
-def _json(value: Any) -> str:
-    import json
-    return json.dumps(value)
 
 
 def _close(slots: List[Slot], spawner: ThreadPoolExecutor, lib: str, temps: List[str]) -> None:

@@ -162,7 +162,9 @@ def visible_paths(hide: Sequence[str]) -> Tuple[List[str], List[str]]:
                 and not any(os.path.isdir(os.path.join(real, n)) for n in ("qkv", "qkv_course")):
             binds.add(real)
     binds = {b for b in binds if b != "/" and not _under(b, "/usr") and os.path.isdir(b)}
-    covers = [h for h in hidden if any(_under(h, b) and h != b for b in binds)]
+    system = ["/usr", *(t for t in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+                        if os.path.isdir(t) and not os.path.islink(t))]
+    covers = [h for h in hidden if any(_under(h, b) and h != b for b in [*system, *binds])]
     return sorted(binds, key=len), covers
 
 
@@ -235,3 +237,23 @@ def bwrap_command(bwrap: str, lib: str, limits: Limits, binds: Sequence[str],
     for k, v in environment(limits, "/tmp").items():
         args += ["--setenv", k, v]
     return args + [sys.executable, "-I", "-B", "-c", BOOT.format(lib=INSIDE_LIB), json.dumps(config)]
+
+
+def zygote_command(bwrap: str, lib: str, limits: Limits, binds: Sequence[str],
+                   covers: Sequence[str], preload: Sequence[str], ctl_fd: int,
+                   unsafe_tmp: Optional[str] = None) -> Tuple[List[str], Dict[str, Any]]:
+    """The command that starts a slot's zygote, and Popen's extra arguments for it.
+
+    Args:
+        ctl_fd: the zygote's end of its control socket (inherited at the same number).
+        unsafe_tmp: run without bwrap (unsafe), in this folder; ``None``: in the sandbox.
+    """
+    # the grader's sys.path entries the sandbox sees (the others are hidden or Python's own)
+    sys_path = [os.path.realpath(p) for p in sys.path if p and os.path.realpath(p) in binds]
+    config = {"ctl_fd": ctl_fd, "sandboxed": unsafe_tmp is None, "tmp": unsafe_tmp or "/tmp",
+              "uid": None if unsafe_tmp else sandbox_uid(), "preload": list(preload),
+              "sys_path": sys_path}
+    if unsafe_tmp is None:
+        return bwrap_command(bwrap, lib, limits, binds, covers, config), {}
+    argv = [sys.executable, "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(config)]
+    return argv, {"env": environment(limits, unsafe_tmp), "cwd": unsafe_tmp}
