@@ -151,6 +151,27 @@ def test_a_daemon_is_gone_after_its_submission(pool):
     assert tmp == ["submission"], f"the last submission's files are still there: {tmp}"
 
 
+def test_the_zygote_is_out_of_reach(pool):
+    failed, _, out = run(pool, """
+import ctypes, os
+out = []
+for path in [f"/proc/{os.getppid()}/mem", f"/proc/{os.getppid()}/environ", "/proc/1/environ"]:
+    try:
+        open(path, "rb").read(1)
+        out.append(path)
+    except OSError:
+        pass
+try:
+    os.listdir(f"/proc/{os.getppid()}/fd")
+    out.append("fd")
+except OSError:
+    pass
+if ctypes.CDLL(None).ptrace(16, os.getppid(), 0, 0) == 0:  # PTRACE_ATTACH
+    out.append("ptrace")
+""")
+    assert failed is None and out == [], f"the submission reached the zygote: {out}"
+
+
 @pytest.mark.parametrize("cell", ["import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
                                   "import os, signal\nos.kill(1, signal.SIGKILL)\nos.kill(-1, 9)"])
 def test_killing_the_sandbox_costs_only_that_submission(pool, cell):

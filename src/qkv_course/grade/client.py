@@ -147,12 +147,12 @@ class Pool:
                                              f"{detail}") from None
         raise AssertionError("unreachable")
 
-    def _give_back(self, slot: Slot, pid: Optional[int]) -> str:
+    def _give_back(self, slot: Slot, pid: Optional[int], grace_s: float = 0) -> str:
         """End the submission's processes and return the slot; how its child ended."""
         status = "gone"
         try:
             if slot.alive:
-                status = slot.reset(pid)
+                status = slot.reset(pid, grace_s=grace_s)
             if not self.zygote:
                 slot.kill()
         except SlotBroken:
@@ -228,7 +228,7 @@ class Submission:
             except ProtocolError:
                 pass
         self._channel.close()
-        self._status = self._pool._give_back(self._slot, self._pid)
+        self._status = self._pool._give_back(self._slot, self._pid, 0.2)
 
     def __enter__(self) -> "Submission":
         return self
@@ -270,7 +270,9 @@ class Submission:
         """Record why this submission has no more answers; end its processes now."""
         self._done = True
         self._channel.close()
-        status = self._pool._give_back(self._slot, self._pid)
+        # a closed connection: the child is probably exiting; give it a moment to say how
+        status = self._pool._give_back(self._slot, self._pid,
+                                       0.5 if isinstance(error, ChannelClosed) else 0)
         if isinstance(error, Deadline):
             limit = limit or f"the submission's wall-clock limit ({self.limits.wall_s:g} s)"
             reason = f"{what} did not finish within {limit}"

@@ -22,6 +22,7 @@ is missing and how to install or allow it.
 from __future__ import annotations
 
 import compileall
+import itertools
 import json
 import os
 import shutil
@@ -102,7 +103,7 @@ def _supports(bwrap: str, option: str) -> bool:
     return option in out.stdout + out.stderr
 
 
-_next_uid = [0]
+_uids = itertools.count(1)  # next() on it is atomic: slots start from several threads
 
 
 def sandbox_uid() -> Optional[int]:
@@ -110,8 +111,7 @@ def sandbox_uid() -> Optional[int]:
     that ``RLIMIT_NPROC`` counts that sandbox's processes alone. Otherwise ``None``."""
     if os.geteuid() != 0:
         return None
-    _next_uid[0] += 1
-    return 1_500_000_000 + (os.getpid() % 100_000) * 1000 + _next_uid[0] % 1000
+    return 1_500_000_000 + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000
 
 
 def _system_binds() -> List[str]:

@@ -84,9 +84,9 @@ class Slot:
         caps = Caps(total_bytes=limits.reply_mb << 20)
         return answer["pid"], Channel(mine, caps)
 
-    def reset(self, pid: Optional[int], timeout_s: float = 30) -> str:
+    def reset(self, pid: Optional[int], timeout_s: float = 30, grace_s: float = 0) -> str:
         """End everything the last submission started; how its child ended (``"running"``...)."""
-        self._order({"op": "reset", "pid": pid})
+        self._order({"op": "reset", "pid": pid, "grace_s": grace_s})
         status = self._answer(timeout_s).get("status")
         if not isinstance(status, str):
             raise SlotBroken("the zygote did not say how the submission ended")

@@ -7,7 +7,7 @@ child subreaper (a daemon's orphans come back to it), then waits on its control 
 
 - ``{"op": "fork", "limits": {...}}`` with a socket attached (``SCM_RIGHTS``): fork a child
   that runs one submission over that socket (:func:`.worker.serve`), answer ``{"pid": pid}``;
-- ``{"op": "reset", "pid": pid}``: end every process in the sandbox but its init and the zygote
+- ``{"op": "reset", "pid": pid, "grace_s": s}``: end every process in the sandbox but its init and the zygote
   (``kill(-1, SIGKILL)`` until none is left: a daemon cannot leave the PID namespace), empty
   ``/tmp``, remove System V IPC objects, and answer ``{"status": how the child ended}``.
 
@@ -72,7 +72,7 @@ def main() -> None:
             os.close(fds[0])
             ctl.send(json.dumps({"pid": pid}).encode())
         elif order.get("op") == "reset":
-            status = _end_all(order.get("pid"), config)
+            status = _end_all(order.get("pid"), config, order.get("grace_s") or 0)
             ctl.send(json.dumps({"status": status}).encode())
         else:
             for fd in fds:
@@ -98,9 +98,10 @@ def _prepare(config: Dict[str, Any]) -> int:
     for name in config.get("preload", []):
         importlib.import_module(name)
     _run_student = load_run_student()
-    import torch
-    torch.set_num_threads(1)
-    torch.ones(8, 8) @ torch.ones(8, 8)  # torch's lazy start-up, paid once here
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)  # no thread pool in the zygote: fork copies only one thread
+        torch.ones(8, 8) @ torch.ones(8, 8)  # torch's lazy start-up, paid once here
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace, no /proc/<pid>/mem from a child
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans (daemons) come back to us
@@ -109,15 +110,23 @@ def _prepare(config: Dict[str, Any]) -> int:
     return int(vm.split()[1]) * 1024
 
 
-def _end_all(pid: Optional[int], config: Dict[str, Any]) -> str:
-    """End the submission's processes, every one; empty the writable folder. How it ended."""
+def _end_all(pid: Optional[int], config: Dict[str, Any], grace_s: float = 0) -> str:
+    """End the submission's processes, every one; empty the writable folder. How it ended.
+
+    ``grace_s``: how long the child may take to finish exiting first (its socket closes before
+    the kernel has made it a zombie, so one that was just killed by a limit may still show).
+    """
     status = "gone"
-    if pid:
+    end = time.monotonic() + min(max(float(grace_s), 0), 2)
+    while pid:
         try:
             done, code = os.waitpid(pid, os.WNOHANG)
-            status = _describe(code) if done else "running"
         except ChildProcessError:
-            pass
+            break
+        if done or time.monotonic() >= end:
+            status = _describe(code) if done else "running"
+            break
+        time.sleep(0.005)
     me = os.getpid()
     for _ in range(100_000):
         if config["sandboxed"]:
@@ -249,8 +258,9 @@ def _child(ctl: socket.socket, fd: int, order: Dict[str, Any], base: int,
     import tempfile
     tempfile.tempdir = None
     _limits.apply(order["limits"], base)
-    import torch
-    torch.set_num_threads(int(order["limits"].get("threads", 1)))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(int(order["limits"].get("threads", 1)))
     serve(Channel(socket.socket(fileno=fd), Caps(total_bytes=1 << 40, header_bytes=1 << 30,
                                                   nodes=1 << 30, text=1 << 30)), _run_student)
     os._exit(0)
