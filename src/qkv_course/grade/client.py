@@ -93,6 +93,11 @@ class Pool:
     def submission(self, cells: Sequence[str], limits: Optional[Limits] = None) -> "Submission":
         """Run ``cells`` (code cells' sources, in order) in a fresh child; see :class:`Submission`.
 
+        Args:
+            cells: the submission's code cells, as the instructor's source selects them.
+            limits: this submission's limits instead of the pool's (``tmp_mb``, ``threads`` and
+                ``start_s`` are the sandbox's, fixed when it starts: the pool's apply).
+
         Blocks while every slot is busy. Raises :class:`SandboxUnavailable` if a slot's sandbox
         cannot be started.
         """
