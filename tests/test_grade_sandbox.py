@@ -246,6 +246,7 @@ out = "done"
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["float32", [2], 7]]}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["object", [1], 8]]}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["int64", [4], 32]]}\nabc',
+    b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["int8", [1099511627776, 1099511627776, 0], 0]]}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"pickle": "gASVAAAAAAAAAACMAm9zlC4="}}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": ' + b'{"list": [' * 100 + b']}' * 100 + b'}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": "' + b'x' * (2 << 20) + b'"}\n',

@@ -249,15 +249,26 @@ class Channel:
                 view = view[sent:]
 
     def recv(self, deadline: Optional[float] = None) -> Tuple[Dict[str, Any], Any]:
-        """Read one message: its header (a dict) and its value, checked against the caps."""
-        line = self._line(deadline)
-        header, specs = decode_header(line, self.caps)
-        tensors = []
-        for dtype, shape, nbytes in specs:
-            buffer = bytearray(nbytes)
-            self._fill(memoryview(buffer), deadline)
-            tensors.append(tensor_from(buffer, dtype, shape))
-        return header, build(header.get("value"), tensors, self.caps)
+        """Read one message: its header (a dict) and its value, checked against the caps.
+
+        Raises:
+            ProtocolError: for anything wrong with it (never another exception: what the other
+                side sends cannot raise anything else here).
+        """
+        try:
+            line = self._line(deadline)
+            header, specs = decode_header(line, self.caps)
+            tensors = []
+            for dtype, shape, nbytes in specs:
+                buffer = bytearray(nbytes)
+                self._fill(memoryview(buffer), deadline)
+                tensors.append(tensor_from(buffer, dtype, shape))
+            return header, build(header.get("value"), tensors, self.caps)
+        except ProtocolError:
+            raise
+        except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError, RecursionError) as e:
+            # torch refusing a shape (sizes that overflow its strides), a buffer we cannot hold
+            raise ProtocolError(f"a malformed message ({type(e).__name__}: {str(e)[:100]})") from None
 
     def close(self) -> None:
         self.sock.close()
