@@ -23,6 +23,7 @@ process its own ``Pool(jobs=1)``.
 
 from __future__ import annotations
 
+import functools
 import queue
 import shutil
 import subprocess
@@ -81,11 +82,15 @@ class Pool:
         self._preload = [m for m in preload if find_spec(m.split(".")[0]) is not None]
         self._lib = make_library(qkv_path)
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="qkv-grade-start")
-        self._slots = [Slot(self._launch, limits, unsafe) for _ in range(jobs)]
+        self._temps: List[str] = []
+        # what starts a zygote holds no reference to the pool, so that an unclosed pool is
+        # still collected (and its finalizer ends the sandboxes)
+        launch = functools.partial(_launch, self._spawner, self._temps, self._bwrap, self._lib,
+                                   limits, self._binds, self._covers, self._preload, unsafe)
+        self._slots = [Slot(launch, limits, unsafe) for _ in range(jobs)]
         self._free: "queue.Queue[Slot]" = queue.Queue()
         for slot in self._slots:
             self._free.put(slot)
-        self._temps: List[str] = []
         self._closed = threading.Event()
         self._finalizer = weakref.finalize(self, _close, self._slots, self._spawner, self._lib,
                                            self._temps)
@@ -124,19 +129,6 @@ class Pool:
         self.close()
 
     # -- slots
-    def _launch(self, ctl_fd: int) -> Tuple["subprocess.Popen[bytes]", Any]:
-        log = tempfile.TemporaryFile()
-        tmp = None
-        if self.unsafe:
-            tmp = tempfile.mkdtemp(prefix="qkv-grade-unsafe-")
-            self._temps.append(tmp)
-        argv, kwargs = zygote_command(self._bwrap, self._lib, self.limits, self._binds,
-                                      self._covers, self._preload, ctl_fd, unsafe_tmp=tmp)
-        future = self._spawner.submit(subprocess.Popen, argv, pass_fds=[ctl_fd],
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                      start_new_session=True, **kwargs)
-        return future.result(), log
-
     def _fork(self, slot: Slot, limits: Limits) -> Tuple[int, Any]:
         """A child from ``slot``, (re)starting its sandbox once if it is not running or broken."""
         for attempt in (0, 1):
@@ -308,6 +300,22 @@ def _raised(data: Any) -> Optional[Raised]:
             and (data.get("line") is None or type(data.get("line")) is int)):
         raise ProtocolError("an exception's description is not (type, message, line)")
     return Raised(data["type"][:200], data["message"][:4000], data.get("line"))
+
+
+def _launch(spawner: ThreadPoolExecutor, temps: List[str], bwrap: str, lib: str, limits: Limits,
+            binds: Sequence[str], covers: Sequence[str], preload: Sequence[str], unsafe: bool,
+            ctl_fd: int) -> Tuple["subprocess.Popen[bytes]", Any]:
+    """Start a zygote from the pool's one long-lived thread (see :class:`~.slot.Slot`)."""
+    log = tempfile.TemporaryFile()
+    tmp = None
+    if unsafe:
+        tmp = tempfile.mkdtemp(prefix="qkv-grade-unsafe-")
+        temps.append(tmp)
+    argv, kwargs = zygote_command(bwrap, lib, limits, binds, covers, preload, ctl_fd,
+                                  unsafe_tmp=tmp)
+    future = spawner.submit(subprocess.Popen, argv, pass_fds=[ctl_fd], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=log, start_new_session=True, **kwargs)
+    return future.result(), log
 
 
 def _close(slots: List[Slot], spawner: ThreadPoolExecutor, lib: str, temps: List[str]) -> None:
