@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def course(tmp_path_factory):
 def pool(course):
     if UNAVAILABLE:
         pytest.skip(f"no sandbox here: {UNAVAILABLE}")
-    with Pool(jobs=1, limits=LIMITS, hide=[str(course)], preload=PRELOAD) as p:
+    with Pool(jobs=2, limits=LIMITS, hide=[str(course)], preload=PRELOAD) as p:
         yield p
 
 
@@ -341,3 +342,14 @@ def test_a_hidden_folder_under_a_visible_one_is_covered(monkeypatch, tmp_path):
     binds, covers = sandbox.visible_paths([str(course), "/usr/share/doc"])
     assert str(libs) not in binds and str(REPO / "src") not in binds
     assert "/usr/share/doc" in covers
+
+
+def test_threads_share_a_pool(pool):
+    """Submissions from two threads at once, each on its own slot, each gets its own answers."""
+    def grade(i):
+        with pool.submission([f"import os, time\ntime.sleep(0.5)\nout = ({i}, os.readlink('/proc/self/ns/pid'))"]) as sub:
+            return sub.value("out", timeout_s=20)
+    with ThreadPoolExecutor(2) as ex:
+        results = list(ex.map(grade, range(4)))
+    assert [r[0] for r in results] == [0, 1, 2, 3]
+    assert len({r[1] for r in results}) == 2, "the two threads did not run on two slots"

@@ -88,7 +88,9 @@ class Pool:
         launch = functools.partial(_launch, self._spawner, self._temps, self._bwrap, self._lib,
                                    limits, self._binds, self._covers, self._preload, unsafe)
         self._slots = [Slot(launch, limits, unsafe) for _ in range(jobs)]
-        self._free: "queue.Queue[Slot]" = queue.Queue()
+        # last in, first out: the warm slot just given back serves next; the others start only
+        # when that many submissions run at once
+        self._free: "queue.LifoQueue[Slot]" = queue.LifoQueue()
         for slot in self._slots:
             self._free.put(slot)
         self._closed = threading.Event()
