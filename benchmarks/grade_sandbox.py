@@ -11,8 +11,8 @@ with a tensor, one variable read, every process ended. Three configurations:
   with the default preload (matplotlib's pyplot too) and with only what the notebook needs.
 
 The first submission of a pool (which starts the sandbox) is timed apart from the rest.
-nbgrader's autograde takes 2.9 to 9.5 s per notebook on the course machines
-(``benchmarks/autograde.py``); run both on the same machine to compare.
+For nbgrader's autograde of the same kind of notebook, run ``benchmarks/autograde.py`` (its
+"floor") on the same machine, close in time.
 
     PYTHONPATH=src python benchmarks/grade_sandbox.py [--submissions 40] [--fresh 4] [--jobs 2]
 """

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import socket
 import time
 from dataclasses import dataclass
@@ -106,9 +107,9 @@ def _tree(value: Any, tensors: List[Any], depth: int) -> Any:
         return value
     if isinstance(value, str):
         return str(value) if type(value) is not str else value
-    if isinstance(value, int):
+    if isinstance(value, numbers.Integral):  # numpy's integers too
         return int(value)
-    if isinstance(value, float):
+    if isinstance(value, numbers.Real):
         return float(value)
     kind = type(value).__module__ + "." + type(value).__qualname__
     if isinstance(value, (tuple, list)):
