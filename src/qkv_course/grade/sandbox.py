@@ -7,16 +7,16 @@ this package's worker) at ``/opt/qkv-grade`` (:func:`make_library`) — all read
 folder (``submitted/``, ``gradebook.db``, ``source/``, the repository with ``qkv``'s live source)
 is not there at all: nothing outside that list is mounted, and a folder to hide that lies under
 one of them is covered by an empty tmpfs. The only writable place is a private, size-capped
-``/tmp``. It has its own user (an unprivileged uid, no capabilities), PID,
-network (no interface but a loopback that is down), IPC, UTS and cgroup namespaces; ``/proc``
-shows only its own processes; it dies with the grader (``--die-with-parent``) and has no
-terminal (``--new-session``). When the grader runs as root there is no user namespace and the
-worker becomes an unprivileged uid of its own first thing (see :func:`_namespaces`).
+``/tmp``. It runs as an unprivileged uid without capabilities, in its own PID, network (no
+interface but a loopback that is down), IPC, UTS and cgroup namespaces; ``/proc`` shows only
+its own processes; it dies with the grader (``--die-with-parent``) and has no terminal
+(``--new-session``). As an ordinary user it has its own user namespace too; as root it has none
+and the worker becomes an unprivileged uid of its own first thing (see :func:`_namespaces`).
 
 One sandbox per job slot (:class:`.slot.Slot`) runs a zygote (:mod:`.zygote`) that forks a
-child per submission; the slot is restarted whole whenever its zygote stops answering. Where bwrap is
-missing or cannot create namespaces, :func:`probe` raises :class:`SandboxUnavailable` with what
-is missing and how to install or allow it.
+child per submission; the slot is restarted whole whenever its zygote stops answering. Where
+bwrap is missing or cannot create namespaces, :func:`probe` raises :class:`SandboxUnavailable`
+with what is missing and how to install or allow it.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def make_library(qkv_path: Optional[str] = None) -> str:
         qkv_path: the ``qkv`` package folder to copy (default: the one Python imports).
 
     Returns:
-        the new folder (the caller removes it), readable by uid 65534.
+        the new folder (the caller removes it), readable by every uid (the sandbox's too).
     """
     if qkv_path is None:
         spec = find_spec("qkv")
