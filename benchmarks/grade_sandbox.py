@@ -7,11 +7,12 @@ with a tensor, one variable read, every process ended. Three configurations:
 - ``zygote``: one bubblewrap sandbox per job slot whose worker imported torch and qkv once;
   each submission is a forked child (the default);
 - ``zygote, N threads``: the same with ``--jobs`` slots driven from as many threads;
-- ``fresh sandbox``: a new sandbox per submission (Python, torch and qkv imported every time).
+- ``fresh sandbox``: a new sandbox per submission (Python, torch and qkv imported every time),
+  with the default preload (matplotlib's pyplot too) and with only what the notebook needs.
 
 The first submission of a pool (which starts the sandbox) is timed apart from the rest.
-nbgrader's autograde takes 2.9 to 9.5 s per notebook on the course machines
-(``benchmarks/autograde.py``); run both on the same machine to compare.
+For nbgrader's autograde of the same kind of notebook, run ``benchmarks/autograde.py`` (its
+"floor") on the same machine, close in time.
 
     PYTHONPATH=src python benchmarks/grade_sandbox.py [--submissions 40] [--fresh 4] [--jobs 2]
 """
@@ -25,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from qkv_course.grade import Pool
+
+LEAN = ("numpy", "torch", "qkv", "IPython.core.inputtransformer2")  # what this notebook needs
 
 NOTEBOOK = [
     "import torch\nimport torch.nn.functional as F\nimport qkv\ntorch.manual_seed(0)",
@@ -66,6 +69,8 @@ def main() -> None:
         rows.append((f"zygote, {args.jobs} threads", *timed(pool, args.submissions, args.jobs)))
     with Pool(jobs=1, zygote=False) as pool:
         rows.append(("fresh sandbox", *timed(pool, args.fresh)))
+    with Pool(jobs=1, zygote=False, preload=LEAN) as pool:
+        rows.append(("fresh, no matplotlib", *timed(pool, args.fresh)))
     print(f"{'configuration':<22} {'start (s)':>10} {'s/submission':>13} {'submissions/s':>14}")
     for name, first, each in rows:
         print(f"{name:<22} {first:>10.2f} {each:>13.3f} {1 / each:>14.1f}")

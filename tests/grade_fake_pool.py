@@ -15,7 +15,7 @@ from qkv.checks import grading
 
 
 from qkv_course.grade.limits import Limits  # noqa: F401 (the API names it)
-from qkv_course.grade.protocol import Missing, NotData
+from qkv_course.grade.results import Missing, NotData
 
 
 class _Submission:

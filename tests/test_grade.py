@@ -23,7 +23,7 @@ import grade_class as gc
 import scaling_submissions as class_
 from qkv_course.cli import main as qkv
 from qkv_course.grade import plan as plan_mod
-from qkv_course.grade import results, run
+from qkv_course.grade import records, run
 from qkv_course.graded import questions
 
 pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
@@ -88,7 +88,7 @@ def test_autograded_notebook_carries_each_failing_message(graded):
 
 
 def test_result_file_is_the_record(graded):
-    record = results.read(results.path_of(graded, "carol", gc.ASSIGNMENT, "scaling"))
+    record = records.read(records.path_of(graded, "carol", gc.ASSIGNMENT, "scaling"))
     assert record["score"] == class_.expected("unscaled")[0]
     failed = [t for t in record["tests"] if t["status"] != "pass"]
     assert [t["grade_id"] for t in failed] == list(class_.UNSCALED_FAILS)
@@ -154,9 +154,9 @@ def test_an_interrupted_run_loses_nothing_and_counts_nothing_twice(empty_course,
 
     monkeypatch.setattr(run, "grade_one", interrupted)
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--jobs", "1"]) == 130
-    done = sorted(p.parent.parent.name for p in (course / results.FOLDER).glob("*/*/*.json"))
+    done = sorted(p.parent.parent.name for p in (course / records.FOLDER).glob("*/*/*.json"))
     assert done == ["ann"]  # complete result files only, no partial one
-    assert not list((course / results.FOLDER).rglob(".*partial*"))
+    assert not list((course / records.FOLDER).rglob(".*partial*"))
     monkeypatch.setattr(run, "grade_one", real)
     capsys.readouterr()
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--jobs", "1"]) == 0
@@ -174,7 +174,7 @@ def test_shards_then_merge_equal_one_run(graded, empty_course, tmp_path, fake_sa
     for k in (1, 2, 3):
         assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--shard", f"{k}/3"]) == 0
         shards.append(sorted(p.parent.parent.name
-                             for p in (course / results.FOLDER).glob("*/*/*.json")))
+                             for p in (course / records.FOLDER).glob("*/*/*.json")))
     assert shards[-1] == sorted(KINDS) and len(set(map(len, shards))) == 3  # each added its own
     assert not (course / "autograded").exists()  # shards never write the gradebook
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--merge"]) == 0
@@ -266,7 +266,7 @@ def test_a_grader_failure_records_nothing_and_says_so(empty_course, tmp_path, fa
     out = capsys.readouterr().out
     assert "ann 04-scaling/scaling: NOT GRADED, the grader failed" in out
     assert "a bug in a check" in out
-    assert not results.path_of(course, "ann", gc.ASSIGNMENT, "scaling").exists()
+    assert not records.path_of(course, "ann", gc.ASSIGNMENT, "scaling").exists()
     monkeypatch.undo()
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     assert gc.scores(course)["ann"]["score"] == class_.expected("model")[0]

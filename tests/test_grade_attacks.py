@@ -158,9 +158,9 @@ def test_nothing_outside_the_sandbox_changed(attacked):
 
 
 def test_the_summary_says_what_stopped_each_submission(attacked):
-    from qkv_course.grade import results
+    from qkv_course.grade import records
 
-    records = {s: results.read(results.path_of(attacked["course"], s, gc.ASSIGNMENT, "scaling"))
+    records = {s: records.read(records.path_of(attacked["course"], s, gc.ASSIGNMENT, "scaling"))
                for s in ("kill_parent", "loop", "json_break", "sleepers")}
     assert records["loop"]["sandbox"], records["loop"]
     assert "did not finish" in records["loop"]["sandbox"] or "CPU" in records["loop"]["sandbox"]
@@ -177,9 +177,9 @@ def test_delegation_is_a_flag_not_a_deduction(tmp_path):
             cell.source = "def softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim)\n"
     gc.submit(course, "dana", nb)
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--jobs", "1"]) == 0
-    from qkv_course.grade import results
+    from qkv_course.grade import records
 
-    record = results.read(results.path_of(course, "dana", gc.ASSIGNMENT, "scaling"))
+    record = records.read(records.path_of(course, "dana", gc.ASSIGNMENT, "scaling"))
     assert record["score"] == class_.expected("model")[0]  # the grade stands
     flagged = [f for f in record["flags"] if f["test"] == "test_softmax"]
     assert flagged and any("softmax" in f["detail"] for f in flagged), record["flags"]

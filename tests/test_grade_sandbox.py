@@ -3,7 +3,8 @@
 Each test runs submissions in a real bubblewrap sandbox through one warm pool (a zygote that
 forks a child per submission) and checks what the submission could do from the outside:
 what it could read and write, whether it reached the network, what survived it, what its
-limits cut, what crossed back. Skipped only where bwrap cannot run (the reason says why).
+limits cut, what crossed back. Those skip only where bwrap cannot run (the reason says why);
+the decoder's, the layout's and the unsafe mode's tests run everywhere.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import socket
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,6 @@ try:
     UNAVAILABLE = ""
 except SandboxUnavailable as e:
     UNAVAILABLE = str(e)
-pytestmark = pytest.mark.skipif(bool(UNAVAILABLE), reason=f"no sandbox here: {UNAVAILABLE}")
 
 LIMITS = Limits(cpu_s=20, wall_s=30, memory_mb=1024, nproc=24, tmp_mb=64)
 PRELOAD = ("numpy", "torch", "qkv", "IPython.core.inputtransformer2")
@@ -48,13 +49,15 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pool(course, tmp_path_factory):
+    if UNAVAILABLE:
+        pytest.skip(f"no sandbox here: {UNAVAILABLE}")
     # These tests are about the sandbox, not the checks: a stand-in ``qkv`` without
     # ``qkv.checks.grading`` makes the worker call the named object plainly (its fallback),
     # so ``sub.call("c", name, args)`` is ``name(*args)``.
     stub = tmp_path_factory.mktemp("stub") / "qkv"
     stub.mkdir()
     (stub / "__init__.py").write_text('"""A stand-in for the course package."""\n')
-    with Pool(jobs=1, limits=LIMITS, hide=[str(course)], preload=PRELOAD,
+    with Pool(jobs=2, limits=LIMITS, hide=[str(course)], preload=PRELOAD,
               qkv_path=str(stub)) as p:
         yield p
 
@@ -158,6 +161,27 @@ def test_a_daemon_is_gone_after_its_submission(pool):
     assert tmp == ["submission"], f"the last submission's files are still there: {tmp}"
 
 
+def test_the_zygote_is_out_of_reach(pool):
+    failed, _, out = run(pool, """
+import ctypes, os
+out = []
+for path in [f"/proc/{os.getppid()}/mem", f"/proc/{os.getppid()}/environ", "/proc/1/environ"]:
+    try:
+        open(path, "rb").read(1)
+        out.append(path)
+    except OSError:
+        pass
+try:
+    os.listdir(f"/proc/{os.getppid()}/fd")
+    out.append("fd")
+except OSError:
+    pass
+if ctypes.CDLL(None).ptrace(16, os.getppid(), 0, 0) == 0:  # PTRACE_ATTACH
+    out.append("ptrace")
+""")
+    assert failed is None and out == [], f"the submission reached the zygote: {out}"
+
+
 @pytest.mark.parametrize("cell", ["import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
                                   "import os, signal\nos.kill(1, signal.SIGKILL)\nos.kill(-1, 9)"])
 def test_killing_the_sandbox_costs_only_that_submission(pool, cell):
@@ -230,6 +254,7 @@ out = "done"
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["float32", [2], 7]]}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["object", [1], 8]]}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["int64", [4], 32]]}\nabc',
+    b'{"op": "reply", "id": 1, "kind": "value", "value": {"tensor": 0}, "tensors": [["int8", [1099511627776, 1099511627776, 0], 0]]}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": {"pickle": "gASVAAAAAAAAAACMAm9zlC4="}}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": ' + b'{"list": [' * 100 + b']}' * 100 + b'}\n',
     b'{"op": "reply", "id": 1, "kind": "value", "value": "' + b'x' * (2 << 20) + b'"}\n',
@@ -314,3 +339,24 @@ def test_unsafe_runs_without_the_sandbox_and_says_so():
     with unsafe:
         with unsafe.submission(["import os\nout = os.getpid() != 2", "raise SystemExit(3)"]) as sub:
             assert sub.value("out") is True and sub.cells[1].raised.type == "SystemExit"
+
+
+def test_a_hidden_folder_under_a_visible_one_is_covered(monkeypatch, tmp_path):
+    course = tmp_path / "course"
+    libs = course / ".venv" / "lib" / "site-packages"
+    libs.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(libs), str(REPO / "src")])
+    binds, covers = sandbox.visible_paths([str(course), "/usr/share/doc"])
+    assert str(libs) not in binds and str(REPO / "src") not in binds
+    assert "/usr/share/doc" in covers
+
+
+def test_threads_share_a_pool(pool):
+    """Submissions from two threads at once, each on its own slot, each gets its own answers."""
+    def grade(i):
+        with pool.submission([f"import os, time\ntime.sleep(0.5)\nout = ({i}, os.readlink('/proc/self/ns/pid'))"]) as sub:
+            return sub.value("out", timeout_s=20)
+    with ThreadPoolExecutor(2) as ex:
+        results = list(ex.map(grade, range(4)))
+    assert [r[0] for r in results] == [0, 1, 2, 3]
+    assert len({r[1] for r in results}) == 2, "the two threads did not run on two slots"

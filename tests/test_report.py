@@ -228,12 +228,12 @@ def _record(tests):
 
 
 def test_report_reads_qkv_grades_result_files_first(tmp_path, capsys):
-    from qkv_course.grade import results
+    from qkv_course.grade import records
 
     course = tmp_path / "course"
-    results.write(results.path_of(course, "ann", ASSIGNMENT, "masking"), _record([
+    records.write(records.path_of(course, "ann", ASSIGNMENT, "masking"), _record([
         (CAUSAL, "fail", "inverted mask"), (PADDING, "pass", None), (SDPA, "timeout", None)]))
-    results.write(results.path_of(course, "ben", ASSIGNMENT, "masking"), _record([
+    records.write(records.path_of(course, "ben", ASSIGNMENT, "masking"), _record([
         (CAUSAL, "fail", "inverted mask"), (PADDING, "fail", None), (SDPA, "error", None)]))
     # An autograded notebook of ann's too (as qkv grade also writes): the result file wins.
     folder = course / "autograded" / "ann" / ASSIGNMENT

@@ -31,7 +31,7 @@ from .graded import (BY_HAND, ERROR, FAIL, PASS, TIMEOUT, Outcome, Question, Usa
                      notebooks_in, questions, read_notebook, require_folder)
 
 COLUMNS = ("assignment", "test", "mistake", "students")
-GRADES = "qkv-grades"  # qkv grade's result files (qkv_course.grade.results.FOLDER)
+GRADES = "qkv-grades"  # qkv grade's result files (qkv_course.grade.records.FOLDER)
 STATUSES = (PASS, FAIL, ERROR, TIMEOUT)
 #: What ``qkv report`` writes into ``--out``.
 OUTPUTS = ("mistakes.csv", "report.html")
@@ -105,11 +105,11 @@ def _merged(course: Path, autograded: Path) -> Dict[str, Dict[str, List[Question
 
 def read_results(course: Path) -> Dict[str, Dict[str, List[Question]]]:
     """Every result file of ``qkv grade``: ``{assignment: {student: questions}}``."""
-    from .grade import results  # noqa: PLC0415 (only where there are results)
+    from .grade import records  # noqa: PLC0415 (only where there are results)
 
     found: Dict[str, Dict[str, List[Question]]] = {}
     for path in sorted((course / GRADES).glob("*/*/*.json")):
-        record = results.read(path)
+        record = records.read(path)
         if record is None or path.name.startswith("."):
             continue
         student, assignment = path.parent.parent.name, path.parent.name

@@ -3,9 +3,10 @@
 The untrusted half: run a submission's code in a sandbox, exchange only data.
 
 - :mod:`.client`: :class:`Pool` and :class:`Submission`, what the trusted grader drives;
-- :mod:`.sandbox`: the bubblewrap sandbox and its job slots (zygotes);
-- :mod:`.worker`: what runs inside (never imported by the grader to run anything);
-- :mod:`.protocol`: the data-only wire format and the result types;
+- :mod:`.sandbox`: the bubblewrap sandbox (what it sees, its namespaces); :mod:`.slot`: a job
+  slot, one sandbox whose zygote forks a child per submission;
+- :mod:`.zygote` and :mod:`.worker`: what runs inside (the grader never runs them itself);
+- :mod:`.protocol`: the data-only wire format; :mod:`.results`: what comes back besides data;
 - :mod:`.limits`: :class:`Limits`, what one submission may spend.
 
 The grader runs each submission's code cells in a fresh child of a sandboxed zygote, calls
@@ -18,7 +19,7 @@ The trusted half (the parent, which alone judges and writes):
 - :mod:`.submission`: a submitted notebook read as untrusted data (which cells are the student's);
 - :mod:`.checks_api`: the checks' grading API (inputs, verdicts), in the trusted process;
 - :mod:`.judge`: one submission's tests through its sandbox;
-- :mod:`.results`: one result file per submission, the record;
+- :mod:`.records`: one result file per submission, the record;
 - :mod:`.gradebook`: nbgrader's gradebook and autograded notebooks, from the result files;
 - :mod:`.flags`: delegation, flagged for a person;
 - :mod:`.run`, :mod:`.command`: the run (jobs, shards, summary) and the ``qkv grade`` command.
@@ -26,7 +27,8 @@ The trusted half (the parent, which alone judges and writes):
 
 from .client import Pool, Submission
 from .limits import Limits
-from .protocol import CellOutcome, Failed, Missing, NotData, ProtocolError, Raised
+from .protocol import ProtocolError
+from .results import CellOutcome, Failed, Missing, NotData, Raised
 from .sandbox import SandboxUnavailable
 
 __all__ = ["CellOutcome", "Failed", "Limits", "Missing", "NotData", "Pool", "ProtocolError",

@@ -23,11 +23,10 @@ process its own ``Pool(jobs=1)``.
 
 from __future__ import annotations
 
-import os
+import functools
 import queue
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,10 +37,11 @@ from importlib.util import find_spec
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .limits import Limits
-from .protocol import (CellOutcome, ChannelClosed, Deadline, Failed, Missing, NotData,
-                       ProtocolError, Raised)
-from .sandbox import (BOOT, SandboxUnavailable, Slot, SlotBroken, bwrap_command,
-                      environment, hidden_roots, make_library, probe, sandbox_uid, visible_paths)
+from .protocol import ChannelClosed, Deadline, ProtocolError
+from .results import CellOutcome, Failed, Missing, NotData, Raised
+from .sandbox import (SandboxUnavailable, hidden_roots, make_library, probe, visible_paths,
+                      zygote_command)
+from .slot import Slot, SlotBroken
 
 PRELOAD = ("numpy", "torch", "qkv", "IPython.core.inputtransformer2", "matplotlib.pyplot")
 UNSAFE_WARNING = ("grading WITHOUT a sandbox (unsafe): submissions run with your rights and can "
@@ -82,17 +82,28 @@ class Pool:
         self._preload = [m for m in preload if find_spec(m.split(".")[0]) is not None]
         self._lib = make_library(qkv_path)
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="qkv-grade-start")
-        self._slots = [Slot(self._launch, limits, unsafe) for _ in range(jobs)]
-        self._free: "queue.Queue[Slot]" = queue.Queue()
+        self._temps: List[str] = []
+        # what starts a zygote holds no reference to the pool, so that an unclosed pool is
+        # still collected (and its finalizer ends the sandboxes)
+        launch = functools.partial(_launch, self._spawner, self._temps, self._bwrap, self._lib,
+                                   limits, self._binds, self._covers, self._preload, unsafe)
+        self._slots = [Slot(launch, limits, unsafe) for _ in range(jobs)]
+        # last in, first out: the warm slot just given back serves next; the others start only
+        # when that many submissions run at once
+        self._free: "queue.LifoQueue[Slot]" = queue.LifoQueue()
         for slot in self._slots:
             self._free.put(slot)
-        self._temps: List[str] = []
         self._closed = threading.Event()
         self._finalizer = weakref.finalize(self, _close, self._slots, self._spawner, self._lib,
                                            self._temps)
 
     def submission(self, cells: Sequence[str], limits: Optional[Limits] = None) -> "Submission":
         """Run ``cells`` (code cells' sources, in order) in a fresh child; see :class:`Submission`.
+
+        Args:
+            cells: the submission's code cells, as the instructor's source selects them.
+            limits: this submission's limits instead of the pool's (``tmp_mb``, ``threads`` and
+                ``start_s`` are the sandbox's, fixed when it starts: the pool's apply).
 
         Blocks while every slot is busy. Raises :class:`SandboxUnavailable` if a slot's sandbox
         cannot be started.
@@ -120,29 +131,6 @@ class Pool:
         self.close()
 
     # -- slots
-    def _launch(self, ctl_fd: int) -> Tuple["subprocess.Popen[bytes]", Any]:
-        log = tempfile.TemporaryFile()
-        # the grader's sys.path entries the sandbox sees (others are hidden or Python's own)
-        sys_path = [os.path.realpath(p) for p in sys.path if p and os.path.realpath(p) in self._binds]
-        if self.unsafe:
-            tmp = tempfile.mkdtemp(prefix="qkv-grade-unsafe-")
-            self._temps.append(tmp)
-            config = {"ctl_fd": ctl_fd, "sandboxed": False, "tmp": tmp,
-                      "preload": self._preload, "sys_path": sys_path}
-            argv = [sys.executable, "-I", "-B", "-c", BOOT.format(lib=self._lib),
-                    _json(config)]
-            kwargs: Dict[str, Any] = {"env": environment(self.limits, tmp), "cwd": tmp}
-        else:
-            config = {"ctl_fd": ctl_fd, "sandboxed": True, "tmp": "/tmp", "uid": sandbox_uid(),
-                      "preload": self._preload, "sys_path": sys_path}
-            argv = bwrap_command(self._bwrap, self._lib, self.limits, self._binds,
-                                 self._covers, config)
-            kwargs = {}
-        future = self._spawner.submit(subprocess.Popen, argv, pass_fds=[ctl_fd],
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                      start_new_session=True, **kwargs)
-        return future.result(), log
-
     def _fork(self, slot: Slot, limits: Limits) -> Tuple[int, Any]:
         """A child from ``slot``, (re)starting its sandbox once if it is not running or broken."""
         for attempt in (0, 1):
@@ -158,12 +146,12 @@ class Pool:
                                              f"{detail}") from None
         raise AssertionError("unreachable")
 
-    def _give_back(self, slot: Slot, pid: Optional[int]) -> str:
+    def _give_back(self, slot: Slot, pid: Optional[int], grace_s: float = 0) -> str:
         """End the submission's processes and return the slot; how its child ended."""
         status = "gone"
         try:
             if slot.alive:
-                status = slot.reset(pid)
+                status = slot.reset(pid, grace_s=grace_s)
             if not self.zygote:
                 slot.kill()
         except SlotBroken:
@@ -239,7 +227,7 @@ class Submission:
             except ProtocolError:
                 pass
         self._channel.close()
-        self._status = self._pool._give_back(self._slot, self._pid)
+        self._status = self._pool._give_back(self._slot, self._pid, 0.2)
 
     def __enter__(self) -> "Submission":
         return self
@@ -281,7 +269,9 @@ class Submission:
         """Record why this submission has no more answers; end its processes now."""
         self._done = True
         self._channel.close()
-        status = self._pool._give_back(self._slot, self._pid)
+        # a closed connection: the child is probably exiting; give it a moment to say how
+        status = self._pool._give_back(self._slot, self._pid,
+                                       0.5 if isinstance(error, ChannelClosed) else 0)
         if isinstance(error, Deadline):
             limit = limit or f"the submission's wall-clock limit ({self.limits.wall_s:g} s)"
             reason = f"{what} did not finish within {limit}"
@@ -314,9 +304,20 @@ def _raised(data: Any) -> Optional[Raised]:
     return Raised(data["type"][:200], data["message"][:4000], data.get("line"))
 
 
-def _json(value: Any) -> str:
-    import json
-    return json.dumps(value)
+def _launch(spawner: ThreadPoolExecutor, temps: List[str], bwrap: str, lib: str, limits: Limits,
+            binds: Sequence[str], covers: Sequence[str], preload: Sequence[str], unsafe: bool,
+            ctl_fd: int) -> Tuple["subprocess.Popen[bytes]", Any]:
+    """Start a zygote from the pool's one long-lived thread (see :class:`~.slot.Slot`)."""
+    log = tempfile.TemporaryFile()
+    tmp = None
+    if unsafe:
+        tmp = tempfile.mkdtemp(prefix="qkv-grade-unsafe-")
+        temps.append(tmp)
+    argv, kwargs = zygote_command(bwrap, lib, limits, binds, covers, preload, ctl_fd,
+                                  unsafe_tmp=tmp)
+    future = spawner.submit(subprocess.Popen, argv, pass_fds=[ctl_fd], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=log, start_new_session=True, **kwargs)
+    return future.result(), log
 
 
 def _close(slots: List[Slot], spawner: ThreadPoolExecutor, lib: str, temps: List[str]) -> None:

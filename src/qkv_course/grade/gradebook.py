@@ -1,7 +1,7 @@
 """From the result files to what nbgrader's tools read: ``gradebook.db`` and autograded notebooks.
 
 Run by the trusted parent only, after every sandbox has ended, from the result files
-(:mod:`.results`), so writing is idempotent: the same files give the same gradebook, and a run
+(:mod:`.records`), so writing is idempotent: the same files give the same gradebook, and a run
 interrupted here is finished by the next one. For each submitted notebook it does what
 ``nbgrader autograde`` records, through nbgrader's own API and rules:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..graded import ERROR_ON_TIMEOUT, UsageError, nbgrader_meta
-from . import results
+from . import records
 from .judge import PASS, TIMEOUT
 from .plan import Plan, text
 
@@ -188,7 +188,7 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str)
         except MissingEntry:
             raise UsageError(f"the gradebook has no assignment {assignment!r}: run `nbgrader "
                              f"generate_assignment {assignment} --force` first") from None
-        for student, notebook, record in results.all_results(course, assignment):
+        for student, notebook, record in records.all_results(course, assignment):
             if (only is not None and student not in only) or notebook not in plans:
                 continue
             plan = plans[notebook]

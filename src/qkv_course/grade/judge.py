@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from . import checks_api
-from .protocol import Failed, Missing, NotData
+from .results import Failed, Missing, NotData
 from .plan import QUESTION, Call, Plan, Test, seed_for
 
 PASS, FAIL, ERROR, TIMEOUT = "pass", "fail", "error", "timeout"  # as qkv report counts them

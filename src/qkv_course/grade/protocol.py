@@ -15,15 +15,13 @@ the header's length, the tree's depth and size, each tensor's rank and the total
 bytes, and checks ``prod(shape) * itemsize == nbytes`` before it reads a byte of a tensor.
 Anything else (bad JSON, an unknown dtype, a wrong length, a stream that ends early) raises
 :class:`ProtocolError` for that submission only.
-
-The result types the grader receives (:class:`Raised`, :class:`Failed`, :class:`NotData`,
-:data:`Missing`, :class:`CellOutcome`) are defined here so that both sides share them.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 import socket
 import time
 from dataclasses import dataclass
@@ -72,62 +70,6 @@ class Caps:
     text: int = 1 << 20
 
 
-# ---------------------------------------------------------------- results shared by both sides
-@dataclass(frozen=True)
-class Raised:
-    """The submission's code raised: the exception's type name, its message, the line in the cell."""
-
-    type: str
-    message: str
-    line: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class Failed:
-    """No answer: the worker crashed, ran out of time or memory, or broke the protocol."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class NotData:
-    """The value exists but is not data that may cross (a module, a function, an object...)."""
-
-    type: str
-
-
-class _MissingType:
-    """The name is not defined in the submission's namespace."""
-
-    _instance: Optional["_MissingType"] = None
-
-    def __new__(cls) -> "_MissingType":
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "Missing"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-Missing = _MissingType()
-
-
-@dataclass(frozen=True)
-class CellOutcome:
-    """One code cell of the submission: ``raised`` is ``None`` when it ran to its end."""
-
-    index: int
-    raised: Optional[Raised] = None
-
-    @property
-    def ok(self) -> bool:
-        return self.raised is None
-
-
 # ---------------------------------------------------------------- encoding (either side)
 class NotEncodable(TypeError):
     """A value holds something that is not data (its type name is the message)."""
@@ -165,9 +107,9 @@ def _tree(value: Any, tensors: List[Any], depth: int) -> Any:
         return value
     if isinstance(value, str):
         return str(value) if type(value) is not str else value
-    if isinstance(value, int):
+    if isinstance(value, numbers.Integral):  # numpy's integers too
         return int(value)
-    if isinstance(value, float):
+    if isinstance(value, numbers.Real):
         return float(value)
     kind = type(value).__module__ + "." + type(value).__qualname__
     if isinstance(value, (tuple, list)):
@@ -308,15 +250,26 @@ class Channel:
                 view = view[sent:]
 
     def recv(self, deadline: Optional[float] = None) -> Tuple[Dict[str, Any], Any]:
-        """Read one message: its header (a dict) and its value, checked against the caps."""
-        line = self._line(deadline)
-        header, specs = decode_header(line, self.caps)
-        tensors = []
-        for dtype, shape, nbytes in specs:
-            buffer = bytearray(nbytes)
-            self._fill(memoryview(buffer), deadline)
-            tensors.append(tensor_from(buffer, dtype, shape))
-        return header, build(header.get("value"), tensors, self.caps)
+        """Read one message: its header (a dict) and its value, checked against the caps.
+
+        Raises:
+            ProtocolError: for anything wrong with it (never another exception: what the other
+                side sends cannot raise anything else here).
+        """
+        try:
+            line = self._line(deadline)
+            header, specs = decode_header(line, self.caps)
+            tensors = []
+            for dtype, shape, nbytes in specs:
+                buffer = bytearray(nbytes)
+                self._fill(memoryview(buffer), deadline)
+                tensors.append(tensor_from(buffer, dtype, shape))
+            return header, build(header.get("value"), tensors, self.caps)
+        except ProtocolError:
+            raise
+        except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError, RecursionError) as e:
+            # torch refusing a shape (sizes that overflow its strides), a buffer we cannot hold
+            raise ProtocolError(f"a malformed message ({type(e).__name__}: {str(e)[:100]})") from None
 
     def close(self) -> None:
         self.sock.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..graded import UsageError, did_you_mean
-from . import checks_api, flags, gradebook, judge, results, submission
+from . import checks_api, flags, gradebook, judge, records, submission
 from .summary import Summary, report, summary_line
 from .plan import Plan, course_key, notebooks, plan
 
@@ -119,7 +119,7 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
     tests_json = [t.to_json() for t in tests]
     calls = {t.grade_id: [(c.check, c.answer) for c in t.calls] for t in p.tests}
     return {"student": student, "assignment": p.assignment, "notebook": p.notebook,
-            "plan": p.digest(), "submission_sha256": sha, "graded_at": results.now(),
+            "plan": p.digest(), "submission_sha256": sha, "graded_at": records.now(),
             "seconds": round(seconds, 3), "tests": tests_json,
             "score": sum(t.earned for t in tests), "max_score": sum(t.points for t in p.tests),
             "manual_tests": p.manual_tests, "answers": sub.answers, "written": sub.written,
@@ -139,7 +139,7 @@ def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
 def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
     """Grade one submitted notebook in a fresh sandbox; its record (not yet written)."""
     student, p, path = job
-    sha = results.sha256(path)
+    sha = records.sha256(path)
     try:
         sub = submission.read(submission.load(path), p)
     except submission.Unreadable as e:
@@ -186,8 +186,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
     summary = Summary()
     if not merge:
         found = find_jobs(course, assignment, plans, students, shard)
-        todo = [j for j in found if force or not results.current(
-            results.path_of(course, j[0], assignment, j[1].notebook), results.sha256(j[2]),
+        todo = [j for j in found if force or not records.current(
+            records.path_of(course, j[0], assignment, j[1].notebook), records.sha256(j[2]),
             j[1].digest())]
         summary.current = len(found) - len(todo)
         if todo:
@@ -227,7 +227,7 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
             return
         if stopping.is_set():
             return
-        results.write(results.path_of(course, student, p.assignment, p.notebook), record)
+        records.write(records.path_of(course, student, p.assignment, p.notebook), record)
         line = summary_line(record)
         with lock, checks_api.OUTPUT:
             summary.graded += 1

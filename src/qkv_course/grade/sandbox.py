@@ -7,39 +7,37 @@ this package's worker) at ``/opt/qkv-grade`` (:func:`make_library`) — all read
 folder (``submitted/``, ``gradebook.db``, ``source/``, the repository with ``qkv``'s live source)
 is not there at all: nothing outside that list is mounted, and a folder to hide that lies under
 one of them is covered by an empty tmpfs. The only writable place is a private, size-capped
-``/tmp``. It has its own user (an unprivileged uid, no capabilities), PID,
-network (no interface but a loopback that is down), IPC, UTS and cgroup namespaces; ``/proc``
-shows only its own processes; it dies with the grader (``--die-with-parent``) and has no
-terminal (``--new-session``). When the grader runs as root there is no user namespace and the
-worker becomes an unprivileged uid of its own first thing (see :func:`_namespaces`).
+``/tmp``. It runs as an unprivileged uid without capabilities, in its own PID, network (no
+interface but a loopback that is down), IPC, UTS and cgroup namespaces; ``/proc`` shows only
+its own processes; it dies with the grader (``--die-with-parent``) and has no terminal
+(``--new-session``). As an ordinary user it has its own user namespace too; as root it has none
+and the worker becomes an unprivileged uid of its own first thing (see :func:`_namespaces`).
 
-One sandbox per job slot (:class:`Slot`) runs a zygote (:mod:`.worker`) that forks a child per
-submission; the slot is restarted whole whenever its zygote stops answering. Where bwrap is
-missing or cannot create namespaces, :func:`probe` raises :class:`SandboxUnavailable` with what
-is missing and how to install or allow it.
+One sandbox per job slot (:class:`.slot.Slot`) runs a zygote (:mod:`.zygote`) that forks a
+child per submission; the slot is restarted whole whenever its zygote stops answering. Where
+bwrap is missing or cannot create namespaces, :func:`probe` raises :class:`SandboxUnavailable`
+with what is missing and how to install or allow it.
 """
 
 from __future__ import annotations
 
 import compileall
+import itertools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .limits import Limits
-from .protocol import Caps, Channel
 
 INSIDE_LIB = "/opt/qkv-grade"  # where the qkv copy and the worker appear in the sandbox
 NOBODY = 65534
-BOOT = "import sys; sys.path.insert(0, {lib!r}); from _qkv_grade.worker import main; main()"
+BOOT = "import sys; sys.path.insert(0, {lib!r}); from _qkv_grade.zygote import main; main()"
 # /etc files Python, torch and matplotlib read; nothing else of /etc is visible.
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
        "nsswitch.conf", "fonts", "alternatives", "mime.types")
@@ -55,10 +53,6 @@ ALLOW_ROOT = ("as root bwrap needs CAP_SYS_ADMIN to create namespaces: in a Dock
 
 class SandboxUnavailable(RuntimeError):
     """The sandbox cannot run here; the message says what is missing and how to fix it."""
-
-
-class SlotBroken(Exception):
-    """A slot's zygote stopped answering or answered nonsense: kill it and start a new one."""
 
 
 def probe(bwrap: Optional[str] = None) -> str:
@@ -109,7 +103,7 @@ def _supports(bwrap: str, option: str) -> bool:
     return option in out.stdout + out.stderr
 
 
-_next_uid = [0]
+_uids = itertools.count(1)  # next() on it is atomic: slots start from several threads
 
 
 def sandbox_uid() -> Optional[int]:
@@ -117,8 +111,7 @@ def sandbox_uid() -> Optional[int]:
     that ``RLIMIT_NPROC`` counts that sandbox's processes alone. Otherwise ``None``."""
     if os.geteuid() != 0:
         return None
-    _next_uid[0] += 1
-    return 1_500_000_000 + (os.getpid() % 100_000) * 1000 + _next_uid[0] % 1000
+    return 1_500_000_000 + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000
 
 
 def _system_binds() -> List[str]:
@@ -169,7 +162,9 @@ def visible_paths(hide: Sequence[str]) -> Tuple[List[str], List[str]]:
                 and not any(os.path.isdir(os.path.join(real, n)) for n in ("qkv", "qkv_course")):
             binds.add(real)
     binds = {b for b in binds if b != "/" and not _under(b, "/usr") and os.path.isdir(b)}
-    covers = [h for h in hidden if any(_under(h, b) and h != b for b in binds)]
+    system = ["/usr", *(t for t in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+                        if os.path.isdir(t) and not os.path.islink(t))]
+    covers = [h for h in hidden if any(_under(h, b) and h != b for b in [*system, *binds])]
     return sorted(binds, key=len), covers
 
 
@@ -180,7 +175,7 @@ def make_library(qkv_path: Optional[str] = None) -> str:
         qkv_path: the ``qkv`` package folder to copy (default: the one Python imports).
 
     Returns:
-        the new folder (the caller removes it), readable by uid 65534.
+        the new folder (the caller removes it), readable by every uid (the sandbox's too).
     """
     if qkv_path is None:
         spec = find_spec("qkv")
@@ -211,7 +206,7 @@ def hidden_roots(qkv_path: Optional[str], hide: Sequence[str]) -> List[str]:
         parent = Path(source).resolve().parent
         if "site-packages" not in parent.parts and "dist-packages" not in parent.parts:
             roots.append(str(parent.parent if parent.name == "src" else parent))
-    return roots
+    return [r for r in roots if os.path.realpath(r) != "/"]  # the grader started in / hides nothing
 
 
 def environment(limits: Limits, home: str) -> Dict[str, str]:
@@ -244,129 +239,21 @@ def bwrap_command(bwrap: str, lib: str, limits: Limits, binds: Sequence[str],
     return args + [sys.executable, "-I", "-B", "-c", BOOT.format(lib=INSIDE_LIB), json.dumps(config)]
 
 
-class Slot:
-    """One job slot: a sandbox whose zygote forks a child per submission.
+def zygote_command(bwrap: str, lib: str, limits: Limits, binds: Sequence[str],
+                   covers: Sequence[str], preload: Sequence[str], ctl_fd: int,
+                   unsafe_tmp: Optional[str] = None) -> Tuple[List[str], Dict[str, Any]]:
+    """The command that starts a slot's zygote, and Popen's extra arguments for it.
 
     Args:
-        start: ``start(ctl_fd) -> (Popen, log file)`` (the pool starts every slot from one
-            long-lived thread, since ``--die-with-parent`` follows the thread that started bwrap).
-        limits: the submissions' limits (also the time the sandbox may take to start).
-        unsafe: the zygote runs without bwrap: ending the slot first asks it to end its
-            descendants, since no namespace ends them.
+        ctl_fd: the zygote's end of its control socket (inherited at the same number).
+        unsafe_tmp: run without bwrap (unsafe), in this folder; ``None``: in the sandbox.
     """
-
-    def __init__(self, start: Callable[[int], Tuple["subprocess.Popen[bytes]", Any]],
-                 limits: Limits, unsafe: bool = False) -> None:
-        self._start = start
-        self.limits = limits
-        self.unsafe = unsafe
-        self.proc: Optional[subprocess.Popen[bytes]] = None
-        self.ctl: Optional[socket.socket] = None
-        self.log: Any = None
-        self.base = 0
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self) -> None:
-        """Start the sandbox and wait until its zygote has imported everything."""
-        self.kill()
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self.proc, self.log = self._start(theirs.fileno())
-        finally:
-            theirs.close()
-        self.ctl = mine
-        try:
-            ready = self._answer(self.limits.start_s)
-        except SlotBroken as e:
-            detail = self.output()
-            self.kill()
-            raise SandboxUnavailable(f"the sandbox did not start ({e}): {detail}") from None
-        if "error" in ready or not ready.get("ready"):
-            self.kill()
-            raise SandboxUnavailable(f"the sandbox's worker failed to start: "
-                                     f"{str(ready.get('error'))[-2000:]}")
-        self.base = int(ready["base"])
-
-    def fork(self, limits: Limits) -> Tuple[int, Channel]:
-        """A child for one submission: its pid in the sandbox and the parent's end of its socket."""
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._order({"op": "fork", "limits": limits.as_dict()}, [theirs.fileno()])
-            answer = self._answer(10)
-        finally:
-            theirs.close()
-        if type(answer.get("pid")) is not int:
-            mine.close()
-            raise SlotBroken(f"the zygote answered {str(answer)[:100]}")
-        caps = Caps(total_bytes=limits.reply_mb << 20)
-        return answer["pid"], Channel(mine, caps)
-
-    def reset(self, pid: Optional[int], timeout_s: float = 30) -> str:
-        """End everything the last submission started; how its child ended (``"running"``...)."""
-        self._order({"op": "reset", "pid": pid})
-        status = self._answer(timeout_s).get("status")
-        if not isinstance(status, str):
-            raise SlotBroken("the zygote did not say how the submission ended")
-        return status
-
-    def kill(self) -> None:
-        """End the whole sandbox (bwrap's init dies with it, and the kernel ends the rest)."""
-        if self.unsafe and self.alive and self.ctl is not None:
-            try:
-                self.reset(None, 5)
-            except SlotBroken:
-                pass
-        if self.ctl is not None:
-            self.ctl.close()
-            self.ctl = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def output(self) -> str:
-        """The last lines bwrap and the zygote wrote (for error messages)."""
-        if self.log is None:
-            return ""
-        self.log.seek(0, os.SEEK_END)
-        self.log.seek(max(0, self.log.tell() - 2000))
-        return self.log.read().decode(errors="replace").strip()
-
-    def _order(self, order: Dict[str, Any], fds: Sequence[int] = ()) -> None:
-        if self.ctl is None:
-            raise SlotBroken("the sandbox is not running")
-        try:
-            self.ctl.settimeout(10)
-            socket.send_fds(self.ctl, [json.dumps(order).encode()], list(fds))
-        except OSError as e:
-            raise SlotBroken(f"the zygote does not listen ({e})") from None
-
-    def _answer(self, timeout_s: float) -> Dict[str, Any]:
-        if self.ctl is None:
-            raise SlotBroken("the sandbox is not running")
-        end = time.monotonic() + timeout_s
-        while True:  # poll in short steps, so that a sandbox that exits is seen at once
-            self.ctl.settimeout(min(0.5, max(0.01, end - time.monotonic())))
-            try:
-                data = self.ctl.recv(1 << 16)
-                break
-            except socket.timeout:
-                if self.proc is None or self.proc.poll() is not None:
-                    raise SlotBroken("the sandbox exited") from None
-                if time.monotonic() >= end:
-                    raise SlotBroken(f"the zygote did not answer within {timeout_s:g} s") from None
-            except OSError as e:
-                raise SlotBroken(f"the zygote's socket failed ({e})") from None
-        if not data:
-            raise SlotBroken("the zygote is gone")
-        try:
-            answer = json.loads(data)
-        except ValueError:
-            raise SlotBroken("the zygote's answer is not JSON") from None
-        if not isinstance(answer, dict):
-            raise SlotBroken("the zygote's answer is not an object")
-        return answer
+    # the grader's sys.path entries the sandbox sees (the others are hidden or Python's own)
+    sys_path = [os.path.realpath(p) for p in sys.path if p and os.path.realpath(p) in binds]
+    config = {"ctl_fd": ctl_fd, "sandboxed": unsafe_tmp is None, "tmp": unsafe_tmp or "/tmp",
+              "uid": None if unsafe_tmp else sandbox_uid(), "preload": list(preload),
+              "sys_path": sys_path}
+    if unsafe_tmp is None:
+        return bwrap_command(bwrap, lib, limits, binds, covers, config), {}
+    argv = [sys.executable, "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(config)]
+    return argv, {"env": environment(limits, unsafe_tmp), "cwd": unsafe_tmp}
