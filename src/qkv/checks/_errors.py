@@ -12,11 +12,10 @@ broadcast, an argument left ``None``) into what to change.
 from __future__ import annotations
 
 import linecache
-from typing import Sequence, Tuple
-
 import os
 import sys
 import sysconfig
+from typing import Sequence, Tuple
 
 # Installed libraries (torch, the standard library) and the course's own code.
 _NOT_STUDENTS = tuple(sorted({os.path.realpath(p) + os.sep for p in (
