@@ -26,6 +26,7 @@ def _grade(check, student, **options):
     return grading.judge(check, 1, outcomes, **options)
 
 
+@pytest.mark.filterwarnings("ignore:a note from the student's code")
 @pytest.mark.parametrize("wrapper,check", CASES, ids=lambda x: x)
 def test_a_wrapped_right_answer_passes_without_a_notice(wrapper, check):
     answer = WRAPPERS[wrapper](BASES[check])
