@@ -16,13 +16,13 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export MPLBACKEND := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test venv clean js chromium generate
+.PHONY: book test venv clean js chromium bubblewrap generate
 
 # MPLBACKEND is unset for the build: with Agg the kernel draws no figure for plt.show().
 book: $(STAMP) $(NODE_STAMP)
 	env -u MPLBACKEND $(BIN)/jupyter-book build . -W -n --keep-going
 
-test: $(STAMP) $(NODE_STAMP) chromium
+test: $(STAMP) $(NODE_STAMP) chromium bubblewrap
 	$(BIN)/python -m pytest --durations=25
 
 venv: $(STAMP)
@@ -51,6 +51,16 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "chromium not found at $(CHROMIUM) and apt-get cannot install it here:" \
 	  "browser tests will skip (fail in CI); install with: sudo apt-get install -y chromium"; fi
+
+# `qkv grade` runs each submission in Debian's bubblewrap sandbox (src/qkv_course/grade); its
+# tests need it. Installed here when missing and apt-get can run; otherwise a message, and
+# those tests say why they skip.
+bubblewrap:
+	@if command -v bwrap >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
+	else echo "bwrap not found and apt-get cannot install it here: qkv grade needs it and its" \
+	  "tests will skip (fail in CI); install with: sudo apt-get install -y bubblewrap"; fi
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -1,6 +1,6 @@
 """Students' answers to assignment 06-masking, as notebook cell sources, and submissions made
 from them, and nbgrader run on a course folder: the material of tests/test_progress.py,
-tests/test_report.py and tests/test_regrade.py.
+tests/test_report.py.
 
 Each wrong answer is one known mistake, written the way a student would write it; the
 ``(test, outcome)`` it must produce is stated beside it, so a report's counts are known by

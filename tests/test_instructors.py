@@ -1,4 +1,5 @@
-"""book/instructors.md's nbgrader path works as written: every command, in order, on a fresh clone.
+"""book/instructors.md's grading path (nbgrader, with ``qkv grade`` in place of ``nbgrader
+autograde``) works as written: every command, in order, on a fresh clone.
 
 The commands are read from the page (the ``bash`` blocks between its two ``nbgrader-path``
 markers, step by step under their ``###`` headings), not copied here: a command changed on the
@@ -10,7 +11,7 @@ page is the command tested. They run in a temporary copy of what a fresh clone h
 - carol forgets the scale in ``attention_scores`` (a named mistake) and nobody has graded her
   written answer yet: her feedback must say so, and her exported total is provisional;
 - frank_li (an id with ``_``) hands in the blank exercise with a test cell edited: the one
-  "checksum has changed" line of the autograding log;
+  "edited the locked cell" note of ``qkv grade``'s summary;
 - bob is registered and submits nothing: a row with zero in the exported grades.
 """
 
@@ -35,10 +36,9 @@ from qkv_course.config import ROOT
 PAGE = ROOT / "book" / "instructors.md"
 BEGIN, END = "<!-- nbgrader-path: begin", "<!-- nbgrader-path: end -->"
 # What each step of the path must be about, in this order (a word of its heading).
-STEPS = ["set up", "release", "collect", "autograde", "by hand", "feedback", "export", "mistakes",
-         "regrade"]
+STEPS = ["set up", "release", "collect", "autograde", "by hand", "feedback", "export", "mistakes"]
 SUBMISSIONS = {"alice": "model", "carol": "unscaled", "frank_li": "edited_test"}
-CHECKSUM = re.compile(r"Attribute 'checksum' for cell (\S+) has changed")
+EDITED = re.compile(r"^(\S+) 04-scaling/scaling: .*edited the locked cell (\S+)", re.MULTILINE)
 
 
 def path_steps(text: str) -> List[Tuple[str, List[str]]]:
@@ -70,10 +70,11 @@ def test_the_path_is_marked_and_in_the_right_order():
     for heading, word in zip(headings, STEPS):
         assert word in heading, f"step {heading!r} should be about {word!r}: {headings}"
     commands = " ; ".join(c for _, cs in steps for c in cs)
-    for needed in ("generate_assignment", "zip_collect", "autograde", "generate_feedback 04-scaling --force",
-                   "nbgrader export", "qkv report"):
+    for needed in ("generate_assignment", "zip_collect", "qkv grade 04-scaling",
+                   "generate_feedback 04-scaling --force", "nbgrader export", "qkv report"):
         assert needed in commands, f"{needed!r} is not on the path: {commands}"
-    assert commands.index("generate_assignment") < commands.index("autograde")
+    assert "nbgrader autograde" not in commands  # qkv grade takes its place
+    assert commands.index("generate_assignment") < commands.index("qkv grade")
 
 
 def _fresh_clone(dest: Path) -> Path:
@@ -148,12 +149,11 @@ def test_release_rewrites_the_committed_exercises_unchanged(term):
 
 
 @pytest.mark.slow
-def test_the_checksum_line_names_only_the_real_edit(term):
+def test_the_summary_names_only_the_real_edit(term):
     _, logs = term
-    log = next(text for command, text in logs.items() if "nbgrader autograde" in command)
-    per_student = re.split(r"Sanitizing \S*/submitted/", log)[1:]
-    edits = {chunk.split("/", 1)[0]: CHECKSUM.findall(chunk) for chunk in per_student}
-    assert edits == {"alice": [], "carol": [], "frank_li": [class_.EDITED_TEST]}, log[-4000:]
+    log = next(text for command, text in logs.items() if command.startswith("qkv grade"))
+    assert EDITED.findall(log) == [("frank_li", class_.EDITED_TEST)], log[-4000:]
+    assert len(re.findall(r"^\S+ 04-scaling/scaling: ", log, re.MULTILINE)) == 3, log[-4000:]
 
 
 @pytest.mark.slow

@@ -129,13 +129,20 @@ def test_report_counts_a_real_class_mistakes(graded_class, capsys, tmp_path):
 # --------------------------------------------------------------------------- hand-made notebooks
 
 
-def _message(check, source):
+def _failed(check, source):
+    """The outputs a failing check leaves in a cell: its result as data, then the error."""
+    import json
+
+    from qkv.checks.result import MIME, CheckFailed
+
     ns = {"torch": torch}
     exec(source, ns)  # noqa: S102
     name = check.__name__[len("check_"):]
-    with pytest.raises(AssertionError) as e:
+    with pytest.raises(CheckFailed) as e:
         check(ns[name])
-    return str(e.value)
+    shown = new_output("display_data", data={MIME: json.loads(e.value.result.to_json()),
+                                             "text/plain": ""})
+    return [shown, _error("CheckFailed", str(e.value))]
 
 
 def _test_cell(grade_id, *outputs):
@@ -159,11 +166,11 @@ def _autograded(course, student, assignment, *cells):
 @pytest.fixture
 def small_class(tmp_path):
     course = tmp_path / "course"
-    inverted = _message(check_causal_mask, INVERTED_CAUSAL)
-    padding = _message(check_padding_mask, INVERTED_PADDING)
+    inverted = _failed(check_causal_mask, INVERTED_CAUSAL)
+    padding = _failed(check_padding_mask, INVERTED_PADDING)
     for student in ("ann", "bob", "cy"):
-        _autograded(course, student, "01-one", _test_cell("t1", _error("AssertionError", inverted)),
-                    _test_cell("t2", _error("AssertionError", padding)))
+        _autograded(course, student, "01-one", _test_cell("t1", *inverted),
+                    _test_cell("t2", *padding))
     _autograded(course, "dee", "01-one", _test_cell("t1", _error("NameError", "name 'f'")),
                 _test_cell("t2", new_output("stream", name="stderr", text="a warning")))
     _autograded(course, "ann", "02-two", _test_cell("t1", _error("KeyboardInterrupt"),
@@ -209,3 +216,33 @@ def test_unwritable_out_folder_exits_2_and_changes_nothing(small_class, capsys, 
     assert code == 2 and "cannot write to" in err and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("qkv report: cannot write")
     assert _snapshot(small_class) == before
+
+
+# --------------------------------------------------------------------------- qkv grade's records
+
+
+def _record(tests):
+    return {"student": "x", "tests": [{"grade_id": g, "points": 2.0, "status": s, "message": "m",
+                                       "mistake": m} for g, s, m in tests],
+            "manual_tests": {"test_experiment": 2.0}}
+
+
+def test_report_reads_qkv_grades_result_files_first(tmp_path, capsys):
+    from qkv_course.grade import records
+
+    course = tmp_path / "course"
+    records.write(records.path_of(course, "ann", ASSIGNMENT, "masking"), _record([
+        (CAUSAL, "fail", "inverted mask"), (PADDING, "pass", None), (SDPA, "timeout", None)]))
+    records.write(records.path_of(course, "ben", ASSIGNMENT, "masking"), _record([
+        (CAUSAL, "fail", "inverted mask"), (PADDING, "fail", None), (SDPA, "error", None)]))
+    # An autograded notebook of ann's too (as qkv grade also writes): the result file wins.
+    folder = course / "autograded" / "ann" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    cell = new_code_cell("x", metadata={"nbgrader": {"grade": True, "grade_id": CAUSAL,
+                                                     "points": 2}})
+    nbformat.write(new_notebook(cells=[cell]), str(folder / "masking.ipynb"))
+    code, out, err = _report(capsys, course, tmp_path / "out")
+    assert code == 0, err
+    rows = {(r[1], r[2]): r[3] for r in _rows(tmp_path / "out")[1:]}
+    assert rows == {(CAUSAL, "inverted mask"): "2", (PADDING, "unnamed failure"): "1",
+                    (SDPA, "timeout"): "1", (SDPA, "error"): "1"}

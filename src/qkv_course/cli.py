@@ -18,8 +18,8 @@ from .graded import UsageError
 SUBCOMMANDS = {
     "progress": ("qkv_course.progress", "students: run notebooks' answers and tests, report what passes"),
     "report": ("qkv_course.report", "instructors: which named mistakes a class makes, after autograding"),
-    "regrade": ("qkv_course.regrade", "instructors: grade every submission again outside its kernel, "
-                "flag disagreements and tampering"),
+    "grade": ("qkv_course.grade.command", "instructors: grade submissions in a sandbox, write "
+              "nbgrader's gradebook (in place of nbgrader autograde)"),
     "gradescope": ("qkv_course.gradescope", "instructors: an Otter-Grader autograder zip for Gradescope"),
 }
 
@@ -44,8 +44,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"qkv {argv[0]}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: outputs are written whole or not at all (qkv_course.outdir)
-        print(f"qkv {argv[0]}: interrupted; files already in --out are as they were or complete",
-              file=sys.stderr)
+        # Every output is written whole or not at all (qkv_course.outdir, grade.results).
+        print(f"qkv {argv[0]}: interrupted; the files written so far are complete, the others "
+              "as they were (run the command again to finish)", file=sys.stderr)
         return 130
 
 

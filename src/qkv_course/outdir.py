@@ -1,6 +1,6 @@
 """The ``--out`` folder of the instructors' commands: nothing a user made is lost, nothing half written.
 
-Every command that writes into ``--out`` (``report``, ``regrade``, ``gradescope``) does so
+Every command that writes into ``--out`` (``report``, ``gradescope``) does so
 through here:
 
 - :func:`prepare` checks the folder before any work is done (minutes of grading): it must

@@ -1,7 +1,9 @@
-"""``qkv report COURSE_DIR --out DIR``: which mistakes a class made, after ``nbgrader autograde``.
+"""``qkv report COURSE_DIR --out DIR``: which mistakes a class made, after ``qkv grade``.
 
-Reads ``COURSE_DIR/autograded/<student>/<assignment>/*.ipynb`` (their test cells' outputs hold
-the checks' messages, which name the mistakes they recognise) and writes, into ``DIR``:
+Reads the result files ``qkv grade`` wrote (``COURSE_DIR/qkv-grades/<student>/<assignment>/``:
+each test's status and the mistake the check named, as data) and, for a submission that has
+none (graded by ``nbgrader autograde``), ``COURSE_DIR/autograded/<student>/<assignment>/*.ipynb``
+(their test cells' outputs hold the checks' messages), and writes, into ``DIR``:
 
 - ``mistakes.csv``: ``assignment,test,mistake,students``: how many students made each named
   mistake in each test, plus ``unnamed failure`` (a failure no check recognised),
@@ -22,12 +24,15 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Collection, Dict, List, Tuple
 
 from . import outdir
-from .graded import PASS, Question, UsageError, notebooks_in, questions, read_notebook, require_folder
+from .graded import (BY_HAND, ERROR, FAIL, PASS, TIMEOUT, Outcome, Question, UsageError,
+                     notebooks_in, questions, read_notebook, require_folder)
 
 COLUMNS = ("assignment", "test", "mistake", "students")
+GRADES = "qkv-grades"  # qkv grade's result files (qkv_course.grade.records.FOLDER)
+STATUSES = (PASS, FAIL, ERROR, TIMEOUT)
 #: What ``qkv report`` writes into ``--out``.
 OUTPUTS = ("mistakes.csv", "report.html")
 
@@ -64,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
     """Read the autograded notebooks, write the CSV and the page; 0 on success."""
     course = require_folder(args.course_dir, "COURSE_DIR")
     autograded = course / "autograded"
-    if not autograded.is_dir():
-        raise UsageError(f"{course} has no autograded/ folder: run `nbgrader autograde "
-                         "<assignment>` in it first")
+    if not autograded.is_dir() and not (course / GRADES).is_dir():
+        raise UsageError(f"{course} has no autograded/ folder: run `qkv grade <assignment>` "
+                         "in it first")
     out = outdir.prepare(Path(args.out), OUTPUTS, args.force)  # before the work, not after
-    assignments = summarise(read_class(autograded))
+    assignments = summarise(_merged(course, autograded))
     if not assignments:
         raise UsageError(f"{autograded} holds no autograded notebooks yet")
     from .report_html import write_html  # matplotlib: only once there is something to draw
@@ -87,13 +92,48 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_class(autograded: Path) -> Dict[str, Dict[str, List[Question]]]:
+def _merged(course: Path, autograded: Path) -> Dict[str, Dict[str, List[Question]]]:
+    """The class as ``qkv grade``'s result files record it, and, for a submission without
+    one, as its autograded notebook says."""
+    graded = read_results(course)
+    done = {(s, a) for a, students in graded.items() for s in students}
+    found = read_class(autograded, done) if autograded.is_dir() else {}
+    for assignment, students in graded.items():
+        found.setdefault(assignment, {}).update(students)
+    return found
+
+
+def read_results(course: Path) -> Dict[str, Dict[str, List[Question]]]:
+    """Every result file of ``qkv grade``: ``{assignment: {student: questions}}``."""
+    from .grade import records  # noqa: PLC0415 (only where there are results)
+
+    found: Dict[str, Dict[str, List[Question]]] = {}
+    for path in sorted((course / GRADES).glob("*/*/*.json")):
+        record = records.read(path)
+        if record is None or path.name.startswith("."):
+            continue
+        student, assignment = path.parent.parent.name, path.parent.name
+        qs = [Question(t["grade_id"], float(t["points"]), False,
+                       Outcome(t["status"] if t["status"] in STATUSES else ERROR,
+                               t.get("message", ""), t.get("mistake") or None))
+              for t in record.get("tests", [])]
+        qs += [Question(g, float(p), True, Outcome(BY_HAND))
+               for g, p in record.get("manual_tests", {}).items()]
+        found.setdefault(assignment, {}).setdefault(student, []).extend(qs)
+    return found
+
+
+def read_class(autograded: Path, skip: Collection[Tuple[str, str]] = ()
+               ) -> Dict[str, Dict[str, List[Question]]]:
     """Every autograded submission's questions: ``{assignment: {student: questions}}``.
 
-    A file that is not a notebook is skipped with a warning on stderr.
+    A file that is not a notebook is skipped with a warning on stderr, and so is every
+    ``(student, assignment)`` in ``skip`` (those ``qkv grade`` has a result file for).
     """
     found: Dict[str, Dict[str, List[Question]]] = {}
     for student, assignment, notebook in notebooks_in(autograded):
+        if (student, assignment) in skip:
+            continue
         try:
             nb = read_notebook(notebook)
         except UsageError as e:

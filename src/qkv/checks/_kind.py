@@ -13,8 +13,11 @@ from typing import Any, Optional, Tuple
 
 import torch
 
-from ._compare import _isinstance, _Tensor, not_plain
-from ._guard import _WRONG_DEVICE
+from ._compare import _isinstance, _Tensor
+
+#: What to do about a result on the wrong device.
+WRONG_DEVICE = ("pass device= taken from the inputs (e.g. device=query.device) to every "
+                "torch.ones/zeros/full/arange/tensor you create, or use the *_like functions")
 
 __all__: list = []
 
@@ -25,10 +28,12 @@ _DTYPE_HINT = ("take dtype= from the inputs for every tensor you create (a fixed
 _BOOL_HINT = "return a bool tensor (True where attention is allowed)"
 
 
-def _returned(got: Any) -> str:
+def returned_words(got: Any) -> str:
     """``None (is a return missing?)``, ``a numpy.ndarray``, ``list``: what ``got`` is."""
     if got is None:
         return "None (is the return statement missing?)"
+    if isinstance(got, str) and got.startswith("<") and got.endswith(">"):
+        return got[1:-1]  # what the harness said the answer returned (see _harness.plain)
     kind = type(got)
     if kind.__module__ == "numpy":
         return f"a NumPy {kind.__name__} (keep the computation in torch)"
@@ -36,18 +41,14 @@ def _returned(got: Any) -> str:
 
 
 def _tensor_problem(got: Any, expected: Any, what: str = "") -> Optional[Finding]:
-    refused = not_plain(got)
-    if refused:
-        return refused, ("return the tensor your computation gives, not an object built to "
-                         "pass comparisons")
     if not _isinstance(got, _Tensor):
         said = f"{what} is" if what else "it returned"
-        return (f"{said} {_returned(got)}, expected a tensor",
+        return (f"{said} {returned_words(got)}, expected a tensor",
                 "return the tensor itself (not a tuple, list, NumPy array, number or None)")
     what = what or "the result"
     if got.device != expected.device:
         return (f"{what} is on {got.device}, expected {expected.device} (the inputs' device)",
-                _WRONG_DEVICE)
+                WRONG_DEVICE)
     if got.dtype != expected.dtype:
         return (f"{what} has dtype {got.dtype}, expected {expected.dtype}",
                 _BOOL_HINT if expected.dtype == torch.bool else _DTYPE_HINT)
@@ -69,10 +70,10 @@ def kind_problem(got: Any, expected: Any, legend: str = "") -> Optional[Finding]
     n = len(expected)
     said = f" {legend}" if legend else ""
     if not _isinstance(got, (tuple, list)):
-        return (f"it returned {_returned(got)}, expected a tuple of {n}{said}",
+        return (f"it returned {returned_words(got)}, expected a tuple of {n}{said}",
                 f"return all {n} results: return a, b, ...")
     if len(got) != n:
-        inner = ", ".join(_returned(g) if not _isinstance(g, _Tensor) else "tensor" for g in got)
+        inner = ", ".join(returned_words(g) if not _isinstance(g, _Tensor) else "tensor" for g in got)
         return (f"it returned {len(got)} item(s) ({inner}), expected {n}{said}",
                 f"return the {n} results side by side (return a, b, c), not nested in pairs")
     for i, (g, e) in enumerate(zip(got, expected)):

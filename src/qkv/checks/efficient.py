@@ -14,10 +14,9 @@ from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inpu
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._efficient_mistakes import kv_step_variant, online_variant, short_chunks
 from ._inputs import bool_mask
-from ._span import KeySpanWatch
 
 __all__ = ["check_chunked_attention", "check_kv_cache_step"]
 
@@ -118,7 +117,7 @@ _MISTAKES = [
 
 CHUNKED_ATTENTION = Exercise(
     name="chunked_attention", reference=via_float32(qkv.chunked_attention), cases=_cases(),
-    mistakes=_MISTAKES, forbid=TORCH_ATTENTION, watch=KeySpanWatch,
+    mistakes=_MISTAKES, forbid=TORCH_ATTENTION,
     compare=_close_or_empty_row, legend="(..., L, Ev)",
     error_hints=[("without overflow", FILL_HINT)],
 )
@@ -128,10 +127,6 @@ def check_chunked_attention(chunked_attention: Callable[..., Tensor],
                             seed: Optional[int] = 0) -> None:
     """Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
     chunk_size=256)`` against :func:`qkv.chunked_attention`.
-
-    Besides the output, the check watches the tensors the answer creates
-    (:class:`KeySpanWatch`): one made from the queries that spans all S keys (the full
-    ``(..., L, S)`` scores, or a full row of them per query) means the chunking was skipped.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -183,6 +178,8 @@ def _kv_cases() -> List[Case]:
 
 
 _CAT_DIM = "the cache appended on the wrong dim"
+# The mask of the new tokens, as the assignment writes it (device= taken from the query).
+_KV_MASK = "torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)"
 _CAT_DIM_HINT = ("the cache grows along the sequence axis: torch.cat([k_cache, key], dim=-2) "
                  "(B, H, P, E) + (B, H, L, E) -> (B, H, P + L, E)")
 _KV_SCALE_HINT = ("scale by 1/sqrt(E), E = query.shape[-1] the width of queries and keys (or by "
@@ -194,12 +191,12 @@ KV_CACHE_STEP = Exercise(
     mistakes=[
         Mistake("the causal mask aligned to the upper left (is_causal=True)",
                 "the L new tokens are the LAST L of the S keys: new token i sits at position "
-                "S - L + i and may see keys 0 .. S - L + i, i.e. "
-                "torch.ones(L, S, dtype=torch.bool).tril(S - L) (is_causal aligns to the top-left)",
+                f"S - L + i and may see keys 0 .. S - L + i, i.e. {_KV_MASK} (is_causal "
+                "aligns to the top-left)",
                 partial(kv_step_variant, mask="upper_left")),
         Mistake("no causal mask among several new tokens",
                 "with L > 1 new tokens, each may not see the new tokens after it: use the mask "
-                "torch.ones(L, S, dtype=torch.bool).tril(S - L)", partial(kv_step_variant, mask=None)),
+                f"{_KV_MASK}", partial(kv_step_variant, mask=None)),
         Mistake("the new queries attend only to the old cache, not to the new keys",
                 "append the new key and value to the cache first, then attend to all of it",
                 partial(kv_step_variant, attend_new=False)),
@@ -217,8 +214,8 @@ KV_CACHE_STEP = Exercise(
         Mistake("scaled by 1/sqrt(Ev), the width of the values, instead of 1/sqrt(E)",
                 _KV_SCALE_HINT, partial(kv_step_variant, scale_by="Ev")),
         Mistake("the causal mask off by one (each new token's own key is masked)",
-                "new token i sits at position S - L + i and sees itself: "
-                "torch.ones(L, S, dtype=torch.bool).tril(S - L), not tril(S - L - 1)",
+                f"new token i sits at position S - L + i and sees itself: {_KV_MASK}, not "
+                "tril(S - L - 1)",
                 partial(kv_step_variant, diag=-1)),
         Mistake("the causal mask off by one (one future key is allowed)",
                 "new token i may see keys 0 .. S - L + i only: tril(S - L), not tril(S - L + 1)",
@@ -243,3 +240,6 @@ def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] =
     """
     __tracebackhide__ = True
     run_check(KV_CACHE_STEP, kv_cache_step, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP)

@@ -1,0 +1,35 @@
+"""Trusted grading (``qkv grade``): student code in a sandbox, judged and recorded here.
+
+The untrusted half: run a submission's code in a sandbox, exchange only data.
+
+- :mod:`.client`: :class:`Pool` and :class:`Submission`, what the trusted grader drives;
+- :mod:`.sandbox`: the bubblewrap sandbox (what it sees, its namespaces); :mod:`.slot`: a job
+  slot, one sandbox whose zygote forks a child per submission;
+- :mod:`.zygote` and :mod:`.worker`: what runs inside (the grader never runs them itself);
+- :mod:`.protocol`: the data-only wire format; :mod:`.results`: what comes back besides data;
+- :mod:`.limits`: :class:`Limits`, what one submission may spend.
+
+The grader runs each submission's code cells in a fresh child of a sandboxed zygote, calls
+what the instructor's source names through ``qkv.checks.grading.run_student`` there, receives
+plain data (tensors as raw bytes, never pickles), and judges and writes grades itself.
+
+The trusted half (the parent, which alone judges and writes):
+
+- :mod:`.plan`: what is graded, from the instructor's source (tests, check calls, seeds);
+- :mod:`.submission`: a submitted notebook read as untrusted data (which cells are the student's);
+- :mod:`.checks_api`: the checks' grading API (inputs, verdicts), in the trusted process;
+- :mod:`.judge`: one submission's tests through its sandbox;
+- :mod:`.records`: one result file per submission, the record;
+- :mod:`.gradebook`: nbgrader's gradebook and autograded notebooks, from the result files;
+- :mod:`.flags`: delegation, flagged for a person;
+- :mod:`.run`, :mod:`.command`: the run (jobs, shards, summary) and the ``qkv grade`` command.
+"""
+
+from .client import Pool, Submission
+from .limits import Limits
+from .protocol import ProtocolError
+from .results import CellOutcome, Failed, Missing, NotData, Raised
+from .sandbox import SandboxUnavailable
+
+__all__ = ["CellOutcome", "Failed", "Limits", "Missing", "NotData", "Pool", "ProtocolError",
+           "Raised", "SandboxUnavailable", "Submission"]

@@ -1,0 +1,98 @@
+"""Delegation flags: for a person to review, never a deduction.
+
+An exercise that asks for your own softmax or attention cannot stop an answer from calling
+torch's (the sandbox runs whatever the answer calls, and a right result is a right result).
+So delegation is a *flag*: the grade stands, and the run's summary and the result file name
+the student, the test and what was seen, from two sources:
+
+- what the sandbox saw: the checks' notice in a call's verdict (the answer called what the
+  exercise asks you to write, seen through torch's public API while it ran);
+- a static reading of the student's code (answer cells and cells they added), here in the
+  parent: a reference to torch's softmax or attention where the exercise forbids it, or any
+  use of the course's reference package ``qkv`` (``qkv.checks`` aside, nothing of it belongs
+  in an answer).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, Iterable, List, Set
+
+SOFTMAX = ("softmax",)
+ATTENTION = ("scaled_dot_product_attention", "multiheadattention", "multi_head_attention",
+             "flex_attention", "_safe_softmax", "_masked_softmax", "transformer")
+# What each exercise may not call, beyond the course's reference (checks not listed: attention).
+FORBIDDEN = {"softmax": SOFTMAX, "question": (), "dot_product_variance": (),
+             "split_heads": (), "merge_heads": (), "causal_mask": ("tril", "triu", "causal"),
+             "padding_mask": (), "sinusoidal_encoding": ("sinusoid", "rotary", "rope", "alibi"),
+             "apply_rope": ("sinusoid", "rotary", "rope", "alibi"),
+             "alibi_bias": ("sinusoid", "rotary", "rope", "alibi"),
+             "repeat_kv": ("repeat_kv",), "causal_mask_bottom_right": ("lower_right", "causal")}
+
+
+def names_in(source: str) -> Set[str]:
+    """Every dotted name and imported module a piece of code mentions (empty if it does not
+    parse: a cell that does not parse defines nothing)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    found: Set[str] = set()
+    defined = {n.name for n in ast.walk(tree)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+    return found - defined  # the student's own functions are not delegation
+
+
+def _delegates(check: str, names: Iterable[str]) -> List[str]:
+    check = check[len("check_"):] if check.startswith("check_") else check
+    patterns = FORBIDDEN.get(check, ATTENTION)
+    seen = []
+    for name in sorted(names):
+        if name == "qkv" or (name.startswith("qkv.") and not name.startswith("qkv.checks")):
+            seen.append(f"uses the course's reference ({name})")
+        elif check != "softmax" and check in FORBIDDEN and not patterns:
+            continue
+        elif any(p in name.lower() for p in patterns) and name != check:
+            seen.append(f"names {name}")
+    return seen
+
+
+def static_flags(check: str, answer_source: str, added: Iterable[str]) -> List[str]:
+    """What a static reading finds in the code that can define an exercise's answer."""
+    names = names_in(answer_source)
+    for source in added:
+        names |= names_in(source)
+    return _delegates(check, names)
+
+
+def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str],
+              calls_by_test: Dict[str, List[tuple]]) -> List[Dict[str, str]]:
+    """Every flag of a submission: ``{"test", "source", "detail"}``.
+
+    Args:
+        record_tests: the tests' verdicts (their calls' ``notice`` fields).
+        answers: the student's answer cells by id.
+        added: the cells the student added.
+        calls_by_test: test id -> ``[(check, answer name)]`` from the instructor's plan.
+    """
+    flags = []
+    for test in record_tests:
+        for notice in dict.fromkeys(test.get("notices", [])):
+            flags.append({"test": test["grade_id"], "source": "sandbox", "detail": notice[:300]})
+        for check, answer in calls_by_test.get(test["grade_id"], []):
+            if check == "check_question":
+                continue
+            for detail in static_flags(check, answers.get(answer, ""), added):
+                flags.append({"test": test["grade_id"], "source": "static",
+                              "detail": f"{answer}: {detail}"})
+    unique = {(f["test"], f["source"], f["detail"]): f for f in flags}
+    return list(unique.values())

@@ -1,0 +1,207 @@
+"""From the result files to what nbgrader's tools read: ``gradebook.db`` and autograded notebooks.
+
+Run by the trusted parent only, after every sandbox has ended, from the result files
+(:mod:`.records`), so writing is idempotent: the same files give the same gradebook, and a run
+interrupted here is finished by the next one. For each submitted notebook it does what
+``nbgrader autograde`` records, through nbgrader's own API and rules:
+
+- the autograded notebook, ``autograded/<student>/<assignment>/<notebook>.ipynb``: the
+  release's cells, the student's answer cells and written answers, the cells the student added,
+  and the instructor's test cells (hidden tests included) with each failing test's message as
+  its error output (``AssertionError``), so ``nbgrader generate_feedback``, ``nbgrader export``,
+  formgrader and ``qkv report`` read it as after ``nbgrader autograde``;
+- in the gradebook (``nbgrader.api.Gradebook``): the student, the submission (its
+  ``timestamp.txt``), and each grade cell's ``auto_score`` and ``needs_manual_grade`` as
+  nbgrader's ``SaveAutoGrades`` sets them (``nbgrader.utils.determine_grade`` on the autograded
+  cell: a test with an error output scores 0, one without the full points; a written answer
+  left as released scores 0, one the student wrote waits for a person; a score given by hand
+  is kept and flagged for review), and "No response." on answers left as released. A test
+  cell that calls no check waits for a person (``auto_score`` None).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ..graded import ERROR_ON_TIMEOUT, UsageError, nbgrader_meta
+from . import records
+from .judge import PASS, TIMEOUT
+from .plan import Plan, text
+
+WAITS = ("qkv grade judges only the checks' calls: this test cell calls none, so a person "
+         "grades it in formgrader")
+
+
+def _error_output(status: str, message: str) -> Dict[str, Any]:
+    if status == TIMEOUT:
+        return {"output_type": "error", **ERROR_ON_TIMEOUT, "evalue": message,
+                "traceback": [f"CellTimeoutError: {message}"]}
+    return {"output_type": "error", "ename": "AssertionError", "evalue": message,
+            "traceback": ["AssertionError: " + line if i == 0 else line
+                          for i, line in enumerate(message.splitlines() or [""])]}
+
+
+def _result_outputs(test: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The failing check's result as data, where ``qkv progress`` and ``qkv report`` read it
+    in a kernel's outputs (:func:`qkv.checks.result.show`)."""
+    from qkv.checks.result import MIME
+
+    failed = [c for c in test.get("calls", []) if "exercise" in c and not c.get("passed")]
+    if not failed:
+        return []
+    fields = {k: v for k, v in failed[-1].items() if k not in ("call",)}
+    return [{"output_type": "display_data", "metadata": {},
+             "data": {MIME: fields, "text/plain": ""}}]
+
+
+def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
+    """The autograded notebook of one submission, as plain JSON (nbformat 4.5)."""
+    tests = {t["grade_id"]: t for t in record.get("tests", [])}
+    sources = {nbgrader_meta(c).get("grade_id"): text(c.get("source"))
+               for c in plan.source.get("cells", []) if isinstance(c, dict)}
+    answers, written = record.get("answers", {}), record.get("written", {})
+    added: Dict[Any, List[str]] = {}
+    for anchor, source in record.get("added", []):
+        added.setdefault(anchor, []).append(source)
+    cells: List[Dict[str, Any]] = []
+
+    def add_student_cells(anchor: Any) -> None:
+        for source in added.pop(anchor, []):
+            cells.append({"cell_type": "code", "id": f"added-{len(cells)}", "metadata": {},
+                          "execution_count": len(cells) + 1, "outputs": [], "source": source})
+
+    add_student_cells(None)
+    for original in plan.skeleton.get("cells", []):
+        cell = copy.deepcopy(original)
+        meta = nbgrader_meta(cell)
+        gid = meta.get("grade_id")
+        cell["metadata"] = {"nbgrader": meta} if meta else {}
+        cell["source"] = text(cell.get("source"))  # one string, as nbgrader's checksums read it
+        if cell.get("cell_type") == "code":  # numbered as run (qkv report: a test that ran)
+            cell["outputs"], cell["execution_count"] = [], len(cells) + 1
+        if gid in answers:
+            cell["source"] = answers[gid]
+        elif gid in written:
+            cell["source"] = written[gid]
+        elif gid in tests or gid in plan.manual_tests:
+            cell["source"] = sources.get(gid, text(cell.get("source")))
+            result = tests.get(gid)
+            if result is None:
+                cell["outputs"] = [{"output_type": "stream", "name": "stdout",
+                                    "text": WAITS + "\n"}]
+            elif result["status"] != PASS:
+                cell["outputs"] = _result_outputs(result) + [
+                    _error_output(result["status"], result["message"])]
+        cells.append(cell)
+        add_student_cells(cell.get("id"))
+        if gid and gid != cell.get("id"):
+            add_student_cells(gid)
+    for anchor in list(added):
+        add_student_cells(anchor)
+    metadata = {k: v for k, v in plan.skeleton.get("metadata", {}).items()
+                if k in ("kernelspec", "language_info", "jupytext")}
+    return {"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _write_notebook(path: Path, nb: Dict[str, Any]) -> Any:
+    import nbformat
+
+    node = nbformat.from_dict(nb)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        nbformat.write(node, str(tmp))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return node
+
+
+def _timestamp(course: Path, student: str, assignment: str) -> Any:
+    from nbgrader.utils import parse_utc
+
+    path = course / "submitted" / student / assignment / "timestamp.txt"
+    try:
+        stamp = path.read_text(encoding="utf-8").strip()
+        return parse_utc(stamp) if stamp else None
+    except (OSError, ValueError):
+        return None
+
+
+def _record_grades(gb: Any, node: Any, plan: Plan, student: str) -> None:
+    """nbgrader's SaveAutoGrades on the autograded notebook (checkless tests: for a person)."""
+    from nbgrader import utils
+
+    for cell in node.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        gid = meta.get("grade_id")
+        if not gid:
+            continue
+        if utils.is_grade(cell):
+            grade = gb.find_grade(gid, plan.notebook, plan.assignment, student)
+            score = (None if gid in plan.manual_tests
+                     else utils.determine_grade(cell, None)[0])
+            grade.auto_score = score
+            grade.needs_manual_grade = grade.manual_score is not None or score is None
+        if utils.is_solution(cell) or utils.is_task(cell):
+            comment = gb.find_comment(gid, plan.notebook, plan.assignment, student)
+            unchanged = (meta.get("checksum") == utils.compute_checksum(cell)
+                         and not utils.is_task(cell))
+            comment.auto_comment = "No response." if unchanged else None
+
+
+def write(course: Path, plans: Dict[str, Plan], only: Any = None) -> int:
+    """Write the gradebook and the autograded notebooks from an assignment's result files.
+
+    Args:
+        course: the course folder (holding ``gradebook.db``).
+        plans: the assignment's plans, by notebook name.
+        only: students to write (None: every student with a result file).
+
+    Returns:
+        how many submissions were written.
+
+    Raises:
+        UsageError: the gradebook does not know the assignment (run generate_assignment).
+    """
+    assignment = next(iter(plans.values())).assignment
+    with warnings.catch_warnings():
+        # nbgrader's own add_submission makes SQLAlchemy warn about autoflush (as under
+        # nbgrader autograde); the rows are written all the same.
+        warnings.simplefilter("ignore")
+        return _write_all(course, plans, only, assignment)
+
+
+def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str) -> int:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    written = 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        try:
+            gb.find_assignment(assignment)
+        except MissingEntry:
+            raise UsageError(f"the gradebook has no assignment {assignment!r}: run `nbgrader "
+                             f"generate_assignment {assignment} --force` first") from None
+        for student, notebook, record in records.all_results(course, assignment):
+            if (only is not None and student not in only) or notebook not in plans:
+                continue
+            plan = plans[notebook]
+            folder = course / "autograded" / student / assignment
+            node = _write_notebook(folder / f"{notebook}.ipynb", autograded_notebook(plan, record))
+            stamp = course / "submitted" / student / assignment / "timestamp.txt"
+            if stamp.is_file():
+                shutil.copyfile(stamp, folder / "timestamp.txt")
+            gb.update_or_create_student(student)
+            when = _timestamp(course, student, assignment)
+            gb.update_or_create_submission(assignment, student,
+                                           **({"timestamp": when} if when else {}))
+            _record_grades(gb, node, plan, student)
+            gb.db.commit()  # one submission's grades together
+            written += 1
+    return written

@@ -1,0 +1,93 @@
+"""The same engine on Gradescope: one submission graded as ``qkv grade`` grades it, into
+Gradescope's own ``results.json``.
+
+Gradescope runs ``/autograder/run_autograder`` in a container per submission; that script can
+call ``python -m qkv_course.grade.gradescope COURSE ASSIGNMENT SUBMISSION_DIR RESULTS``, where
+``COURSE`` is a course folder shipped in the autograder (the assignment's source and release,
+and the course's ``.qkv-grade-key``). The submitted notebook is read as untrusted data, its
+code runs in the sandbox (or, where the container cannot run bubblewrap, unsandboxed: the
+container is then the boundary, one per submission), the checks judge outside it, and this
+process writes ``results.json``: one test per test cell, its points and its message, and the
+whole record under ``extra_data.qkv`` (what ``qkv report`` reads from a result file).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from ..graded import UsageError
+from . import judge, run
+from .plan import course_key
+
+
+def student_of(submission_dir: Path) -> str:
+    """The submitter's id from Gradescope's ``submission_metadata.json`` (for the seeds)."""
+    try:
+        meta = json.loads((submission_dir.parent / "submission_metadata.json").read_text())
+        users = meta.get("users") or [{}]
+        return str(users[0].get("sid") or users[0].get("email") or meta.get("id") or "anonymous")
+    except (OSError, ValueError, AttributeError, IndexError, TypeError):
+        return "anonymous"
+
+
+def results_json(record: Dict[str, Any], sandboxed: bool) -> Dict[str, Any]:
+    """Gradescope's ``results.json`` from a result record."""
+    tests = [{"name": t["grade_id"], "score": t["earned"], "max_score": t["points"],
+              "output": t["message"] or "passed", "visibility": "after_published"}
+             for t in record["tests"]]
+    note = "" if sandboxed else " (no sandbox in this container: the container is the boundary)"
+    return {"score": record["score"], "tests": tests, "output": run.summary_line(record) + note,
+            "extra_data": {"qkv": record}}
+
+
+def grade_submission(course: Path, assignment: str, submission_dir: Path,
+                     student: Optional[str] = None, unsafe_fallback: bool = True,
+                     limits: Optional[judge.Timeouts] = None) -> Dict[str, Any]:
+    """Grade the one notebook in ``submission_dir``; Gradescope's ``results.json`` as a dict.
+
+    Raises:
+        UsageError: no notebook, or several, in ``submission_dir``.
+    """
+    from . import Pool, SandboxUnavailable
+
+    plans = run.plans_of(course, assignment)
+    found = sorted(p for p in submission_dir.glob("*.ipynb") if not p.name.startswith("."))
+    if len(found) != 1:
+        raise UsageError(f"{submission_dir}: expected one notebook, found {len(found)}")
+    p = plans.get(found[0].stem) or (next(iter(plans.values())) if len(plans) == 1 else None)
+    if p is None:
+        raise UsageError(f"{found[0].name} is none of {', '.join(sorted(plans))}")
+    job = (student or student_of(submission_dir), p, found[0])
+    key = course_key(course)
+    try:
+        with Pool(1, hide=[str(course)]) as pool:
+            return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), True)
+    except SandboxUnavailable:
+        if not unsafe_fallback:
+            raise
+    with Pool(1, unsafe=True) as pool:
+        return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), False)
+
+
+def main(argv: Optional[list] = None) -> int:
+    """``COURSE ASSIGNMENT SUBMISSION_DIR RESULTS_JSON``: grade and write ``results.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 4:
+        print("usage: python -m qkv_course.grade.gradescope COURSE ASSIGNMENT SUBMISSION_DIR "
+              "RESULTS_JSON", file=sys.stderr)
+        return 2
+    course, assignment, submission_dir, out = args
+    try:
+        result = grade_submission(Path(course), assignment, Path(submission_dir))
+    except UsageError as e:
+        result = {"score": 0, "output": f"not graded: {e}", "tests": []}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Grade one submission: drive its sandbox through every test, judge here, in the trusted parent.
+
+For each test of the instructor's plan, for each check call its cell makes: the inputs are
+drawn here (:func:`.checks_api.calls`, from a seed only this process knows), sent to the
+sandbox as data, the student's function is called there, its outputs come back as data and are
+judged here (:func:`.checks_api.judge`: the reference and the mistake catalogue run in this
+process). A test earns its points only when every one of its calls passes. A question's answer
+is read from the sandbox as a JSON value and judged here. The sandbox never sees a seed, a
+reference result or a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from . import checks_api
+from .results import Failed, Missing, NotData
+from .plan import QUESTION, Call, Plan, Test, seed_for
+
+PASS, FAIL, ERROR, TIMEOUT = "pass", "fail", "error", "timeout"  # as qkv report counts them
+NOT_WRITTEN = "not written yet"  # qkv report's label for an answer raising NotImplementedError
+MESSAGE_LIMIT = 4000  # characters of a message kept (a mistake's name ends its first line)
+
+
+@dataclass
+class Timeouts:
+    """Per call: seconds a check's call, and a question's value, may take in the sandbox."""
+
+    call_s: float = 60.0
+    value_s: float = 10.0
+
+
+class GraderError(Exception):
+    """The grader itself failed on a call (a bug in a check): no grade is recorded."""
+
+
+@dataclass
+class NotAnswered:
+    """A verdict the parent gives without the checks: the answer is absent or not data."""
+
+    what: str
+    passed: bool = False
+    mistake: str = ""
+    notice: str = ""
+
+    def message(self) -> str:
+        return self.what
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"passed": False, "what": self.what}
+
+
+@dataclass
+class TestResult:
+    """One test's verdict, as the result file records it."""
+
+    grade_id: str
+    points: float
+    status: str
+    message: str = ""
+    mistake: Optional[str] = None
+    calls: List[Dict[str, Any]] = field(default_factory=list)
+    notices: List[str] = field(default_factory=list)
+
+    @property
+    def earned(self) -> float:
+        return self.points if self.status == PASS else 0.0
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"grade_id": self.grade_id, "points": self.points, "earned": self.earned,
+                "status": self.status, "message": self.message[:MESSAGE_LIMIT],
+                "mistake": self.mistake, "calls": self.calls, "notices": self.notices}
+
+
+def _failed_reason(outcome: Any) -> Optional[str]:
+    """The sandbox's reason when a call did not complete (timeout, crash, flood), else None."""
+    return outcome.reason if isinstance(outcome, Failed) else None
+
+
+def _status_of_failure(reason: str) -> str:
+    """``timeout`` for a limit of time (the sandbox's words), ``error`` for anything else."""
+    words = ("did not finish", "time", "cpu")
+    return TIMEOUT if any(w in reason.lower() for w in words) else ERROR
+
+
+def _result_json(result: Any) -> Dict[str, Any]:
+    """A verdict's fields (``CheckResult.to_json`` gives a JSON string)."""
+    try:
+        data = result.to_json()
+        return dict(json.loads(data) if isinstance(data, str) else data)
+    except Exception:  # noqa: BLE001 (a record we cannot serialise is recorded by its message)
+        return {"passed": bool(getattr(result, "passed", False))}
+
+
+def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any:
+    """One check call on the student's code: ``(CheckResult or None, failure reason or None)``."""
+    if call.check == QUESTION:
+        value = sub.value(call.answer, limits.value_s)
+        if isinstance(value, Failed):
+            return None, value.reason
+        if value is Missing:
+            return NotAnswered(f"{call.answer} is not set: set it in its answer cell "
+                               f"({call.answer} = ...)"), None
+        if isinstance(value, NotData):
+            return NotAnswered(f"{call.answer} is a {value.type}: the question asks for a "
+                               "number or a string"), None
+        return checks_api.question(call.question, value), None
+    outcomes = []
+    for args, kwargs in checks_api.calls(call.check, seed, call.options):
+        outcome = sub.call(call.check, call.answer, args, kwargs, call.options, limits.call_s)
+        reason = _failed_reason(outcome)
+        if reason is not None:
+            return None, reason
+        if isinstance(outcome, NotData):
+            return NotAnswered(f"{call.answer} returned a {outcome.type}, which is not what "
+                               f"{call.check[len('check_'):]} returns (a tensor, or a tuple "
+                               "of them)"), None
+        outcomes.append(outcome)
+    return checks_api.judge(call.check, seed, outcomes, call.options), None
+
+
+def grade_test(sub: Any, test: Test, plan: Plan, key: bytes, student: str,
+               limits: Timeouts) -> TestResult:
+    """Every call of one test cell; its points only when all of them pass."""
+    calls, notices = [], []
+    for index, call in enumerate(test.calls):
+        seed = seed_for(call, key, student, plan, test.grade_id, index)
+        record: Dict[str, Any] = {"call": call.describe(), "seed": seed}
+        if getattr(sub, "failed", None):
+            reason = f"not graded: the sandbox stopped earlier ({sub.failed})"
+            return TestResult(test.grade_id, test.points, ERROR, reason, None, calls + [record],
+                              notices)
+        try:
+            result, reason = run_call(sub, call, seed, limits)
+        except Exception as e:
+            # The checks judge every answer without raising: this is the grader's own fault,
+            # never a grade. Nothing is recorded for the submission; the run says so.
+            raise GraderError(f"{test.grade_id}: {call.describe()}: {type(e).__name__}: "
+                              f"{e}") from e
+        if result is not None:
+            record.update(_result_json(result))
+            notice = getattr(result, "notice", None)
+            if notice:
+                notices.append(str(notice))
+        calls.append(record)
+        if reason is not None:
+            return TestResult(test.grade_id, test.points, _status_of_failure(reason),
+                              f"{call.describe()}: {reason}", None, calls, notices)
+        if not result.passed:
+            kind = getattr(result, "kind", "")
+            mistake = getattr(result, "mistake", "") or (NOT_WRITTEN if kind == "not written"
+                                                         else None)
+            return TestResult(test.grade_id, test.points, TIMEOUT if kind == "timeout" else FAIL,
+                              result.message(), mistake, calls, notices)
+    return TestResult(test.grade_id, test.points, PASS, "", None, calls, notices)
+
+
+def grade(sub: Any, plan: Plan, key: bytes, student: str, limits: Timeouts) -> List[TestResult]:
+    """Every test of the plan, in order, against one submission's sandbox."""
+    return [grade_test(sub, test, plan, key, student, limits) for test in plan.tests]

@@ -1,0 +1,87 @@
+"""The record of a grading run: one JSON result file per submission, written whole or not at all.
+
+``<course>/qkv-grades/<student>/<assignment>/<notebook>.json`` is what ``qkv grade`` decided
+for one submitted notebook (every test's verdict and message, the written answers' text for
+formgrader, the flags for a person). It is written by the trusted parent only, after the
+submission's sandbox has ended, atomically (a temporary file renamed into place), so an
+interrupted run leaves every file complete or absent. It is THE record: the gradebook and the
+autograded notebooks are written from these files (:mod:`.gradebook`), a run grades only the
+submissions whose file is missing or stale (the submission or the instructor's plan changed
+since), ``--force`` grades everything again, and each shard writes only its own students'.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+FOLDER = "qkv-grades"
+FORMAT = 1
+
+
+def path_of(course: Path, student: str, assignment: str, notebook: str) -> Path:
+    """Where a submission's result file lives."""
+    return course / FOLDER / student / assignment / f"{notebook}.json"
+
+
+def sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes ("" when it cannot be read)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return ""
+    return h.hexdigest()
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write(path: Path, record: Dict[str, Any]) -> None:
+    """Write a result file atomically: complete, or not there at all (and fsync'ed first, so
+    a crash of the machine leaves no empty file under the final name)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"format": FORMAT, **record}, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def read(path: Path) -> Optional[Dict[str, Any]]:
+    """A result file's record; None when it is missing, partial or from another format."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        return None
+    return record
+
+
+def current(path: Path, submission_sha: str, plan_digest: str) -> bool:
+    """Whether a result file records this very submission, graded under this plan."""
+    record = read(path)
+    return (record is not None and record.get("submission_sha256") == submission_sha
+            and record.get("plan") == plan_digest)
+
+
+def all_results(course: Path, assignment: str) -> Iterator[Tuple[str, str, Dict[str, Any]]]:
+    """Every readable result of an assignment: ``(student, notebook, record)``, sorted."""
+    for path in sorted((course / FOLDER).glob(f"*/{assignment}/*.json")):
+        record = read(path)
+        if record is not None and not path.name.startswith("."):
+            yield path.parent.parent.name, path.stem, record

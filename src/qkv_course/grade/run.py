@@ -1,0 +1,268 @@
+"""One grading run: which submissions, in which sandboxes, how many at once, and its summary.
+
+:func:`grade_class` finds ``submitted/<student>/<A>/<notebook>.ipynb`` for every notebook of
+the assignment's source, keeps the students asked for (``--student``) and this shard's
+(``--shard K/N``: every N-th student of the sorted ids, from the K-th: deterministic, so a
+Slurm array or a Kubernetes indexed job splits a class without a scheduler of ours), skips
+those whose result file is current (``--force`` grades them again), grades the rest ``--jobs``
+at a time, each in a fresh sandbox (:mod:`.sandbox`), and writes each result file once the
+submission's sandbox has ended. An unsharded run (and ``--merge``, after the shards) then
+writes the gradebook and the autograded notebooks from every result file
+(:mod:`.gradebook`). Every submission gets one line of the summary, whatever it did.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..graded import UsageError, did_you_mean
+from . import checks_api, flags, gradebook, judge, records, submission
+from .summary import Summary, report, summary_line
+from .plan import Plan, course_key, notebooks, plan
+
+Job = Tuple[str, Plan, Path]  # student, the notebook's plan, the submitted file
+SANDBOX = "qkv_course.grade"  # where Pool and SandboxUnavailable live (tests of the parent swap it)
+
+
+def parse_shard(value: Optional[str]) -> Optional[Tuple[int, int]]:
+    """``"K/N"`` as ``(K, N)`` with ``1 <= K <= N``; None for None.
+
+    Raises:
+        UsageError: anything else.
+    """
+    if value is None:
+        return None
+    try:
+        k, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard {value!r}: write it K/N, e.g. --shard 2/8 (the second of "
+                         "eight shards)") from None
+    if not 1 <= k <= n:
+        raise UsageError(f"--shard {value}: K must be from 1 to N (got K={k}, N={n})")
+    return k, n
+
+
+def in_shard(students: Sequence[str], shard: Optional[Tuple[int, int]]) -> List[str]:
+    """This shard's students: of the sorted ids, those at positions K-1, K-1+N, ..."""
+    ordered = sorted(set(students))
+    if shard is None:
+        return ordered
+    k, n = shard
+    return ordered[k - 1::n]
+
+
+def check_plans(plans: Dict[str, Plan]) -> None:
+    """Raise :class:`UsageError` for a test cell calling a check that does not exist (the
+    instructor's error, said before any grade is recorded)."""
+    for p in plans.values():
+        for test in p.tests:
+            for call in test.calls:
+                if not checks_api.known(call.check):
+                    raise UsageError(f"{p.assignment}/{p.notebook}: test {test.grade_id} calls "
+                                     f"{call.check}, which qkv.checks does not have")
+
+
+def plans_of(course: Path, assignment: str) -> Dict[str, Plan]:
+    """Every notebook's plan, checked (:func:`check_plans`)."""
+    plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
+    check_plans(plans)
+    return plans
+
+
+def _warm(pool: Any, jobs: int) -> None:
+    """Start every slot's sandbox now, in parallel (one empty submission each), while this
+    process imports torch and the checks; a sandbox that cannot start says so later."""
+    def one() -> None:
+        try:
+            with pool.submission([]):
+                pass
+        except Exception:  # noqa: BLE001 (the first real submission raises it again)
+            pass
+
+    for _ in range(jobs):
+        threading.Thread(target=one, daemon=True, name="qkv-grade-warm").start()
+
+
+def find_jobs(course: Path, assignment: str, plans: Dict[str, Plan],
+              only: Optional[Sequence[str]], shard: Optional[Tuple[int, int]]) -> List[Job]:
+    """The submissions this run is about (current or not).
+
+    Raises:
+        UsageError: no submissions, or a ``--student`` who submitted nothing.
+    """
+    folder = course / "submitted"
+    present = [s for s in (p.parent.name for p in sorted(folder.glob(f"*/{assignment}")))
+               if not s.startswith(".")] if folder.is_dir() else []
+    if not present:
+        raise UsageError(f"no submissions of {assignment} in {folder}/<student>/{assignment}/: "
+                         "collect them first (nbgrader zip_collect, or copy them there)")
+    if only:
+        missing = [s for s in only if s not in present]
+        if missing:
+            raise UsageError(f"no submission of {assignment} from {', '.join(missing)}"
+                             + did_you_mean(missing[0], present))
+        present = [s for s in present if s in set(only)]
+    return [(s, p, folder / s / assignment / f"{name}.ipynb")
+            for s in in_shard(present, shard) for name, p in plans.items()
+            if (folder / s / assignment / f"{name}.ipynb").is_file()]
+
+
+def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
+            tests: List[judge.TestResult], cells: List[Dict[str, str]],
+            sandbox: str, seconds: float) -> Dict[str, Any]:
+    tests_json = [t.to_json() for t in tests]
+    calls = {t.grade_id: [(c.check, c.answer) for c in t.calls] for t in p.tests}
+    return {"student": student, "assignment": p.assignment, "notebook": p.notebook,
+            "plan": p.digest(), "submission_sha256": sha, "graded_at": records.now(),
+            "seconds": round(seconds, 3), "tests": tests_json,
+            "score": sum(t.earned for t in tests), "max_score": sum(t.points for t in p.tests),
+            "manual_tests": p.manual_tests, "answers": sub.answers, "written": sub.written,
+            "added": [list(a) for a in sub.added], "problems": sub.problems, "cells": cells,
+            "sandbox": sandbox,
+            "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls)}
+
+
+def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
+    tests = [judge.TestResult(t.grade_id, t.points, judge.ERROR,
+                              f"the submitted notebook could not be read: {why}") for t in p.tests]
+    record = _record(student, p, sha, submission.Submission(problems=[why]), tests, [], "", 0.0)
+    record["unreadable"] = why
+    return record
+
+
+def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
+    """Grade one submitted notebook in a fresh sandbox; its record (not yet written)."""
+    student, p, path = job
+    sha = records.sha256(path)
+    try:
+        sub = submission.read(submission.load(path), p)
+    except submission.Unreadable as e:
+        return _unreadable(student, p, sha, str(e))
+    run = submission.cells_to_run(p, sub)
+    start = time.monotonic()
+    with pool.submission([source for _, source in run]) as box:
+        tests = judge.grade(box, p, key, student, limits)
+        outcomes = list(getattr(box, "cells", []) or [])
+        stopped = getattr(box, "failed", None)
+    # The sandbox has ended: from here on only this process acts.
+    cells = [{"cell": label, "outcome": str(o)[:300]}
+             for (label, _), o in zip(run, outcomes)]
+    return _record(student, p, sha, sub, tests, cells, str(stopped or "")[:300],
+                   time.monotonic() - start)
+
+
+def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,
+                jobs: int = 2, shard: Optional[Tuple[int, int]] = None, force: bool = False,
+                unsafe: bool = False, merge: bool = False,
+                limits: Optional[judge.Timeouts] = None, submission_s: Optional[float] = None,
+                echo: Callable[[str], None] = print) -> Summary:
+    """Grade an assignment's submissions and (unless sharded) write the gradebook.
+
+    Args:
+        course: the nbgrader course folder.
+        assignment: e.g. ``04-scaling``.
+        students: only these (None: everyone who submitted).
+        jobs: submissions graded at once, each in its own sandbox.
+        shard: ``(K, N)``: grade only the K-th of N shards; the gradebook is left to ``merge``.
+        force: grade again submissions whose result file is current.
+        unsafe: run without the sandbox (only where bubblewrap cannot run; never for a class).
+        merge: grade nothing; write the gradebook from every shard's result files.
+        limits: per-call time limits.
+        submission_s: seconds one submission may take in all (None: the sandbox's default).
+        echo: where the summary's lines go.
+    """
+    started = time.monotonic()
+    # nbgrader's import (its server extensions: seconds) is needed only at the end, to write
+    # the gradebook: let it happen while the sandboxes work.
+    threading.Thread(target=importlib.import_module, args=("nbgrader.api",), daemon=True,
+                     name="qkv-grade-import-nbgrader").start()
+    plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
+    summary = Summary()
+    if not merge:
+        found = find_jobs(course, assignment, plans, students, shard)
+        todo = [j for j in found if force or not records.current(
+            records.path_of(course, j[0], assignment, j[1].notebook), records.sha256(j[2]),
+            j[1].digest())]
+        summary.current = len(found) - len(todo)
+        if todo:
+            _grade_all(course, plans, todo, jobs, unsafe, limits or judge.Timeouts(),
+                       submission_s, summary, echo)
+    else:
+        check_plans(plans)
+    if shard is None:
+        summary.written = gradebook.write(course, plans)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int, unsafe: bool,
+               limits: judge.Timeouts,
+               submission_s: Optional[float], summary: Summary,
+               echo: Callable[[str], None]) -> None:
+    sandbox = importlib.import_module(SANDBOX)
+    Pool, SandboxUnavailable = sandbox.Pool, sandbox.SandboxUnavailable
+    key = course_key(course)
+    lock = threading.Lock()
+    stopping = threading.Event()  # set on Ctrl-C: what the killed sandboxes give is not a grade
+
+    def work(job: Job) -> None:
+        if stopping.is_set():
+            return
+        student, p, _ = job
+        try:
+            record = grade_one(pool, job, key, limits)
+        except Exception as e:  # noqa: BLE001 (the grader's own failure: record nothing, say it)
+            with lock, checks_api.OUTPUT:
+                summary.errors += 1
+                line = (f"{student} {p.assignment}/{p.notebook}: NOT GRADED, the grader failed "
+                        f"({type(e).__name__}: {e}); nothing recorded, a rerun grades it")
+                summary.lines.append(line)
+                echo(line)
+            return
+        if stopping.is_set():
+            return
+        records.write(records.path_of(course, student, p.assignment, p.notebook), record)
+        line = summary_line(record)
+        with lock, checks_api.OUTPUT:
+            summary.graded += 1
+            summary.unreadable += bool(record.get("unreadable"))
+            summary.sandbox_failed += bool(record.get("sandbox"))
+            summary.flagged += bool(record.get("flags"))
+            summary.lines.append(line)
+            echo(line)
+
+    try:
+        # The course folder (gradebook, sources, other students' files) is out of the
+        # sandbox's sight, whatever folder it is under.
+        caps = {} if submission_s is None else {"limits": sandbox.Limits(wall_s=submission_s)}
+        with Pool(jobs, unsafe=unsafe, hide=[str(course)], **caps) as pool:
+            _warm(pool, min(jobs, len(todo)))
+            check_plans(plans)  # imports torch and the checks while the sandboxes start
+            threads = ThreadPoolExecutor(max_workers=jobs)
+            try:
+                for future in [threads.submit(work, job) for job in todo]:
+                    future.result()
+            except BaseException:
+                stopping.set()  # before the pool ends the sandboxes (Ctrl-C, a full disk)
+                threads.shutdown(wait=False, cancel_futures=True)
+                raise
+            threads.shutdown()
+    except SandboxUnavailable as e:
+        raise UsageError(f"the sandbox cannot run here ({e}); install bubblewrap "
+                         "(apt-get install bubblewrap) or, on a machine of your own with no "
+                         "student code you distrust, pass --unsafe") from None
+
+
+def main(course: Path, assignment: str, **options: Any) -> int:
+    """Grade and print the summary; exit status 0, or 1 when the grader failed on some
+    submission (a student's code failing is a grade, not an error)."""
+    shard = options.get("shard")
+    summary = grade_class(course, assignment, **options)
+    print(report(summary, assignment, shard), file=sys.stdout)
+    return 1 if summary.errors else 0

@@ -1,0 +1,150 @@
+"""A submitted notebook, read as untrusted data: which cells are the student's code.
+
+A submission is a JSON file a student made: it may claim any schema version, carry any
+metadata, repeat cell ids, hold huge outputs or not be a notebook at all. Nothing in it says
+what is graded or how (that is the instructor's :class:`~.plan.Plan`). From it this module
+takes only text: the source of each answer cell (matched by the instructor's ids: the cell's
+nbgrader ``grade_id`` or its cell ``id``, the first cell claiming an id wins), the written
+answers (for the autograded notebook and formgrader), and the code cells the student added.
+Test cells, the set-up cell and the instructor's other cells are never taken from it (the
+instructor's own are run instead), and outputs are never read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from .plan import SETUP, Plan, text
+
+MAX_BYTES = 256 << 20  # a notebook past this is not read (outputs never matter here)
+MAX_CELL = 1 << 20  # characters of one cell's source kept
+
+
+class Unreadable(Exception):
+    """The file is not a notebook this grader can read; the message says why, in one line."""
+
+
+@dataclass
+class Submission:
+    """The parts of a submitted notebook that are the student's.
+
+    Args:
+        answers: answer id -> the student's source.
+        written: written answer id -> its text (markdown).
+        added: ``(anchor, source)`` of each code cell the student added, anchored to the id of
+            the instructor's cell it follows (None: before any).
+        problems: what was odd about the file (duplicate ids, cells that are not cells).
+    """
+
+    answers: Dict[str, str] = field(default_factory=dict)
+    written: Dict[str, str] = field(default_factory=dict)
+    added: List[Tuple[Optional[str], str]] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
+
+
+def load(path: Path) -> Any:
+    """The file's JSON, or :class:`Unreadable` (too large, not UTF-8, not JSON)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise Unreadable(f"the file is {size >> 20} MiB; the limit is {MAX_BYTES >> 20} MiB "
+                             "(clear its outputs and hand it in again)")
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise Unreadable(f"not a notebook ({type(e).__name__}: {str(e)[:120]})") from None
+
+
+def _meta(cell: Dict[str, Any]) -> Dict[str, Any]:
+    meta = cell.get("metadata")
+    nb = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return nb if isinstance(nb, dict) else {}
+
+
+def _ids(cell: Dict[str, Any]) -> List[str]:
+    """The ids a cell claims: its nbgrader grade id, then its cell id."""
+    found = [_meta(cell).get("grade_id"), cell.get("id")]
+    return [i for i in found if isinstance(i, str) and i]
+
+
+def read(data: Any, plan: Plan) -> Submission:
+    """Take the student's parts out of a submitted notebook's JSON.
+
+    Args:
+        data: the parsed JSON (anything).
+        plan: the instructor's plan of the notebook.
+
+    Raises:
+        Unreadable: the JSON is not a notebook (no list of cells).
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise Unreadable("not a notebook (no list of cells)")
+    answers, written = set(plan.answers), set(plan.written)
+    instructor = set(plan.instructor_ids) | {t.grade_id for t in plan.tests}
+    instructor |= set(plan.manual_tests) | {SETUP}
+    sub, seen, anchor = Submission(), set(), None
+    for i, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict):
+            sub.problems.append(f"cell {i} is not a cell")
+            continue
+        source = text(cell.get("source"))[:MAX_CELL]
+        kind = cell.get("cell_type")
+        ids = _ids(cell)
+        mine = next((x for x in ids if x in answers or x in written), None)
+        if mine is not None:
+            if mine in seen:
+                sub.problems.append(f"a second cell with id {mine} (cell {i}) was left out")
+                continue
+            seen.add(mine)
+            anchor = mine
+            if mine in answers and kind == "code":
+                sub.answers[mine] = source
+            elif mine in written:
+                sub.written[mine] = source
+            continue
+        theirs = next((x for x in ids if x in instructor), None)
+        if theirs is not None:
+            # The instructor's cell (a test, the set-up, a demonstration), or a copy of it:
+            # never run from the submission, whatever it now holds.
+            if theirs in seen:
+                sub.problems.append(f"a copy of the instructor's cell {theirs} (cell {i}) was "
+                                    "left out")
+            elif theirs in plan.locked and source.strip() != plan.locked[theirs].strip():
+                sub.problems.append(f"edited the locked cell {theirs} (the instructor's is "
+                                    "what counts)")
+            seen.add(theirs)
+            anchor = theirs
+            continue
+        if kind == "code" and source.strip():
+            sub.added.append((anchor, source))
+    return sub
+
+
+def cells_to_run(plan: Plan, sub: Submission) -> List[Tuple[str, str]]:
+    """The code the sandbox runs, in notebook order: ``(label, source)``.
+
+    The instructor's set-up cell first, then the release's cells in order: the instructor's
+    own code cells as released, each answer cell as the student wrote it (as released when
+    the submission lacks it), test cells never; each cell the student added right after the
+    instructor's cell it followed in the submission.
+    """
+    extra: Dict[Optional[str], List[str]] = {}
+    for anchor, source in sub.added:
+        extra.setdefault(anchor, []).append(source)
+    tests = {t.grade_id for t in plan.tests} | set(plan.manual_tests)
+    run = [(SETUP, plan.setup)] + [("added", s) for s in extra.get(None, [])]
+    for cell in plan.skeleton.get("cells", []):
+        meta = _meta(cell)
+        ids = _ids(cell)
+        gid = meta.get("grade_id") or (ids[0] if ids else "")
+        if cell.get("cell_type") == "code" and gid != SETUP and gid not in tests:
+            if gid in plan.answers:
+                run.append((gid, sub.answers.get(gid, text(cell.get("source")))))
+            else:
+                run.append((f"instructor:{gid}", text(cell.get("source"))))
+        for anchor in ids:
+            run += [("added", s) for s in extra.pop(anchor, [])]
+    run += [("added", s) for rest in extra.values() for s in rest]  # anchors the release lacks
+    return run

@@ -1,0 +1,69 @@
+"""An in-process stand-in for the sandbox's ``Pool``, for tests of the trusted parent only.
+
+It runs a submission's cells with ``exec`` in this very process (no isolation at all) and
+speaks the sandbox's client API (``Pool`` -> ``submission(cells)`` -> ``call`` / ``value`` /
+``cells`` / ``failed``), so the parent's planning, judging, result files, gradebook and shards
+can be tested quickly and without bubblewrap. The attack tests use the real sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, Iterator, List
+
+from qkv.checks import grading
+
+
+from qkv_course.grade.limits import Limits  # noqa: F401 (the API names it)
+from qkv_course.grade.results import Missing, NotData
+
+
+class _Submission:
+    def __init__(self, cells: List[str]) -> None:
+        self.ns: Dict[str, Any] = {"__name__": "__main__"}
+        self.cells: List[str] = []
+        self.failed = None
+        for source in cells:
+            try:
+                # (no redirect_stdout: sys.stdout is shared by the parent's threads)
+                exec(compile(source, "<cell>", "exec"), self.ns)  # noqa: S102
+                self.cells.append("ok")
+            except BaseException as e:  # noqa: BLE001
+                self.cells.append(f"raised {type(e).__name__}")
+
+    def call(self, check: str, name: str, args: tuple, kwargs: dict, options: dict,
+             timeout_s: float) -> Any:
+        if name not in self.ns:
+            return grading.Raised.of(NameError(f"name {name!r} is not defined"))
+        try:
+            return grading.run_student(check, self.ns[name], args, kwargs, **options)
+        except Exception as e:  # noqa: BLE001
+            return grading.Raised.of(e)
+
+    def value(self, name: str, timeout_s: float) -> Any:
+        if name not in self.ns:
+            return Missing
+        v = self.ns[name]
+        return v if isinstance(v, (int, float, str, bool)) else NotData(type(v).__name__)
+
+
+class Pool:
+    """``Pool(jobs, unsafe=...)``: submissions run in this process, one after another."""
+
+
+    def __init__(self, jobs: int, limits: Any = None, unsafe: bool = False, **kwargs: Any) -> None:
+        self.jobs = jobs
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    @contextlib.contextmanager
+    def submission(self, cells: List[str]) -> Iterator[_Submission]:
+        yield _Submission(cells)
+
+
+class SandboxUnavailable(Exception):
+    pass

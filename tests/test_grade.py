@@ -1,0 +1,272 @@
+"""``qkv grade``'s trusted parent, end to end through the command, on a small class of 04-scaling.
+
+The sandbox here is an in-process stand-in (``tests/grade_fake_pool.py``): these tests are about
+what the parent decides and records (plans from the instructor's source, hostile submission
+files, result files, gradebook, autograded notebooks, feedback, export, reruns, interruption,
+shards). The real sandbox and the attacks on it are in ``tests/test_grade_attacks.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import grade_class as gc
+import scaling_submissions as class_
+from qkv_course.cli import main as qkv
+from qkv_course.grade import plan as plan_mod
+from qkv_course.grade import records, run
+from qkv_course.graded import questions
+
+pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
+
+KINDS = {"alice": "model", "carol": "unscaled", "frank": "blank", "erin": "edited_test"}
+
+
+@pytest.fixture(scope="module")
+def fake_sandbox():
+    old = run.SANDBOX
+    run.SANDBOX = "grade_fake_pool"
+    yield
+    run.SANDBOX = old
+
+
+@pytest.fixture(scope="module")
+def empty_course(tmp_path_factory) -> Path:
+    """A course with the gradebook made and no submissions (copied by the tests that grade)."""
+    return gc.make_course(tmp_path_factory.mktemp("grade") / "course")
+
+
+def _copy(course: Path, dest: Path) -> Path:
+    shutil.copytree(course, dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def graded(empty_course, tmp_path_factory, fake_sandbox):
+    course = _copy(empty_course, tmp_path_factory.mktemp("graded") / "course")
+    for student, kind in KINDS.items():
+        gc.submit(course, student, class_.submission(kind))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--jobs", "2"]) == 0
+    return course
+
+
+def test_grades_are_what_nbgrader_gives(graded):
+    got = gc.scores(graded)
+    for student, kind in KINDS.items():
+        points, waits = class_.expected(kind)
+        assert got[student]["score"] == points, (student, got[student])
+        assert got[student]["grades"][class_.WRITTEN] == ((None, True) if waits else (0, False))
+    tests = got["carol"]["grades"]
+    assert tests["test_attention_scores"] == (0, False)
+    assert tests["test_scaled_dot_product_attention"] == (2, False)  # points follow the mistake
+
+
+def test_autograded_notebook_carries_each_failing_message(graded):
+    nb = nbformat.read(str(graded / "autograded" / "carol" / gc.ASSIGNMENT / gc.NOTEBOOK), 4)
+    outputs = {class_.grade_id(c): c.get("outputs", []) for c in nb.cells if c.cell_type == "code"}
+    *data, error = outputs["test_attention_scores"]
+    assert error.output_type == "error" and error.ename == "AssertionError"
+    assert "no scaling" in error.evalue
+    # The check's result as data too, where qkv progress and qkv report read it.
+    found = {q.grade_id: q.outcome for q in questions(nb)}
+    assert found["test_attention_scores"].mistake == "no scaling"
+    assert found["test_softmax"].status == "pass"
+    assert outputs["test_softmax"] == []
+    hidden = next(c.source for c in nb.cells if class_.grade_id(c) == "test_softmax")
+    assert "seed=None" in hidden  # the instructor's test cell, hidden tests included
+    assert "I changed this test" not in json.dumps(
+        nbformat.read(str(graded / "autograded" / "erin" / gc.ASSIGNMENT / gc.NOTEBOOK), 4))
+
+
+def test_result_file_is_the_record(graded):
+    record = records.read(records.path_of(graded, "carol", gc.ASSIGNMENT, "scaling"))
+    assert record["score"] == class_.expected("unscaled")[0]
+    failed = [t for t in record["tests"] if t["status"] != "pass"]
+    assert [t["grade_id"] for t in failed] == list(class_.UNSCALED_FAILS)
+    assert failed[0]["mistake"] == "no scaling"
+    seeds = [c["seed"] for t in record["tests"] for c in t["calls"] if "seed=None" in c["call"]]
+    assert seeds and all(isinstance(s, int) and s != 0 for s in seeds)
+
+
+def test_feedback_and_export_work_after_qkv_grade(graded):
+    env_path = f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}"
+    env = {**__import__("os").environ, "PATH": env_path}
+    for command in (["nbgrader", "generate_feedback", gc.ASSIGNMENT, "--force"],
+                    ["nbgrader", "export"]):
+        proc = subprocess.run(command, cwd=graded, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    page = (graded / "feedback" / "carol" / gc.ASSIGNMENT / "scaling.html").read_text()
+    assert "no scaling" in page and "Not graded yet" in page
+    with open(graded / "grades.csv", newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert float(rows["alice"]["score"]) == class_.expected("model")[0]
+    assert rows["alice"]["needs_manual_grading"] == "True"
+    assert float(rows["frank"]["score"]) == 0.0
+
+
+def test_rerun_grades_nothing_and_changes_nothing(graded, capsys):
+    before = gc.scores(graded)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(graded)]) == 0
+    out = capsys.readouterr().out
+    assert "0 graded, 4 already graded" in out
+    assert gc.scores(graded) == before
+
+
+def test_a_changed_submission_is_graded_again_and_force_grades_all(empty_course, tmp_path,
+                                                                   fake_sandbox, capsys):
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "alice", class_.submission("blank"))
+    gc.submit(course, "bob", class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    gc.submit(course, "alice", class_.submission("model"))  # handed in again
+    capsys.readouterr()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert "1 graded, 1 already graded" in capsys.readouterr().out
+    assert gc.scores(course)["alice"]["score"] == class_.expected("model")[0]
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force"]) == 0
+    assert "2 graded, 0 already graded" in capsys.readouterr().out
+
+
+def test_an_interrupted_run_loses_nothing_and_counts_nothing_twice(empty_course, tmp_path,
+                                                                    fake_sandbox, monkeypatch,
+                                                                    capsys):
+    course = _copy(empty_course, tmp_path / "course")
+    for student in ("ann", "ben", "cat"):
+        gc.submit(course, student, class_.submission("model"))
+    real = run.grade_one
+    seen = []
+
+    def interrupted(pool, job, key, limits):
+        seen.append(job[0])
+        if len(seen) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the second submission is graded
+        return real(pool, job, key, limits)
+
+    monkeypatch.setattr(run, "grade_one", interrupted)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--jobs", "1"]) == 130
+    done = sorted(p.parent.parent.name for p in (course / records.FOLDER).glob("*/*/*.json"))
+    assert done == ["ann"]  # complete result files only, no partial one
+    assert not list((course / records.FOLDER).rglob(".*partial*"))
+    monkeypatch.setattr(run, "grade_one", real)
+    capsys.readouterr()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--jobs", "1"]) == 0
+    assert "2 graded, 1 already graded" in capsys.readouterr().out
+    got = gc.scores(course)
+    assert {s: v["score"] for s, v in got.items()} == {
+        s: class_.expected("model")[0] for s in ("ann", "ben", "cat")}
+
+
+def test_shards_then_merge_equal_one_run(graded, empty_course, tmp_path, fake_sandbox):
+    course = _copy(empty_course, tmp_path / "course")
+    for student, kind in KINDS.items():
+        gc.submit(course, student, class_.submission(kind))
+    shards = []
+    for k in (1, 2, 3):
+        assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--shard", f"{k}/3"]) == 0
+        shards.append(sorted(p.parent.parent.name
+                             for p in (course / records.FOLDER).glob("*/*/*.json")))
+    assert shards[-1] == sorted(KINDS) and len(set(map(len, shards))) == 3  # each added its own
+    assert not (course / "autograded").exists()  # shards never write the gradebook
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--merge"]) == 0
+    assert gc.scores(course) == gc.scores(graded) or all(
+        gc.scores(course)[s]["score"] == gc.scores(graded)[s]["score"] for s in KINDS)
+
+
+def test_shards_split_by_sorted_id():
+    ids = ["d", "a", "c", "b", "e"]
+    parts = [run.in_shard(ids, (k, 2)) for k in (1, 2)]
+    assert parts == [["a", "c", "e"], ["b", "d"]]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["grade", "04-scalng"], "did you mean 04-scaling"),
+    (["grade", "04-scaling", "--shard", "3/2"], "K must be from 1 to N"),
+    (["grade", "04-scaling", "--shard", "two"], "write it K/N"),
+    (["grade", "04-scaling", "--jobs", "0"], "--jobs must be at least 1"),
+    (["grade", "04-scaling", "--student", "nobody"], "no submission of 04-scaling from nobody"),
+])
+def test_bad_input_is_one_clear_line(graded, argv, words, capsys):
+    assert qkv(argv + ["--course", str(graded)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_no_submissions_is_said(empty_course, capsys):
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(empty_course)]) == 2
+    assert "no submissions of 04-scaling" in capsys.readouterr().err
+
+
+def test_keyword_arguments_and_hidden_tests_come_from_the_source():
+    p = plan_mod.plan(class_.SOLUTION)
+    [sdpa] = [t for t in p.tests if t.grade_id == "test_scaled_dot_product_attention"]
+    assert [(c.check, c.seed, c.options) for c in sdpa.calls] == [
+        ("check_scaled_dot_product_attention", plan_mod.DEFAULT, {"masks": False}),
+        ("check_scaled_dot_product_attention", None, {"masks": False})]
+
+
+def _hostile(kind: str = "model") -> dict:
+    return json.loads(nbformat.writes(class_.submission(kind)))
+
+
+def test_hostile_files_cost_only_their_own_grade(empty_course, tmp_path, fake_sandbox, capsys):
+    course = _copy(empty_course, tmp_path / "course")
+    newer = _hostile()
+    newer["nbformat"], newer["nbformat_minor"] = 5, 99
+    for cell in newer["cells"]:
+        cell.setdefault("metadata", {}).setdefault("nbgrader", {})["schema_version"] = 4
+    pasted = _hostile()
+    test_cell = next(c for c in pasted["cells"]
+                     if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_softmax")
+    pasted["cells"].append(copy.deepcopy(test_cell))  # an honest student pasted a test twice
+    huge = _hostile()
+    huge["cells"][2]["outputs"] = [{"output_type": "stream", "name": "stdout",
+                                    "text": "x" * (20 << 20)}]
+    broken = _hostile()
+    del broken["cells"][5]["metadata"]  # attention_scores: still known by its cell id
+    for i, cell in enumerate(broken["cells"]):
+        if cell.get("id") == "softmax":
+            broken["cells"][i] = "not a cell"  # lost: its test fails, and only its test
+    files = {"newer": newer, "pasted": pasted, "huge": huge, "broken": broken,
+             "honest": _hostile(), "garbage": b"{\"cells\": [", "list": [1, 2]}
+    for student, data in files.items():
+        gc.submit(course, student, json.dumps(data).encode() if not isinstance(data, bytes)
+                  else data)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    got = {s: v["score"] for s, v in gc.scores(course).items()}
+    full = class_.expected("model")[0]
+    softmax = class_.points()["test_softmax"]
+    assert got == {"newer": full, "pasted": full, "huge": full, "broken": full - softmax,
+                   "honest": full, "garbage": 0, "list": 0}
+    assert "garbage 04-scaling/scaling: 0/10 (UNREADABLE" in out
+
+
+def test_a_grader_failure_records_nothing_and_says_so(empty_course, tmp_path, fake_sandbox,
+                                                      monkeypatch, capsys):
+    from qkv_course.grade import checks_api
+
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in a check")
+
+    monkeypatch.setattr(checks_api, "judge", broken)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert "ann 04-scaling/scaling: NOT GRADED, the grader failed" in out
+    assert "a bug in a check" in out
+    assert not records.path_of(course, "ann", gc.ASSIGNMENT, "scaling").exists()
+    monkeypatch.undo()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert gc.scores(course)["ann"]["score"] == class_.expected("model")[0]
