@@ -13,11 +13,8 @@ import torch
 
 import qkv
 
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._inputs import randn
-from ._checks import ExerciseCheck, run_check
-from ._pairs import picked
+from .harness import (Case, Exercise, ExerciseCheck, half_case, Mistake, picked, randn, run_check,
+                      via_float32)
 
 __all__ = ["check_bahdanau_attention"]
 

@@ -3,7 +3,7 @@ and ``dot_product_variance``.
 
 The attention checks compare the student's function with the reference in
 :mod:`qkv` and, when they differ, name the mistake: the wrong variants (in
-:mod:`._attention`) compute exactly what a student who made it would get. The
+:mod:`.mistakes.attention`) compute exactly what a student who made it would get. The
 variance check is statistical: it compares a measured estimate with ``d_k``
 within a tolerance it states, and checks that the estimate really comes from the
 generator passed in.
@@ -20,14 +20,10 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
-from ._compare import close, is_tensor
-from ._exercise import NOTHING, Case, Exercise
-from ._half import half_case, via_float32
-from ._checks import Check, ExerciseCheck, run_check, single
-from ._harness import Raised, split_outcome, plain
-from ._notice import notice_text, reference_names
-from ._inputs import bool_mask, randn
+from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
+                      is_tensor, notice_text, plain, Raised, randn, reference_names, run_check,
+                      single, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
 
 __all__ = [
