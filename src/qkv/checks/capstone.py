@@ -1,0 +1,304 @@
+"""Checks for the capstone: a block's attention with its cache, the pre-norm block, an ablation.
+
+``attention_forward`` and ``block_forward`` are functions of data: the stream ``x``, the
+weights as a ``state_dict`` (a dict of tensors) and the head counts. The check draws those
+from a seed, calls the student's function, and compares with
+:func:`qkv.capstone.attention_forward` / :func:`qkv.capstone.block_forward`; when they
+differ it names the mistake among wrong versions written here (post-norm, a residual
+missing, no causal mask, the cache not appended, RoPE positions not offset...). The
+ablation is a measurement: :func:`check_ablation` checks the reported loss is one the
+run could give and, with ``rerun=True`` (when grading), trains the same run again.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+import qkv
+
+from ._attention import TORCH_ATTENTION
+from ._compare import close
+from ._exercise import Case, Exercise, Mistake
+from ._harness import run_check
+from ._inputs import randn
+
+__all__ = ["check_ablation", "check_attention_forward", "check_block_forward"]
+
+
+# ----------------------------------------------------------------------------- inputs
+def _weights(gen, device, dtype, D: int, H: int, Hkv: int, prefix: str = "") -> Dict[str, Tensor]:
+    E = D // H
+    shapes = {"q_proj.weight": (H * E, D), "k_proj.weight": (Hkv * E, D),
+              "v_proj.weight": (Hkv * E, D), "out_proj.weight": (D, H * E)}
+    return {prefix + n: randn(gen, *s, device=device, dtype=dtype) / math.sqrt(s[1])
+            for n, s in shapes.items()}
+
+
+def _attention_case(B: int, L: int, P: int, D: int, H: int, Hkv: int):
+    def build(gen, device, dtype):
+        params = _weights(gen, device, dtype, D, H, Hkv)
+        x = randn(gen, B, L, D, device=device, dtype=dtype)
+        kwargs = {}
+        if P:
+            E = D // H
+            kwargs = {"k_cache": randn(gen, B, Hkv, P, E, device=device, dtype=dtype),
+                      "v_cache": randn(gen, B, Hkv, P, E, device=device, dtype=dtype)}
+        return (x, params, H, Hkv), kwargs
+    return build
+
+
+def _block_case(B: int, L: int, D: int, H: int, Hkv: int):
+    def build(gen, device, dtype):
+        params = _weights(gen, device, dtype, D, H, Hkv, "attn.")
+        # gains away from 1, so that a norm swapped for the other shows
+        params["norm1.weight"] = 1 + 0.5 * randn(gen, D, device=device, dtype=dtype)
+        params["norm2.weight"] = 1 + 0.5 * randn(gen, D, device=device, dtype=dtype)
+        params["mlp.up.weight"] = randn(gen, 4 * D, D, device=device, dtype=dtype) / math.sqrt(D)
+        params["mlp.down.weight"] = randn(gen, D, 4 * D, device=device, dtype=dtype) / math.sqrt(4 * D)
+        return (3 * randn(gen, B, L, D, device=device, dtype=dtype), params, H, Hkv), {}
+    return build
+
+
+# ----------------------------------------------------------------------------- wrong versions
+def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_cache=None, *,
+                      mask="bottom_right", cache="after", rope="offset", repeat="interleave",
+                      scale=True, return_old=False, cache_repeated=False):
+    """The attention sublayer with one switch turned from the right answer (the defaults)."""
+    Hkv = num_kv_heads or num_heads
+    G = num_heads // Hkv
+    q = qkv.split_heads(x @ params["q_proj.weight"].T, num_heads)
+    k = qkv.split_heads(x @ params["k_proj.weight"].T, Hkv)
+    val = qkv.split_heads(x @ params["v_proj.weight"].T, Hkv)
+    P = 0 if k_cache is None else k_cache.shape[-2]
+    if rope != "none":
+        offset = P if rope == "offset" else 0
+        q, k = qkv.apply_rope(q, offset=offset), qkv.apply_rope(k, offset=offset)
+    if k_cache is not None and cache == "after":
+        k, val = torch.cat([k_cache, k], -2), torch.cat([v_cache, val], -2)
+    elif k_cache is not None and cache == "before":
+        k, val = torch.cat([k, k_cache], -2), torch.cat([val, v_cache], -2)
+    # cache == "ignored": the new positions attend to themselves only
+    spread = (lambda t: t.repeat_interleave(G, dim=-3)) if repeat == "interleave" else \
+        (lambda t: t.repeat(1, G, 1, 1))
+    kr, vr = spread(k), spread(val)
+    L, S = q.shape[-2], k.shape[-2]
+    scores = q @ kr.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale else 1.0)
+    diagonal = {"bottom_right": S - L, "top_left": 0, "none": S}[mask]
+    allowed = torch.ones(L, S, dtype=torch.bool, device=x.device).tril(diagonal)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
+    out = qkv.merge_heads(weights @ vr) @ params["out_proj.weight"].T
+    if return_old and k_cache is not None:
+        return out, k_cache, v_cache
+    return (out, kr, vr) if cache_repeated else (out, k, val)
+
+
+def _part(params: Dict[str, Tensor], prefix: str) -> Dict[str, Tensor]:
+    return {n[len(prefix):]: t for n, t in params.items() if n.startswith(prefix)}
+
+
+def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
+                  attn_residual=True, mlp_residual=True, swap_norms=False, act="gelu"):
+    """The pre-norm block with one switch turned from the right answer (the defaults)."""
+    n1, n2 = params["norm1.weight"], params["norm2.weight"]
+    if swap_norms:
+        n1, n2 = n2, n1
+    norm = qkv.rms_norm
+    attn = lambda h: qkv.attention_forward(h, _part(params, "attn."), num_heads, num_kv_heads)[0]  # noqa: E731
+    activation = {"gelu": F.gelu, "relu": F.relu, "none": lambda t: t}[act]
+    mlp = lambda h: activation(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T  # noqa: E731
+    if arrangement == "post":
+        x = norm(x + attn(x), n1)
+        return norm(x + mlp(x), n2)
+    if arrangement == "parallel":
+        return x + attn(norm(x, n1)) + mlp(norm(x, n2))
+    a = attn(norm(x, n1))
+    x = x + a if attn_residual else a
+    m = mlp(norm(x, n2))
+    return x + m if mlp_residual else m
+
+
+# ----------------------------------------------------------------------------- exercises
+def _triple_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    return (isinstance(got, (tuple, list)) and len(got) == 3
+            and all(close(g, e, rtol, atol) for g, e in zip(got, expected)))
+
+
+_MASK_HINT = ("the L new positions are the LAST L of the S = P + L keys: new position i may see "
+              "keys 0 .. P + i, torch.ones(L, S, dtype=torch.bool).tril(S - L) (chapter 9's "
+              "causal_mask_bottom_right)")
+_ATT = partial(partial, attention_variant)
+
+ATTENTION_FORWARD = Exercise(
+    name="attention_forward",
+    reference=qkv.attention_forward,
+    cases=[
+        Case("a prompt, no cache: B=2, L=5, D=16, 4 query heads sharing 2 key/value heads",
+             _attention_case(2, 5, 0, 16, 4, 2), torch.float64),
+        Case("L=3 new positions after P=4 cached ones, 4 query heads, 2 key/value heads",
+             _attention_case(2, 3, 4, 16, 4, 2), torch.float64),
+        Case("one new position after P=6 cached ones, multi-head (4 key/value heads)",
+             _attention_case(1, 1, 6, 16, 4, 4), torch.float32),
+        Case("L=2 new positions after P=3 cached ones, multi-query (1 key/value head)",
+             _attention_case(2, 2, 3, 24, 4, 1), torch.float32),
+    ],
+    mistakes=[
+        Mistake("no causal mask (each position sees the positions after it)", _MASK_HINT,
+                _ATT(mask="none")),
+        Mistake("the causal mask aligned to the top left (is_causal=True) with a cache",
+                _MASK_HINT, _ATT(mask="top_left")),
+        Mistake("the cache not appended: the new positions attend to themselves only",
+                "torch.cat([k_cache, k], dim=-2) (and the same for the values) before attending",
+                _ATT(cache="ignored")),
+        Mistake("the new keys and values put before the cache instead of after it",
+                "the newest positions go last: torch.cat([k_cache, k], dim=-2)",
+                _ATT(cache="before")),
+        Mistake("the old caches returned instead of the appended ones",
+                "return (output, k, v) with k and v the caches with the new positions appended",
+                _ATT(return_old=True)),
+        Mistake("RoPE positions not offset by the cache's length",
+                "new position i sits at position P + i: apply_rope(q, offset=P), apply_rope(k, "
+                "offset=P) with P = k_cache.shape[-2] (0 without a cache)", _ATT(rope="no_offset")),
+        Mistake("no RoPE", "rotate the queries and the keys (not the values) with apply_rope",
+                _ATT(rope="none")),
+        Mistake("key/value heads tiled ([a, b, a, b]) instead of repeated in place ([a, a, b, b])",
+                "query head h uses key/value head h // (num_heads // num_kv_heads): "
+                "repeat_kv(k, n_rep) (repeat_interleave on the heads' dim), not .repeat",
+                _ATT(repeat="tile")),
+        Mistake("no scaling", "multiply the scores by 1/sqrt(E), E = D // num_heads",
+                _ATT(scale=False)),
+        Mistake("the caches returned with the key/value heads repeated",
+                "cache k and v with their num_kv_heads heads (that is what makes GQA's cache "
+                "small); repeat them only to attend", _ATT(cache_repeated=True)),
+    ],
+    forbid=TORCH_ATTENTION,
+    compare=_triple_close,
+    legend="(output (B, L, D), k_cache (B, Hkv, P + L, E), v_cache (B, Hkv, P + L, E))",
+    helpers={"apply_rope": qkv.apply_rope, "repeat_kv": qkv.repeat_kv,
+             "split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads,
+             "causal_mask_bottom_right": qkv.causal_mask_bottom_right},
+)
+
+_BLK = partial(partial, block_variant)
+_RESIDUAL_HINT = ("add each sublayer's output to the stream: x = x + attention(norm1(x)), then "
+                  "x = x + mlp(norm2(x))")
+
+BLOCK_FORWARD = Exercise(
+    name="block_forward",
+    reference=qkv.block_forward,
+    cases=[
+        Case("B=2, L=5, D=16, 4 query heads sharing 2 key/value heads",
+             _block_case(2, 5, 16, 4, 2), torch.float64),
+        Case("B=1, L=7, D=8, 2 heads (multi-head)", _block_case(1, 7, 8, 2, 2), torch.float32),
+    ],
+    mistakes=[
+        Mistake("post-norm (the norm after the residual addition) instead of pre-norm",
+                "normalise the sublayer's INPUT and leave the stream alone: "
+                "x = x + attention(norm1(x)), not x = norm1(x + attention(x))",
+                _BLK(arrangement="post")),
+        Mistake("no residual connection around the attention", _RESIDUAL_HINT,
+                _BLK(attn_residual=False)),
+        Mistake("no residual connection around the MLP", _RESIDUAL_HINT,
+                _BLK(mlp_residual=False)),
+        Mistake("no residual connections", _RESIDUAL_HINT,
+                _BLK(attn_residual=False, mlp_residual=False)),
+        Mistake("the MLP reads the block's input, not the stream after attention (a parallel block)",
+                "the MLP comes after the attention: its input is norm2 of x + attention(...)",
+                _BLK(arrangement="parallel")),
+        Mistake("norm1 and norm2 swapped", "norm1.weight before the attention, norm2.weight "
+                "before the MLP", _BLK(swap_norms=True)),
+        Mistake("ReLU in the MLP instead of GELU", "the MLP is down(gelu(up(h))): F.gelu",
+                _BLK(act="relu")),
+        Mistake("no activation in the MLP", "the MLP is down(gelu(up(h))): F.gelu between them",
+                _BLK(act="none")),
+    ],
+    legend="(B, L, D)",
+    # the right attention, written here in plain torch: the guard lets a helper run only the
+    # course's functions it names, and the reference's builds a module
+    helpers={"attention_forward": attention_variant, "rms_norm": qkv.rms_norm},
+)
+
+
+def check_attention_forward(attention_forward: Callable[..., Any], seed: Optional[int] = 0) -> None:
+    """Check ``attention_forward(x, params, num_heads, num_kv_heads, k_cache=None, v_cache=None)``
+    against :func:`qkv.capstone.attention_forward`: it must return ``(output, k_cache, v_cache)``.
+
+    While it runs, the notebook's ``apply_rope``, ``repeat_kv``, ``split_heads``,
+    ``merge_heads`` and ``causal_mask_bottom_right`` are the course's.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(ATTENTION_FORWARD, attention_forward, seed)
+
+
+def check_block_forward(block_forward: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``block_forward(x, params, num_heads, num_kv_heads)`` against
+    :func:`qkv.capstone.block_forward`: a pre-norm block, with residual connections.
+
+    While it runs, the notebook's ``attention_forward`` and ``rms_norm`` are the course's, so
+    a mistake in the attention costs only its own test.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(BLOCK_FORWARD, block_forward, seed)
+
+
+# ----------------------------------------------------------------------------- the ablation
+#: The chapter's seed: an ablation of one's own uses another.
+CHAPTER_SEED = 0
+#: How far a re-run may land from the reported loss (thread scheduling and library versions
+#: round differently; two seeds differ by several times this).
+RERUN_TOLERANCE = 0.02
+
+
+def check_ablation(options: Any, seed: Any, loss: Any, rerun: bool = False) -> None:
+    """Check a measured ablation: ``loss`` from ``qkv.ablation_loss(options, seed)``.
+
+    The options must change the baseline (``qkv.capstone.BASELINE``) and the seed must not be
+    the chapter's; the loss must be a number a short run can give (below a uniform guess,
+    above 1 nat per character). With ``rerun`` (the hidden test) the run is trained again,
+    which takes about as long as it did for the student, and the two losses must agree
+    within :data:`RERUN_TOLERANCE`.
+
+    Raises:
+        AssertionError: saying what is wrong.
+    """
+    __tracebackhide__ = True
+    from qkv.capstone import BASELINE
+
+    if not isinstance(options, dict) or not options:
+        raise AssertionError(f"ablation_options must be a non-empty dict of settings to change, "
+                             f"such as {{'window': 16}}; got {options!r}")
+    unknown = sorted(set(options) - set(BASELINE))
+    if unknown:
+        raise AssertionError(f"ablation_options has settings the model does not have: {unknown}; "
+                             f"choose among {sorted(BASELINE)}")
+    if all(BASELINE[k] == val for k, val in options.items()):
+        raise AssertionError(f"ablation_options {options} changes nothing: every value is the "
+                             f"baseline's; change at least one setting")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise AssertionError(f"ablation_seed must be an int >= 0, got {seed!r}")
+    if seed == CHAPTER_SEED:
+        raise AssertionError(f"ablation_seed is the chapter's ({CHAPTER_SEED}): choose your own")
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
+        raise AssertionError(f"ablation_loss must be the measured validation loss, a number; "
+                             f"got {loss!r}")
+    if not 1.0 < loss < math.log(96):
+        raise AssertionError(f"ablation_loss={loss:.3f} is not a loss this run can give (between "
+                             f"1 and {math.log(96):.2f} nats per character): report the number "
+                             f"qkv.ablation_loss returned")
+    if rerun:
+        again = qkv.ablation_loss(options, seed, progress=False)
+        if abs(again - loss) > RERUN_TOLERANCE:
+            raise AssertionError(f"the same run, trained again, gives {again:.3f}, not the reported "
+                                 f"{loss:.3f}: report what qkv.ablation_loss({options}, {seed}) "
+                                 f"returns, unrounded")
