@@ -182,15 +182,43 @@ def test_the_block_check_names_each_mistake(mistake):
     assert mistake.name in str(info.value)
 
 
-@pytest.mark.parametrize("options, seed, loss, message", [
-    ({}, 3, 2.5, "non-empty dict"),
-    ({"window": None}, 3, 2.5, "changes nothing"),
-    ({"depth": 1}, 3, 2.5, "does not have"),
-    ({"window": 8}, 0, 2.5, "the chapter's"),
-    ({"window": 8}, 3, "2.5", "a number"),
-    ({"window": 8}, 3, 7.0, "not a loss this run can give"),
-])
-def test_the_ablation_check_refuses_what_is_no_measurement(options, seed, loss, message):
+@pytest.fixture
+def one_thread():
+    """The short runs below as the chapter runs them: one thread (a busy machine's other
+    thread only slows them down)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _ablation(options, loss=2.5, shape="pair"):
+    """A student's ablation that reports ``loss`` without training (None: trains)."""
+    def ablation(seed, steps=200):
+        value = capstone.ablation_loss(options, seed, steps, progress=False) if loss is None else loss
+        return (options, value) if shape == "pair" else value
+    return ablation
+
+
+def test_the_ablation_check_passes_a_measurement(one_thread):
+    check_ablation(_ablation({"window": 4}, loss=None))
+
+
+@pytest.mark.parametrize("ablation, message", [
+    (_ablation({}), "non-empty dict"),
+    (_ablation({"window": None}), "change nothing"),
+    (_ablation({"depth": 1}), "does not have"),
+    (_ablation({"window": 4}, loss="2.5"), "a number"),
+    (_ablation({"window": 4}, shape="loss"), "return \\(options, loss\\)"),
+    (_ablation({"window": 4}, loss=2.5), "measures"),  # a number typed in
+], ids=["empty", "no change", "unknown", "string", "loss only", "typed"])
+def test_the_ablation_check_refuses_what_is_no_measurement(ablation, message, one_thread):
     with pytest.raises(AssertionError, match=message):
-        check_ablation(options, seed, loss)
-    check_ablation({"window": 8}, 3, 2.5)  # a plausible report passes without a re-run
+        check_ablation(ablation)
+
+
+def test_the_ablation_check_refuses_a_run_with_other_steps(one_thread):
+    def ablation(seed, steps=200):
+        return {"window": 4}, capstone.ablation_loss({"window": 4}, seed, steps + 3, progress=False)
+    with pytest.raises(AssertionError, match="for the seed and steps you are given"):
+        check_ablation(ablation)

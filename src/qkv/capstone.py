@@ -10,6 +10,7 @@ baseline's measurement at step ``n``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
@@ -155,6 +156,12 @@ def train_lm(model: DecoderLM, split: TextSplit, steps: int, seed: int = 0,
     return TrainLog(torch.tensor(step), torch.tensor(train_loss), torch.tensor(valid_loss))
 
 
+@functools.lru_cache(maxsize=1)
+def _default_split() -> TextSplit:
+    """The corpus, read once per process (reading it imports some 80 modules)."""
+    return load_corpus()
+
+
 def ablation_loss(options: Dict[str, Any], seed: int, steps: int = ABLATION_STEPS,
                   split: Optional[TextSplit] = None, progress: bool = True) -> float:
     """Train the baseline with ``options`` changed, from ``seed``; return its validation loss.
@@ -182,7 +189,7 @@ def ablation_loss(options: Dict[str, Any], seed: int, steps: int = ABLATION_STEP
         raise ValueError(f"options has settings DecoderLM's baseline does not have: {unknown}; "
                          f"choose among {sorted(BASELINE)}")
     v.require_int("seed", seed, minimum=0)
-    split = load_corpus() if split is None else split
+    split = _default_split() if split is None else split
     torch.manual_seed(seed)
     model = DecoderLM(split.tokenizer.vocab_size, **{**BASELINE, **options})
     log = train_lm(model, split, steps, seed=seed, eval_every=max(steps, 1), progress=progress,

@@ -231,7 +231,8 @@ class DecoderLM(nn.Module):
 
     @torch.no_grad()
     def generate(self, prompt: Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 generator: Optional[torch.Generator] = None, use_cache: bool = True) -> Tensor:
+                 generator: Optional[torch.Generator] = None, use_cache: bool = True,
+                 window: Optional[int] = None) -> Tensor:
         """Sample ``max_new_tokens`` tokens after ``prompt``, one at a time.
 
         With the cache, the prompt runs once and each new token runs alone, attending to
@@ -245,6 +246,11 @@ class DecoderLM(nn.Module):
             temperature: divides the logits; 0 takes the most likely token.
             generator: source of the samples.
             use_cache: keep keys and values instead of recomputing them.
+            window: while sampling, each position sees at most this many positions (itself
+                included), whatever the model was built with. A model trained on windows of
+                ``T`` positions has never seen a query and a key further apart than ``T - 1``;
+                with RoPE, which depends on that distance only, ``window=T`` lets it continue
+                past ``T`` positions on familiar ground. ``None`` keeps the model's own.
 
         Returns:
             The prompt followed by the new tokens.
@@ -255,17 +261,26 @@ class DecoderLM(nn.Module):
         v.require_int("max_new_tokens", max_new_tokens, minimum=0)
         if not (isinstance(temperature, (int, float)) and temperature >= 0):
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+        if window is not None:
+            v.require_int("window", window)
         self.eval()
+        own = [block.attn.window for block in self.blocks]
         out, caches = prompt, ([] if use_cache else None)
         step_input = prompt
-        for _ in range(max_new_tokens):
-            logits = self(step_input if use_cache else out, caches)[:, -1]
-            if temperature == 0:
-                nxt = logits.argmax(-1, keepdim=True)
-            else:
-                probs = F.softmax(logits / temperature, dim=-1)
-                nxt = torch.multinomial(probs, 1, generator=generator)
-            out = torch.cat([out, nxt], dim=1)
-            step_input = nxt  # with the cache, only the new token runs next time
+        try:
+            for block in self.blocks:
+                block.attn.window = block.attn.window if window is None else window
+            for _ in range(max_new_tokens):
+                logits = self(step_input if use_cache else out, caches)[:, -1]
+                if temperature == 0:
+                    nxt = logits.argmax(-1, keepdim=True)
+                else:
+                    probs = F.softmax(logits / temperature, dim=-1)
+                    nxt = torch.multinomial(probs, 1, generator=generator)
+                out = torch.cat([out, nxt], dim=1)
+                step_input = nxt  # with the cache, only the new token runs next time
+        finally:
+            for block, w in zip(self.blocks, own):
+                block.attn.window = w
         return out
 
