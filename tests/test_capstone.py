@@ -17,6 +17,16 @@ from qkv.transformer import Block, CausalSelfAttention, DecoderLM
 V = 96
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Every test here as the chapter runs: one thread (the tensors are tiny, and a busy
+    machine's other thread only slows them down)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def corpus():
     return load_corpus()
@@ -182,16 +192,6 @@ def test_the_block_check_names_each_mistake(mistake):
     assert mistake.name in str(info.value)
 
 
-@pytest.fixture
-def one_thread():
-    """The short runs below as the chapter runs them: one thread (a busy machine's other
-    thread only slows them down)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _ablation(options, loss=2.5, shape="pair"):
     """A student's ablation that reports ``loss`` without training (None: trains)."""
     def ablation(seed, steps=200):
@@ -200,7 +200,7 @@ def _ablation(options, loss=2.5, shape="pair"):
     return ablation
 
 
-def test_the_ablation_check_passes_a_measurement(one_thread):
+def test_the_ablation_check_passes_a_measurement():
     check_ablation(_ablation({"window": 4}, loss=None))
 
 
@@ -212,12 +212,12 @@ def test_the_ablation_check_passes_a_measurement(one_thread):
     (_ablation({"window": 4}, shape="loss"), "return \\(options, loss\\)"),
     (_ablation({"window": 4}, loss=2.5), "measures"),  # a number typed in
 ], ids=["empty", "no change", "unknown", "string", "loss only", "typed"])
-def test_the_ablation_check_refuses_what_is_no_measurement(ablation, message, one_thread):
+def test_the_ablation_check_refuses_what_is_no_measurement(ablation, message):
     with pytest.raises(AssertionError, match=message):
         check_ablation(ablation)
 
 
-def test_the_ablation_check_refuses_a_run_with_other_steps(one_thread):
+def test_the_ablation_check_refuses_a_run_with_other_steps():
     def ablation(seed, steps=200):
         return {"window": 4}, capstone.ablation_loss({"window": 4}, seed, steps + 3, progress=False)
     with pytest.raises(AssertionError, match="for the seed and steps you are given"):
