@@ -16,7 +16,8 @@ import qkv
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._inputs import randn
-from ._pairs import pick, picked, run_pair
+from ._checks import ExerciseCheck, run_check
+from ._pairs import picked
 
 __all__ = ["check_bahdanau_attention"]
 
@@ -93,12 +94,12 @@ def _cases() -> List[Case]:
 
 BAHDANAU_WEIGHTS = Exercise(
     name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 1)), cases=_cases(),
-    mistakes=_mistakes(1), run_student=pick(1, "context, weights"),
+    mistakes=_mistakes(1),
     legend="(B, S) for the weights",
 )
 BAHDANAU_CONTEXT = Exercise(
     name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 0)), cases=_cases(),
-    mistakes=_mistakes(0), run_student=pick(0, "context, weights"),
+    mistakes=_mistakes(0),
     legend="(B, He) for the context",
 )
 
@@ -110,4 +111,12 @@ def check_bahdanau_attention(bahdanau_attention: Callable[..., Any], seed: Optio
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_pair((BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT), bahdanau_attention, seed)
+    run_check(CHECKS["check_bahdanau_attention"], bahdanau_attention, seed)
+
+
+#: This module's checks (for :mod:`.grading`): the weights first, then the context.
+CHECKS = {
+    "check_bahdanau_attention": ExerciseCheck(
+        "check_bahdanau_attention", lambda: (BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT),
+        items=(1, 0), returns="(context, weights)"),
+}

@@ -14,10 +14,9 @@ from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inpu
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._efficient_mistakes import kv_step_variant, online_variant, short_chunks
 from ._inputs import bool_mask
-from ._span import KeySpanWatch
 
 __all__ = ["check_chunked_attention", "check_kv_cache_step"]
 
@@ -118,7 +117,7 @@ _MISTAKES = [
 
 CHUNKED_ATTENTION = Exercise(
     name="chunked_attention", reference=via_float32(qkv.chunked_attention), cases=_cases(),
-    mistakes=_MISTAKES, forbid=TORCH_ATTENTION, watch=KeySpanWatch,
+    mistakes=_MISTAKES, forbid=TORCH_ATTENTION,
     compare=_close_or_empty_row, legend="(..., L, Ev)",
     error_hints=[("without overflow", FILL_HINT)],
 )
@@ -128,10 +127,6 @@ def check_chunked_attention(chunked_attention: Callable[..., Tensor],
                             seed: Optional[int] = 0) -> None:
     """Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
     chunk_size=256)`` against :func:`qkv.chunked_attention`.
-
-    Besides the output, the check watches the tensors the answer creates
-    (:class:`KeySpanWatch`): one made from the queries that spans all S keys (the full
-    ``(..., L, S)`` scores, or a full row of them per query) means the chunking was skipped.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -243,3 +238,6 @@ def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] =
     """
     __tracebackhide__ = True
     run_check(KV_CACHE_STEP, kv_cache_step, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP)

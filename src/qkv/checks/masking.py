@@ -12,7 +12,7 @@ import qkv
 
 from ._attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
 from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._harness import run_check
+from ._checks import checks_of, run_check
 
 __all__ = ["check_causal_mask", "check_padding_mask"]
 
@@ -137,3 +137,6 @@ def check_padding_mask(padding_mask: Callable[..., Tensor], seed: Optional[int] 
     """
     __tracebackhide__ = True
     run_check(PADDING_MASK, padding_mask, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK)

@@ -13,11 +13,12 @@ import qkv
 from ._attention import TORCH_ATTENTION
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
+from .result import CheckFailed, CheckResult
 from ._inputs import randn
 from ._multi_head_mistakes import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
                                    merge_variant, split_variant)
-from ._multi_head_module import close_pair, mha_cases, reference, run_student
+from ._multi_head_module import close_pair, mha_cases, reference, run_student, with_spec_dict
 
 __all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
 
@@ -153,7 +154,7 @@ def check_merge_heads(merge_heads: Callable[..., Tensor], seed: Optional[int] = 
 
 MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention", reference=via_float32(reference), cases=mha_cases(),
-    mistakes=MHA_MISTAKES,
+    mistakes=[with_spec_dict(m) for m in MHA_MISTAKES],
     run_student=run_student,
     forbid=TORCH_ATTENTION,
     # The student's split_heads and merge_heads are the reference's while the check runs (a
@@ -180,6 +181,10 @@ def check_MultiHeadAttention(MultiHeadAttention: Any, seed: Optional[int] = 0) -
     """
     __tracebackhide__ = True
     if not isinstance(MultiHeadAttention, type):
-        raise AssertionError("check_MultiHeadAttention expects your class MultiHeadAttention "
-                             f"itself, got {type(MultiHeadAttention).__name__}")
+        raise CheckFailed(CheckResult("MultiHeadAttention", False, seed, what=(
+            "check_MultiHeadAttention expects your class MultiHeadAttention itself, got "
+            f"{type(MultiHeadAttention).__name__}")))
     run_check(MULTI_HEAD_ATTENTION, MultiHeadAttention, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION)

@@ -11,7 +11,7 @@ from torch import Tensor
 import qkv
 
 from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._inputs import randn
 from ._position_mistakes import alibi_variant, rope_variant, sinusoid_variant
 
@@ -211,3 +211,6 @@ def check_alibi_bias(alibi_bias: Callable[..., Tensor], seed: Optional[int] = 0)
     """
     __tracebackhide__ = True
     run_check(ALIBI_BIAS, alibi_bias, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(SINUSOIDAL_ENCODING, APPLY_ROPE, ALIBI_BIAS)

@@ -20,7 +20,7 @@ import qkv
 from ._attention import TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._inputs import randn
 
 __all__ = ["check_cross_attention", "check_self_attention"]
@@ -189,3 +189,6 @@ def check_cross_attention(cross_attention: Callable[..., Tensor], seed: Optional
     """
     __tracebackhide__ = True
     run_check(CROSS_ATTENTION, cross_attention, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(SELF_ATTENTION, CROSS_ATTENTION)

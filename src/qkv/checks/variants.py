@@ -13,7 +13,7 @@ import qkv
 from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
 from ._exercise import Case, Exercise, Forbidden, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._inputs import randn
 from ._variants_mistakes import bottom_right_variant, gqa_attention_mistake, gqa_variant, repeat_variant
 
@@ -203,3 +203,6 @@ def check_causal_mask_bottom_right(causal_mask_bottom_right: Callable[..., Tenso
     """
     __tracebackhide__ = True
     run_check(CAUSAL_MASK_BOTTOM_RIGHT, causal_mask_bottom_right, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(REPEAT_KV, GROUPED_QUERY_ATTENTION, CAUSAL_MASK_BOTTOM_RIGHT)
