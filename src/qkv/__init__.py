@@ -14,6 +14,7 @@ from .bottleneck import (  # noqa: F401
 )
 from .capstone import (  # noqa: F401
     TrainLog,
+    ablation_baseline,
     ablation_loss,
     attention_forward,
     block_forward,
@@ -130,6 +131,7 @@ __all__ = [
     "TextSplit",
     "TrainLog",
     "ablate_heads",
+    "ablation_baseline",
     "ablation_loss",
     "additive_score",
     "alibi_bias",

@@ -22,11 +22,11 @@ from . import _validate as v
 from .text_data import TextSplit, load_corpus
 from .transformer import Block, CausalSelfAttention, DecoderLM
 
-__all__ = ["TrainLog", "ablation_loss", "attention_forward", "block_forward", "evaluate",
+__all__ = ["TrainLog", "ablation_baseline", "ablation_loss", "attention_forward", "block_forward", "evaluate",
            "random_windows", "train_lm"]
 
 #: The capstone's model and training: small enough for a minute on one CPU core.
-BASELINE: Dict[str, Any] = dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2,
+BASELINE: Dict[str, Any] = dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, d_ff=None,
                                 dropout=0.1, position="rope", scale=True, window=None)
 CONTEXT = 64  # characters per training window
 BATCH_SIZE = 32
@@ -154,6 +154,15 @@ def train_lm(model: DecoderLM, split: TextSplit, steps: int, seed: int = 0,
     model.eval()
     step, train_loss, valid_loss = zip(*log)
     return TrainLog(torch.tensor(step), torch.tensor(train_loss), torch.tensor(valid_loss))
+
+
+def ablation_baseline() -> Dict[str, Any]:
+    """The settings of the baseline model that an ablation may change (a copy of :data:`BASELINE`).
+
+    Returns:
+        ``{setting: value}``, keyword arguments of :class:`qkv.transformer.DecoderLM`.
+    """
+    return dict(BASELINE)
 
 
 @functools.lru_cache(maxsize=1)

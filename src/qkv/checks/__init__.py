@@ -66,7 +66,6 @@ from .qkv import (  # noqa: F401
 from .result import (  # noqa: F401
     CheckFailed,
     CheckResult,
-    mistake_id,
 )
 from .scaling import (  # noqa: F401
     check_attention_scores,
@@ -109,7 +108,6 @@ __all__ = [
     "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
-    "mistake_id",
     "warnings_to_stdout",
 ]
 # --- end of exports ---

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -23,10 +23,12 @@ from torch import Tensor
 import qkv
 
 from ._attention import TORCH_ATTENTION
+from ._checks import Check, checks_of, run_check
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
-from ._harness import run_check
+from ._harness import Raised, split_outcome
 from ._inputs import randn
+from .result import NOT_WRITTEN, CheckResult
 
 __all__ = ["check_ablation", "check_attention_forward", "check_block_forward"]
 
@@ -253,32 +255,86 @@ def check_block_forward(block_forward: Callable[..., Tensor], seed: Optional[int
 
 
 # ----------------------------------------------------------------------------- the ablation
-#: Steps of the short runs the check trains (the student's function, then the reference).
+#: Steps of the short run the check trains (the student's function, then the reference).
 CHECK_STEPS = 5
 #: How far the student's loss may land from the reference's on the same short run (thread
 #: scheduling and processes round differently; a different run lands 0.05 or more away).
 TOLERANCE = 0.01
+_ABLATION = "ablation"
 
 
-def _ablation_fail(what: str, note: str = "") -> None:
-    __tracebackhide__ = True
-    raise AssertionError(f"ablation: {what}{note}")
-
-
-def _judge_options(options: Any) -> None:
-    """Refuse options that are no change of the baseline, saying why."""
-    __tracebackhide__ = True
-    from qkv.capstone import BASELINE
-
+def _options_problem(options: Any) -> str:
+    """Why ``options`` is no change of the baseline (``""`` when it is one)."""
+    baseline = qkv.ablation_baseline()
     if not isinstance(options, dict) or not options:
-        _ablation_fail(f"the options must be a non-empty dict of settings to change, such as "
-                       f"{{'window': 16}}; got {options!r}")
-    unknown = sorted(set(options) - set(BASELINE))
+        return (f"the options must be a non-empty dict of settings to change, such as "
+                f"{{'window': 16}}; got {options!r}")
+    unknown = sorted(set(options) - set(baseline))
     if unknown:
-        _ablation_fail(f"the options have settings the model does not have: {unknown}; choose "
-                       f"among {sorted(BASELINE)}")
-    if all(BASELINE[k] == val for k, val in options.items()):
-        _ablation_fail(f"the options {options} change nothing: every value is the baseline's")
+        return (f"the options have settings the model does not have: {unknown}; choose among "
+                f"{sorted(baseline)}")
+    if all(baseline[k] == val for k, val in options.items()):
+        return f"the options {options} change nothing: every value is the baseline's"
+    return ""
+
+
+class _AblationCheck(Check):
+    """``ablation(seed, steps) -> (options, loss)``: a measurement, judged by measuring again.
+
+    Its input is ``(seed, steps)`` for one short run (never the chapter's seed 0);
+    :meth:`run_student` sends back the options as sorted ``(name, value)`` pairs and the
+    loss, data only. The verdict: the options change the baseline, and
+    :func:`qkv.ablation_loss` trained on the same options, seed and steps measures the same
+    loss within :data:`TOLERANCE`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("check_ablation", every_device=False)
+
+    def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
+        self.resolve(options)
+        return [((1 + seed % 10_000, CHECK_STEPS), {})]
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        got = student(*args, **kwargs)
+        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], dict):
+            pairs = tuple(sorted((str(k), v) for k, v in got[0].items()))
+            loss = got[1].item() if isinstance(got[1], Tensor) and got[1].numel() == 1 else got[1]
+            got = (("options",) + pairs, loss)
+        return got, ()
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        (run, steps), _ = self.calls(seed)[0]
+        where = f"seed={run}, steps={steps}"
+        fail = partial(CheckResult, _ABLATION, False, seed, where)
+        if not outcomes:
+            return fail(what=f"your {_ABLATION} did not finish on {where}", kind="timeout")
+        out = outcomes[0]
+        if isinstance(out, Raised):
+            if out.type == "NotImplementedError":
+                return fail(what=f"{_ABLATION} {NOT_WRITTEN}", kind="not written")
+            return fail(what=f"it raised {out.type}: {out.message.strip()[:200]}", kind="raised")
+        got, _ = split_outcome(out)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], (tuple, list))
+                and got[0][:1] == ("options",)):
+            return fail(what=f"it returned {got!r}", hint="return (options, loss): the dict of "
+                        "settings you changed and the loss qkv.ablation_loss returned")
+        settings, loss = dict(got[0][1:]), got[1]
+        problem = _options_problem(settings)
+        if problem:
+            return fail(what=problem, hint="change one or more settings of qkv.ablation_baseline()")
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
+            return fail(what=f"the loss must be a number, got {loss!r}")
+        want = qkv.ablation_loss(settings, run, steps, progress=False)
+        if abs(want - loss) > TOLERANCE:
+            return fail(what=f"it returned a loss of {loss:.4f}, but training {settings} from "
+                        f"seed {run} for {steps} steps measures {want:.4f}",
+                        hint="return what qkv.ablation_loss(options, seed, steps) returns for the "
+                             "seed and steps you are given")
+        return CheckResult(_ABLATION, True, seed)
+
+
+ABLATION_CHECK = _AblationCheck()
 
 
 def check_ablation(ablation: Callable[..., Any], seed: Optional[int] = 0) -> None:
@@ -286,39 +342,17 @@ def check_ablation(ablation: Callable[..., Any], seed: Optional[int] = 0) -> Non
     ``(options, validation loss)``.
 
     The check calls it on a short run (:data:`CHECK_STEPS` steps, a seed drawn from
-    ``seed``): the options must change the baseline (``qkv.capstone.BASELINE``) and each
+    ``seed``): the options must change the baseline (:func:`qkv.ablation_baseline`) and the
     loss must be what :func:`qkv.ablation_loss` measures for those options, that seed and
     that number of steps, within :data:`TOLERANCE`: a measurement of the run described,
     not a number typed in or taken from another run.
 
     Raises:
-        AssertionError: saying what is wrong.
+        CheckFailed: saying what is wrong.
     """
     __tracebackhide__ = True
-    from ._harness import start_check
+    run_check(ABLATION_CHECK, ablation, seed)
 
-    seed, note = start_check("ablation", ablation, seed)
-    from qkv.capstone import ablation_loss
 
-    for run in (1 + seed % 10_000,):  # never the chapter's seed 0
-        try:
-            got = ablation(run, CHECK_STEPS)
-        except NotImplementedError:
-            _ablation_fail("it is not written yet (it raises NotImplementedError)")
-        except Exception as e:  # the student's code: say what it raised
-            _ablation_fail(f"ablation({run}, {CHECK_STEPS}) raised {type(e).__name__}: {e}", note)
-        if not isinstance(got, tuple) or len(got) != 2:
-            _ablation_fail(f"ablation({run}, {CHECK_STEPS}) returned {got!r}; return "
-                           f"(options, loss)", note)
-        options, loss = got
-        _judge_options(options)
-        if isinstance(loss, Tensor) and loss.numel() == 1:
-            loss = loss.item()
-        if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
-            _ablation_fail(f"the loss must be a number, got {loss!r}", note)
-        want = ablation_loss(dict(options), run, CHECK_STEPS, progress=False)
-        if abs(want - loss) > TOLERANCE:
-            _ablation_fail(f"ablation({run}, {CHECK_STEPS}) returned a loss of {loss:.4f}, but "
-                           f"training {options} from seed {run} for {CHECK_STEPS} steps measures "
-                           f"{want:.4f}\nLook at: return what qkv.ablation_loss(options, seed, "
-                           f"steps) returns for the seed and steps you are given", note)
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = {**checks_of(ATTENTION_FORWARD, BLOCK_FORWARD), "check_ablation": ABLATION_CHECK}
