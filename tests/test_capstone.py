@@ -222,3 +222,11 @@ def test_the_ablation_check_refuses_a_run_with_other_steps():
         return {"window": 4}, capstone.ablation_loss({"window": 4}, seed, steps + 3, progress=False)
     with pytest.raises(AssertionError, match="for the seed and steps you are given"):
         check_ablation(ablation)
+
+
+def test_a_right_block_gets_no_notice_for_the_pieces_it_may_use(capsys):
+    """The block's answer calls the student's attention_forward, which uses the pieces of
+    earlier assignments: no notice about them."""
+    check_block_forward(answers.make_block())
+    check_attention_forward(answers.make_attention())
+    assert "note:" not in capsys.readouterr().out

@@ -135,6 +135,10 @@ _MASK_HINT = ("the L new positions are the LAST L of the S = P + L keys: new pos
               "keys 0 .. P + i, torch.ones(L, S, dtype=torch.bool).tril(S - L) (chapter 9's "
               "causal_mask_bottom_right)")
 _ATT = partial(partial, attention_variant)
+#: The pieces of earlier assignments the capstone's answers may use, from the course.
+_PIECES = {"apply_rope": qkv.apply_rope, "repeat_kv": qkv.repeat_kv,
+           "split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads,
+           "causal_mask_bottom_right": qkv.causal_mask_bottom_right}
 
 ATTENTION_FORWARD = Exercise(
     name="attention_forward",
@@ -181,9 +185,7 @@ ATTENTION_FORWARD = Exercise(
     forbid=TORCH_ATTENTION,
     compare=_triple_close,
     legend="(output (B, L, D), k_cache (B, Hkv, P + L, E), v_cache (B, Hkv, P + L, E))",
-    helpers={"apply_rope": qkv.apply_rope, "repeat_kv": qkv.repeat_kv,
-             "split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads,
-             "causal_mask_bottom_right": qkv.causal_mask_bottom_right},
+    helpers=_PIECES,
 )
 
 _BLK = partial(partial, block_variant)
@@ -220,9 +222,7 @@ BLOCK_FORWARD = Exercise(
                 _BLK(act="none")),
     ],
     legend="(B, L, D)",
-    # the right attention, written here in plain torch: the guard lets a helper run only the
-    # course's functions it names, and the reference's builds a module
-    helpers={"attention_forward": attention_variant, "rms_norm": qkv.rms_norm},
+    helpers={"attention_forward": qkv.attention_forward, "rms_norm": qkv.rms_norm, **_PIECES},
 )
 
 
