@@ -32,19 +32,23 @@ def _gpu_cell() -> str:
 
 
 def _results(date: str, device: str) -> dict:
-    runs = [
-        {"method": m, "B": 4, "H": 32, "E": E, "n": n, "causal": c, "dtype": "float16",
-         "ms": ms * (0.55 if c else 1.0), "peak_mib": 10.0, "error": None, "tflops": 100.0 / ms}
-        for m, ms in (("triton", 1.5), ("sdpa_flash", 1.0), ("chunked", 9.0))
-        for E in (64, 128) for n in (1024, 4096) for c in (False, True)
-    ]
-    memory = {"reference": {"peak_mib": 4096.0}, "chunked": {"peak_mib": 40.0}}
-    long = {"reference": {"ms": None, "peak_mib": None, "error": "out of memory: ..."},
-            "chunked": {"ms": 900.0, "peak_mib": 600.0, "error": None}}
-    return {"device": device, "capability": "9.0", "torch": "2.11.0", "cuda": "13.0", "triton": "3.6.0",
-            "date": date, "dtype": "float16", "B": 4, "H": 32, "chunk_size": 1024, "repeat": 5,
-            "runs": runs, "memory_16384_B1_H8": memory, "long_context_65536_B1_H16": long,
-            "goals": gpu_goals(runs, memory)}
+    def row(method, ms, causal, n=4096, E=64, dtype="float16"):
+        ms = ms * (0.55 if causal else 1.0)
+        return {"method": method, "B": 4, "H": 32, "E": E, "n": n, "causal": causal, "dtype": dtype,
+                "ms": ms, "tflops": 100.0 / ms, "error": None}
+
+    forward = [row(m, ms, c, n, E, dt) for m, ms in (("triton", 1.5), ("sdpa_flash", 1.0))
+               for E in (64, 128) for n in (1024, 4096) for c in (False, True) for dt in ("float16", "bfloat16")]
+    forward.append({**row("sdpa_cudnn", 1.0, False), "ms": None, "tflops": None, "error": "error: refused"})
+    backward = [row(m, ms, c) for m, ms in (("triton", 5.0), ("sdpa_flash", 4.0)) for c in (False, True)]
+    memory = [{"method": m, "n": n, "B": 1, "H": 8, "E": 64, "dtype": "float16", "ms": 1.0,
+               "peak_mib": peak, "error": None if peak else "out of memory: CUDA out of memory"}
+              for m, n, peak in (("reference", 16384, 4096.0), ("memory_efficient", 16384, 40.0),
+                                 ("reference", 65536, None), ("memory_efficient", 65536, 150.0))]
+    results = {"device": device, "capability": "9.0", "torch": "2.11.0", "cuda": "13.0", "triton": "3.6.0",
+               "date": date, "forward": forward, "backward": backward, "training_memory": memory,
+               "tutorial_kernel": "not measured"}
+    return dict(results, goals=gpu_goals(results))
 
 
 def _run_cell(tmp_path: pathlib.Path, capsys) -> str:
@@ -76,10 +80,15 @@ def test_with_results_the_newest_is_plotted_with_its_provenance(tmp_path, capsys
     try:
         title = fig._suptitle.get_text()
         assert "NVIDIA H100" in title and "2026-11-23" in title and "a.json" in title
-        assert "triton / sdpa_flash TFLOP/s at n=4096" in out
-        assert "non-causal: 0.667 (goal" in out  # 1.0 / 1.5, through the benchmark's goals()
-        assert "n=16384 (B=1, H=8): 0.010" in out
-        assert "out of memory" in out and "900.0 ms" in out
+        assert len(fig.get_axes()) == 4
+        # The ratios, through the benchmark's goals(): 1.0 / 1.5 forward, 4.0 / 5.0 backward.
+        assert "SDPA-flash forward TFLOP/s at n=4096, E=64, float16, non-causal: 0.667, goal >= 0.6: met" in out
+        assert "causal / non-causal, at n=4096, E=64, float16: 0.550, goal <= 0.6: met" in out
+        assert "backward TFLOP/s at n=4096, E=64, float16, non-causal: 0.800, goal >= 0.4: met" in out
+        assert "memory-efficient / reference, at n=16384: 0.010" in out
+        assert "n=65536 / n=16384 (linear: 4): 3.750" in out
+        assert "reference out of memory" in out and "sdpa_cudnn did not run" in out
+        assert "forward, n=4096, E=64, float16, non-causal, fastest first: sdpa_flash 1.00 ms, triton 1.50 ms" in out
     finally:
         plt.close("all")
 
@@ -89,3 +98,14 @@ def _no_open_figures():
     plt.close("all")
     yield
     plt.close("all")
+
+
+def test_the_committed_newest_results_file_measures_every_goal():
+    files = sorted((ROOT / "benchmarks" / "results").glob("*.json"), key=lambda p: json.loads(p.read_text())["date"])
+    if not files:
+        pytest.skip("no GPU results file committed")
+    res = json.loads(files[-1].read_text())
+    assert res["goals"] == gpu_goals(res)  # the file's verdicts are today's code's verdicts
+    assert all(line.endswith(("met", "not met")) for line in res["goals"]["lines"]), res["goals"]["lines"]
+    for key in ("device", "torch", "triton", "cuda", "date"):
+        assert res[key], key

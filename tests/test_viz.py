@@ -36,23 +36,32 @@ def test_plot_head_grid_draws_only_the_heads_asked_for():
     with pytest.raises(ValueError, match="heads"):
         viz.plot_head_grid(w, heads=[4])
 
-def _results(runs):
+def _results(runs, memory=()):
     return {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0",
-            "date": "2026-11-23T00:00:00+00:00", "dtype": "float16", "B": 4, "H": 32, "runs": runs}
+            "date": "2026-11-23T00:00:00+00:00", "forward": runs, "backward": runs, "training_memory": list(memory)}
 
 
 def test_plot_gpu_results_draws_each_method_with_provenance():
     runs = [
-        {"method": m, "n": n, "E": E, "causal": c, "tflops": t, "ms": 1.0}
+        {"method": m, "n": n, "E": E, "dtype": dt, "causal": c, "tflops": t, "ms": 1.0}
         for m, t in (("triton", 300.0), ("sdpa_flash", 400.0))
-        for n in (1024, 4096) for E in (64, 128) for c in (False, True)
+        for n in (1024, 4096) for E in (64, 128) for c in (False, True) for dt in ("float16", "bfloat16")
     ]
-    runs.append({"method": "reference", "n": 4096, "E": 64, "causal": False, "tflops": None, "ms": None})
-    fig = viz.plot_gpu_results(_results(runs), source="x.json")
-    left, right = fig.get_axes()
-    assert sorted(line.get_label() for line in left.get_lines()) == ["sdpa_flash", "triton"]
-    assert list(left.get_lines()[1].get_xdata()) == [1024, 4096]
-    assert "causal=True" in right.get_title()
+    runs.append({"method": "sdpa_cudnn", "n": 4096, "E": 64, "dtype": "float16", "causal": False,
+                 "tflops": None, "ms": None, "error": "error: refused"})
+    memory = [{"method": m, "n": n, "B": 1, "H": 8, "E": 64, "dtype": "float16",
+               "peak_mib": None if (m, n) == ("reference", 65536) else float(n if m != "reference" else n * n / 1e4),
+               "error": "out of memory: ..." if (m, n) == ("reference", 65536) else None}
+              for m in ("reference", "memory_efficient") for n in (4096, 16384, 65536)]
+    fig = viz.plot_gpu_results(_results(runs, memory), source="x.json")
+    fwd, fwd_causal, bwd, mem = fig.get_axes()
+    assert sorted(line.get_label() for line in fwd.get_lines()) == ["sdpa_flash", "triton"]
+    assert list(fwd.get_lines()[1].get_xdata()) == [1024, 4096]
+    assert "causal=True" in fwd_causal.get_title() and "backward" in bwd.get_title()
+    labels = [line.get_label() for line in mem.get_lines()]
+    assert labels == ["memory_efficient", "reference", "reference: out of memory"]
+    assert list(mem.get_lines()[1].get_xdata()) == [4096, 16384]
+    assert list(mem.get_lines()[2].get_xdata()) == [65536]
     title = fig._suptitle.get_text()
     assert "H100" in title and "2026-11-23" in title and "triton 3.6.0" in title and "x.json" in title
     plt.close(fig)

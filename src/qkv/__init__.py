@@ -64,6 +64,9 @@ from .masking import (  # noqa: F401
     to_additive_mask,
     to_torch_mask,
 )
+from .memory_efficient import (  # noqa: F401
+    memory_efficient_attention,
+)
 from .multi_head import (  # noqa: F401
     MultiHeadAttention,
     combine_masks,
@@ -166,6 +169,7 @@ __all__ = [
     "local_global_mask_mod",
     "luong_score",
     "measure_induction",
+    "memory_efficient_attention",
     "merge_heads",
     "padding_mask",
     "padding_mask_mod",

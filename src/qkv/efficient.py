@@ -12,7 +12,8 @@ Queries are processed in blocks of the same size, so the largest temporary is
 
 Also here: :func:`kv_cache_step` (one decoding step with a key/value cache) and
 :func:`triton_attention`, a fused GPU kernel used only when CUDA and Triton are
-present (its code lives in :mod:`qkv.triton_kernel`, imported on first use).
+present (its code lives in :mod:`qkv.triton_kernel` and :mod:`qkv.triton_backward`,
+imported on first use).
 """
 
 from __future__ import annotations
@@ -255,8 +256,11 @@ def triton_attention(
 
     The same online softmax as :func:`chunked_attention`, but each block of
     queries is one GPU program that keeps ``m``, ``l`` and ``acc`` in registers
-    and never writes a score to memory. Needs CUDA and the ``triton`` package,
-    which are imported only when this function is called.
+    and never writes a score to memory. It is differentiable: the backward pass
+    is a second set of Triton kernels (:mod:`qkv.triton_backward`) that recompute
+    the weights from the saved log-sum-exp, as :func:`qkv.memory_efficient_attention`
+    does in plain PyTorch. Needs CUDA and the ``triton`` package, which are imported
+    only when this function is called.
 
     Args:
         query: queries, float16 or bfloat16, on a CUDA device.
@@ -286,9 +290,13 @@ def triton_attention(
             f"Use qkv.chunked_attention on the CPU."
         )
     try:
-        from . import triton_kernel
+        from . import triton_backward, triton_kernel
     except ImportError as err:  # triton missing, or too old for the kernel
         raise RuntimeError(
             f"triton_attention needs the triton package (pip install triton): {err}"
         ) from err
-    return triton_kernel.attention_forward(query, key, value, is_causal, scale)
+    triton_kernel.check_inputs(query, key, value)
+    scale = v.default_scale(query.shape[-1]) if scale is None else float(scale)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        return triton_backward.TritonAttention.apply(query, key, value, bool(is_causal), scale)
+    return triton_kernel.attention_forward(query, key, value, is_causal, scale)[0]

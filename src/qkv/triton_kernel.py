@@ -15,13 +15,19 @@ needs the ``triton`` package and a CUDA GPU. The algorithm is the one of
 - under ``is_causal`` the key blocks after the diagonal are never visited, and
   only the blocks that straddle the diagonal (or the end of the keys) pay for a
   mask: the loop is split into an unmasked part and a masked part; the query
-  blocks with the most keys to visit are started first.
+  blocks with the most keys to visit are started first;
+- it also writes each query's log-sum-exp (base 2), all that the backward pass
+  (:mod:`qkv.triton_backward`) needs to recompute the weights.
+
+The launch parameters are fixed per head dimension (:func:`forward_config`)
+rather than autotuned: autotuning compiles and times every candidate for every
+new shape, which costs more than it gains in a course's benchmark run.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 import torch
 import triton
@@ -60,8 +66,11 @@ def _visit_keys(
                 keep = keep & (cols[None, :] <= offs_m[:, None])
             s = tl.where(keep, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        # A row that has seen only masked keys keeps m = -inf: shift by 0 there (no NaN).
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        if MASKED:
+            # A row that has seen only masked keys keeps m = -inf: shift by 0 there (no NaN).
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_safe = m_new  # every score of an unmasked block is finite
         p = tl.exp2(s - m_safe[:, None])
         alpha = tl.exp2(m_i - m_safe)  # the rescale of everything accumulated so far
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -70,21 +79,42 @@ def _visit_keys(
     return acc, l_i, m_i
 
 
-def _configs():
-    # BLOCK_M must be a multiple of BLOCK_N (the causal split below relies on it).
-    return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=st)
-        for bm, bn, w, st in [
-            (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 4),
-            (128, 64, 4, 4), (128, 32, 4, 4), (64, 64, 4, 3), (64, 32, 4, 4),
-        ]
-    ]
+# Launch parameters of the forward kernel per (head dimension, is_causal), chosen by the
+# benchmark's sweep on an H200 (benchmarks/attention_gpu.py records the sweep and its
+# winners, "tuned", in its results file). BLOCK_M queries per program, BLOCK_N keys per
+# step (a divisor of BLOCK_M: the causal split relies on it).
+FORWARD_CONFIGS = {
+    (64, False): {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
+    (64, True): {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+    (128, False): {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
+    (128, True): {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+}
 
 
-@triton.autotune(configs=_configs(), key=["L", "S", "HEAD_DIM", "IS_CAUSAL"])
+def forward_config(head_dim: int, is_causal: bool = False) -> dict:
+    """Launch parameters of the forward kernel (head dims up to 64 use those of 64)."""
+    return dict(FORWARD_CONFIGS[(64 if head_dim <= 64 else 128, bool(is_causal))])
+
+
+def launch(kernel, grid, args: tuple, constants: dict, config: dict, fallbacks: Sequence[dict] = ()):
+    """Launch ``kernel`` with ``config``; on a resource error (shared memory, registers) try the fallbacks.
+
+    A configuration that fits one GPU may not fit another; the error would otherwise
+    surface only on that GPU, in the middle of a benchmark.
+    """
+    from triton.runtime.errors import OutOfResources
+
+    for i, cfg in enumerate([config, *fallbacks]):
+        try:
+            return kernel[grid(cfg)](*args, **constants, **cfg)
+        except OutOfResources:
+            if i == len(fallbacks):
+                raise
+
+
 @triton.jit
 def _attention_forward_kernel(
-    Q, K, V, O,
+    Q, K, V, O, LSE,
     stride_qb, stride_qh, stride_ql, stride_qe,
     stride_kb, stride_kh, stride_ks, stride_ke,
     stride_vb, stride_vh, stride_vs, stride_ve,
@@ -133,6 +163,9 @@ def _attention_forward_kernel(
     # A row with no allowed key (l = 0) gets a zero output, as SDPA and qkv give.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_safe[:, None]
+    # The log-sum-exp in base 2 for the backward pass; +inf for such a row makes its weights 0 there.
+    lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
+    tl.store(LSE + pid_bh * L + offs_m, lse, mask=offs_m < L)
     o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_ol + offs_e[None, :] * stride_oe
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=offs_m[:, None] < L)
 
@@ -144,7 +177,7 @@ def attention_forward(
     is_causal: bool = False,
     scale: Optional[float] = None,
     config: Optional[dict] = None,
-) -> Tensor:
+) -> Tuple[Tensor, Tensor]:
     """Launch the kernel; see :func:`qkv.efficient.triton_attention` for the contract.
 
     Args:
@@ -153,14 +186,40 @@ def attention_forward(
         value: ``(B, H, S, E)``, same dtype and device.
         is_causal: upper-left causal mask.
         scale: factor for the scores; ``None`` means ``1 / sqrt(E)``.
-        config: fixed launch parameters (``BLOCK_M``, ``BLOCK_N`` and optionally
-            ``num_warps``, ``num_stages``) instead of autotuning; ``BLOCK_M`` must
-            be a multiple of ``BLOCK_N``. Used by tests (Triton's CPU interpreter
-            cannot autotune) and to pin a configuration in benchmarks.
+        config: launch parameters (``BLOCK_M``, ``BLOCK_N`` and optionally ``num_warps``,
+            ``num_stages``) instead of :func:`forward_config`'s; ``BLOCK_M`` must be a
+            multiple of ``BLOCK_N``. Used by tests (small blocks in Triton's CPU
+            interpreter) and by the benchmark's sweep.
 
     Returns:
-        ``(B, H, L, E)`` output in the inputs' dtype.
+        ``(out, lse)``: the ``(B, H, L, E)`` output in the inputs' dtype and the
+        ``(B, H, L)`` float32 log-sum-exp of each query's scaled scores in base 2.
     """
+    check_inputs(query, key, value)
+    B, H, L, E = query.shape
+    S = key.shape[2]
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    out = torch.empty(B, H, L, E, dtype=query.dtype, device=query.device)
+    lse = torch.empty(B, H, L, dtype=torch.float32, device=query.device)
+    if L == 0 or B * H == 0:
+        return out, lse
+    config = dict(config or forward_config(E, is_causal))
+    if config["BLOCK_M"] % config["BLOCK_N"]:
+        raise ValueError(f"BLOCK_M must be a multiple of BLOCK_N, got {config}")
+    smaller = dict(config, num_stages=2)
+    launch(
+        _attention_forward_kernel,
+        lambda cfg: (triton.cdiv(L, cfg["BLOCK_M"]), B * H),
+        (query, key, value, out, lse,
+         *query.stride(), *key.stride(), *value.stride(), *out.stride(), H, L, S, scale * _LOG2_E),
+        {"IS_CAUSAL": bool(is_causal), "HEAD_DIM": E},
+        config, [smaller],
+    )
+    return out, lse
+
+
+def check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
+    """The kernels' own limits (dtype, 4-D, no broadcasting, head dimension), in plain words."""
     if query.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"triton_attention supports float16 and bfloat16, got {query.dtype}")
     if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
@@ -169,7 +228,6 @@ def attention_forward(
             f"value (B, H, S, E); got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
         )
     B, H, L, E = query.shape
-    S = key.shape[2]
     if key.shape[:2] != (B, H) or value.shape[:2] != (B, H) or value.shape[-1] != E:
         raise ValueError(
             f"triton_attention needs key and value of shape (B, H, S, E) = (B={B}, H={H}, S, E={E}) "
@@ -177,23 +235,3 @@ def attention_forward(
         )
     if E not in SUPPORTED_HEAD_DIMS:
         raise ValueError(f"triton_attention supports E in {SUPPORTED_HEAD_DIMS}, got E={E}")
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    out = torch.empty(B, H, L, E, dtype=query.dtype, device=query.device)
-    if L == 0 or B * H == 0:
-        return out
-
-    def grid(meta):
-        return (triton.cdiv(L, meta["BLOCK_M"]), B * H)
-
-    kernel = _attention_forward_kernel
-    if config is not None:
-        if config["BLOCK_M"] % config["BLOCK_N"]:
-            raise ValueError(f"BLOCK_M must be a multiple of BLOCK_N, got {config}")
-        kernel = _attention_forward_kernel.fn  # the jit function under the autotuner
-    kernel[grid](
-        query, key, value, out,
-        *query.stride(), *key.stride(), *value.stride(), *out.stride(),
-        H, L, S, scale * _LOG2_E,
-        IS_CAUSAL=bool(is_causal), HEAD_DIM=E, **(config or {}),
-    )
-    return out

@@ -186,19 +186,23 @@ def _check_grid(weights: object, labels: object, tokens: object, cell: object,
     return heads, labels, tokens
 
 
-_RESULTS_KEYS = ("device", "torch", "triton", "cuda", "date", "dtype", "B", "H", "runs")
+_RESULTS_KEYS = ("device", "torch", "triton", "cuda", "date", "forward", "backward", "training_memory")
 
 
-def plot_gpu_results(results: Mapping, E: int = 64, source: str = "") -> Figure:
-    """Forward TFLOP/s against sequence length, from a results file of ``benchmarks/attention_gpu.py``.
+def plot_gpu_results(results: Mapping, E: int = 64, dtype: str = "float16", source: str = "") -> Figure:
+    """The GPU benchmark's numbers, from a results file of ``benchmarks/attention_gpu.py``.
 
-    Two panels, non-causal and causal, one line per method; the title carries the
-    provenance (device, versions, date, and ``source``), so a figure is never shown
+    Four panels: forward TFLOP/s against sequence length without and with a causal mask,
+    backward TFLOP/s (non-causal), one line per method, at head dimension ``E`` and ``dtype``;
+    and the peak memory of one training step (forward and backward) per method, where a
+    method that ran out of memory is marked with an ``x`` on the top edge. The title carries
+    the provenance (device, versions, date, and ``source``), so a figure is never shown
     without where its numbers came from.
 
     Args:
         results: the parsed JSON the benchmark wrote.
         E: the head dimension to plot.
+        dtype: ``"float16"`` or ``"bfloat16"``.
         source: the results file's name, shown in the title.
 
     Returns:
@@ -210,23 +214,52 @@ def plot_gpu_results(results: Mapping, E: int = 64, source: str = "") -> Figure:
     if missing:
         raise ValueError(f"results is not a results file of benchmarks/attention_gpu.py: it lacks "
                          f"{missing}")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    methods = sorted({r["method"] for r in results["runs"]})
-    for ax, causal in zip(axes, (False, True)):
-        for method in methods:
-            points = sorted((r["n"], r["tflops"]) for r in results["runs"]
-                            if r["method"] == method and r["causal"] == causal and r["E"] == E
-                            and r.get("tflops"))
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    # One colour per method across the four panels.
+    every = sorted({r["method"] for t in ("forward", "backward", "training_memory") for r in results[t]})
+    colors = {m: f"C{i}" for i, m in enumerate(every)}
+    panels = [(axes[0, 0], "forward", False), (axes[0, 1], "forward", True), (axes[1, 0], "backward", False)]
+    for ax, table, causal in panels:
+        rows = [r for r in results[table] if r["causal"] == causal and r["E"] == E and r["dtype"] == dtype]
+        for method in sorted({r["method"] for r in rows}):
+            points = sorted((r["n"], r["tflops"]) for r in rows if r["method"] == method and r.get("tflops"))
             if points:
-                ax.plot(*zip(*points), "o-", label=method)
+                ax.plot(*zip(*points), "o-", color=colors[method], label=method)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("sequence length n = L = S")
-        ax.set_title(f"E={E}, B={results['B']}, H={results['H']}, {results['dtype']}, causal={causal}")
+        ax.set_xlabel("sequence length n")
+        ax.set_ylabel(f"{table} TFLOP/s")
+        ax.set_title(f"{table}, E={E}, {dtype}, causal={causal}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    axes[0].set_ylabel("forward TFLOP/s")
+    _plot_training_memory(axes[1, 1], results["training_memory"], colors)
     fig.suptitle(f"{results['device']}: torch {results['torch']}, triton {results['triton']}, "
                  f"CUDA {results['cuda']}, measured {results['date']}"
                  + (f" ({source})" if source else ""), fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def _plot_training_memory(ax: Axes, rows: Sequence[Mapping], colors: Mapping[str, str]) -> None:
+    """Peak MiB of one forward + backward against n, log-log; failures as an ``x`` at the top."""
+    methods = sorted({r["method"] for r in rows})
+    top = max((r["peak_mib"] for r in rows if r.get("peak_mib")), default=1.0) * 3
+    for method in methods:
+        color = colors[method]
+        points = sorted((r["n"], r["peak_mib"]) for r in rows if r["method"] == method and r.get("peak_mib"))
+        if points:
+            ax.plot(*zip(*points), "o-", color=color, label=method)
+        failed = [r["n"] for r in rows if r["method"] == method and r.get("error")]
+        if failed:
+            ax.plot(failed, [top] * len(failed), "x", color=color, markersize=10, mew=2,
+                    label=f"{method}: out of memory" if all("memory" in r["error"] for r in rows
+                                                          if r["method"] == method and r.get("error"))
+                    else f"{method}: failed")
+    first = rows[0] if rows else {}
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length n")
+    ax.set_ylabel("peak extra memory (MiB)")
+    ax.set_title(f"one training step, B={first.get('B')}, H={first.get('H')}, E={first.get('E')}, "
+                 f"{first.get('dtype')}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
