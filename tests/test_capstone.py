@@ -10,6 +10,7 @@ import torch
 import answers_capstone as answers
 from qkv import capstone
 from qkv.checks import capstone as checks
+from qkv.checks._capstone_mistakes import attention_variant
 from qkv.checks import check_ablation, check_attention_forward, check_block_forward
 from qkv.text_data import CharTokenizer, load_corpus, stdlib_docstrings
 from qkv.transformer import Block, CausalSelfAttention, DecoderLM
@@ -169,7 +170,7 @@ def test_the_functional_forms_are_the_modules():
     want = block.attn(x, (kc, vc))
     got = capstone.attention_forward(x, params, 4, 2, kc, vc)
     torch.testing.assert_close(got[0], want[0])
-    torch.testing.assert_close(checks.attention_variant(x, params, 4, 2, kc, vc)[0], want[0])
+    torch.testing.assert_close(attention_variant(x, params, 4, 2, kc, vc)[0], want[0])
 
 
 # ----------------------------------------------------------------------------- the checks

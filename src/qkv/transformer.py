@@ -204,10 +204,11 @@ class DecoderLM(nn.Module):
         self.norm = RMSNorm(d_model)
         self.unembed = nn.Linear(d_model, vocab_size, bias=False)
         self.drop = nn.Dropout(dropout)
+        # GPT-2's initialisation, smaller on the layers that add to the stream
+        writes = ("out_proj.weight", "down.weight")
         for name, p in self.named_parameters():
-            if p.dim() == 2:  # GPT-2's initialisation, smaller on the layers that add to the stream
-                std = 0.02 / math.sqrt(2 * num_layers) if name.endswith(("out_proj.weight", "down.weight")) else 0.02
-                nn.init.normal_(p, std=std)
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * num_layers) if name.endswith(writes) else 0.02)
 
     def forward(self, tokens: Tensor, caches: Optional[List[Cache]] = None) -> Tensor:
         """Next-token logits at every position.
