@@ -40,6 +40,10 @@ REFERENCES = {
     "check_repeat_kv": qkv.repeat_kv,
     "check_grouped_query_attention": qkv.grouped_query_attention,
     "check_causal_mask_bottom_right": qkv.causal_mask_bottom_right,
+    "check_attention_forward": qkv.attention_forward,
+    "check_block_forward": qkv.block_forward,
+    "check_ablation": lambda seed, steps=200: (
+        {"window": 4}, qkv.ablation_loss({"window": 4}, seed, steps, progress=False)),
 }
 OPTIONS = [(name, {}) for name in REFERENCES] + [
     ("check_scaled_dot_product_attention", {"masks": False})]

@@ -32,6 +32,11 @@ from ._stderr import (  # noqa: F401
 from .bottleneck import (  # noqa: F401
     check_bahdanau_attention,
 )
+from .capstone import (  # noqa: F401
+    check_ablation,
+    check_attention_forward,
+    check_block_forward,
+)
 from .efficient import (  # noqa: F401
     check_chunked_attention,
     check_kv_cache_step,
@@ -79,11 +84,14 @@ __all__ = [
     "CheckFailed",
     "CheckResult",
     "check_MultiHeadAttention",
+    "check_ablation",
     "check_additive_score",
     "check_alibi_bias",
     "check_apply_rope",
+    "check_attention_forward",
     "check_attention_scores",
     "check_bahdanau_attention",
+    "check_block_forward",
     "check_causal_mask",
     "check_causal_mask_bottom_right",
     "check_chunked_attention",

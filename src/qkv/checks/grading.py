@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from . import bottleneck, efficient, lookup, masking, multi_head, position, qkv, scaling, variants
+from . import (bottleneck, capstone, efficient, lookup, masking, multi_head, position, qkv, scaling,
+               variants)
 from .harness import Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
 from ._questions import QUESTIONS, check_question
 from .result import CheckFailed, CheckResult
@@ -45,7 +46,7 @@ __all__ = ["CHECKS", "CheckResult", "Raised", "calls", "judge", "question", "run
 #: Every check the grader knows, by the name test cells call it.
 CHECKS: Dict[str, Check] = {}
 for _module in (bottleneck, lookup, qkv, scaling, multi_head, masking, position, efficient,
-                variants):
+                variants, capstone):
     CHECKS.update(_module.CHECKS)
 
 # The exceptions run_student raises itself (their names arrive in a Raised's type).
