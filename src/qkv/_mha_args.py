@@ -23,14 +23,35 @@ def _check_width(name: str, t: Tensor, width: int, batched: bool) -> None:
         )
 
 
+def _check_like_weights(name: str, t: Tensor, weight: Tensor) -> None:
+    """Raise unless ``t`` is floating point with the dtype and device of the module's weights.
+
+    ``nn.Linear`` would refuse a float64 input to float32 weights with torch's own words
+    ("mat1 and mat2 must have the same dtype"), naming neither the argument nor the fix.
+    """
+    v.require_float(name, t)
+    if t.dtype != weight.dtype:
+        raise TypeError(
+            f"{name} is {t.dtype} but the module's weights are {weight.dtype}; convert the input "
+            f"with {name}.to({weight.dtype}) or the module with .to({t.dtype})"
+        )
+    if t.device != weight.device:
+        raise TypeError(
+            f"{name} is on {t.device} but the module's weights are on {weight.device}; move the "
+            f"input with {name}.to('{weight.device}') or the module with .to('{t.device}')"
+        )
+
+
 def check_inputs(
-    query: Tensor, key: Tensor, value: Tensor, embed_dim: int, kdim: int, vdim: int
+    query: Tensor, key: Tensor, value: Tensor, embed_dim: int, kdim: int, vdim: int,
+    weight: Tensor,
 ) -> bool:
-    """Check the three inputs against the module's widths.
+    """Check the three inputs against the module's widths (and its weights' dtype and device).
 
     Args:
         query, key, value: the inputs of ``forward`` (key and value already defaulted).
         embed_dim, kdim, vdim: the module's widths.
+        weight: one of the module's weights: the inputs must share its dtype and device.
 
     Returns:
         Whether the inputs are batched (a 3-D query).
@@ -49,6 +70,8 @@ def check_inputs(
             f"query (B, L, D), key (B, S, kdim) and value (B, S, vdim) must agree on B "
             f"and S, got {v.shape_str(query)}, {v.shape_str(key)}, {v.shape_str(value)}"
         )
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _check_like_weights(name, t, weight)
     return batched
 
 

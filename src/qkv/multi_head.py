@@ -184,7 +184,8 @@ class MultiHeadAttention(nn.Module):
             v.require_flag(name, flag)
         key = query if key is None else key
         value = key if value is None else value
-        batched = check_inputs(query, key, value, self.embed_dim, self.kdim, self.vdim)
+        batched = check_inputs(query, key, value, self.embed_dim, self.kdim, self.vdim,
+                               self.q_proj.weight)
         if not batched:
             query, key, value = query[None], key[None], value[None]
             if key_mask is not None:
