@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reference's and the checks' tests with one (Python, torch) pair, in a fresh virtual
-# environment: the lowest pair pyproject.toml states, and Colab's. Not part of `make test`
+# environment: the lowest pair pyproject.toml states, and Colab's. Nothing but qkv's declared
+# dependencies and the test runner is installed. Not part of `make test`
 # (.ci/run): it downloads torch. tests.yml's "versions" job runs it for both pairs.
 #
 #   bash .ci/versions.sh PYTHON TORCH [ENV_DIR]
@@ -65,9 +66,14 @@ fi
 if [[ ! -x "$ENV/bin/python" ]]; then
     "$PYTHON" -m venv "$ENV"
 fi
-# numpy, pytest and hypothesis at the versions requirements.txt pins, torch at the one asked.
-pins=$(grep -E '^(numpy|pytest|hypothesis)==' "$WORK/requirements.txt")
-"$ENV/bin/python" -m pip install --quiet "torch==$TORCH" $pins
+# torch at the release asked, the package's other dependencies as pyproject.toml declares them
+# (what a pip install of qkv would bring: one missing there fails here), and numpy, pytest and
+# hypothesis at the versions requirements.txt pins.
+mapfile -t deps < <("$ENV/bin/python" -c 'import sys, tomllib
+deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
+print("\n".join(d for d in deps if not d.startswith("torch")))' "$WORK/pyproject.toml")
+mapfile -t pins < <(grep -E '^(numpy|pytest|hypothesis)==' "$WORK/requirements.txt")
+"$ENV/bin/python" -m pip install --quiet "torch==$TORCH" "${deps[@]}" "${pins[@]}"
 
 cd "$WORK"
 mapfile -t TESTS < <(grep -v -E '^\s*(#|$)' .ci/torch-only-tests.txt)

@@ -107,3 +107,23 @@ def test_the_torch_only_tests_import_nothing_else():
         other = sorted(m for m in mods - _ALLOWED - set(sys.stdlib_module_names)
                        if not m.startswith("answers_"))
         assert not other, f"{name} imports {other}: take it off .ci/torch-only-tests.txt or install those"
+
+
+#: Imported by qkv without being its dependency: what only a notebook (IPython) or a CUDA
+#: machine (triton, which comes with CUDA builds of torch) has, imported only there.
+_PROVIDED_ELSEWHERE = {"IPython", "triton"}
+
+
+def test_every_package_qkv_imports_is_declared():
+    declared = {re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0].replace("-", "_").lower()
+                for d in [*PROJECT["dependencies"], *sum(PROJECT["optional-dependencies"].values(), [])]}
+    missing = {}
+    for path in sorted((ROOT / "src" / "qkv").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for top in {n.split(".")[0] for n in names}:
+                if (top not in sys.stdlib_module_names and top != "qkv" and top not in _PROVIDED_ELSEWHERE
+                        and top.lower() not in declared):
+                    missing.setdefault(top, path.relative_to(ROOT).as_posix())
+    assert not missing, f"qkv imports packages pyproject.toml does not declare: {missing}"
