@@ -23,12 +23,17 @@ def _check_width(name: str, t: Tensor, width: int, batched: bool) -> None:
         )
 
 
-def _check_like_weights(name: str, t: Tensor, weight: Tensor) -> None:
-    """Raise unless ``t`` is floating point with the dtype and device of the module's weights.
+def _check_like_weights(query: Tensor, key: Tensor, value: Tensor, weight: Tensor) -> None:
+    """Raise unless the inputs are floating point with the dtype and device of ``weight``.
 
     ``nn.Linear`` would refuse a float64 input to float32 weights with torch's own words
     ("mat1 and mat2 must have the same dtype"), naming neither the argument nor the fix.
     """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _like(name, t, weight)
+
+
+def _like(name: str, t: Tensor, weight: Tensor) -> None:
     v.require_float(name, t)
     if t.dtype != weight.dtype:
         raise TypeError(
@@ -43,15 +48,13 @@ def _check_like_weights(name: str, t: Tensor, weight: Tensor) -> None:
 
 
 def check_inputs(
-    query: Tensor, key: Tensor, value: Tensor, embed_dim: int, kdim: int, vdim: int,
-    weight: Tensor,
+    query: Tensor, key: Tensor, value: Tensor, embed_dim: int, kdim: int, vdim: int
 ) -> bool:
-    """Check the three inputs against the module's widths (and its weights' dtype and device).
+    """Check the three inputs against the module's widths.
 
     Args:
         query, key, value: the inputs of ``forward`` (key and value already defaulted).
         embed_dim, kdim, vdim: the module's widths.
-        weight: one of the module's weights: the inputs must share its dtype and device.
 
     Returns:
         Whether the inputs are batched (a 3-D query).
@@ -70,8 +73,6 @@ def check_inputs(
             f"query (B, L, D), key (B, S, kdim) and value (B, S, vdim) must agree on B "
             f"and S, got {v.shape_str(query)}, {v.shape_str(key)}, {v.shape_str(value)}"
         )
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        _check_like_weights(name, t, weight)
     return batched
 
 

@@ -90,11 +90,6 @@ def cross_attention(x: Tensor, context: Tensor, W_q: Tensor, W_k: Tensor, W_v: T
         - output: ``(..., L, Ev)``
     """
     _check(x, context, W_q, W_k, W_v, "context")
-    return _attend(x, context, W_q, W_k, W_v)
-
-
-def _attend(x: Tensor, context: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> Tensor:
-    """Project and attend (the arguments already checked)."""
     return scaled_dot_product_attention(x @ W_q.T, context @ W_k.T, context @ W_v.T)
 
 
@@ -117,5 +112,5 @@ def self_attention(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> Tensor:
         - x: ``(L, D)`` or batched ``(..., L, D)``
         - output: ``(..., L, Ev)``
     """
-    _check(x, x, W_q, W_k, W_v, "x")  # messages about x, not about a context never passed
-    return _attend(x, x, W_q, W_k, W_v)
+    _check(x, x, W_q, W_k, W_v, "x")  # first, so that bad input is named x, not context
+    return cross_attention(x, x, W_q, W_k, W_v)
