@@ -78,6 +78,8 @@ mapfile -t pins < <(grep -E '^(numpy|pytest|hypothesis)==' "$WORK/requirements.t
 cd "$WORK"
 mapfile -t TESTS < <(grep -v -E '^\s*(#|$)' .ci/torch-only-tests.txt)
 "$ENV/bin/python" -c 'import sys, torch, numpy; print(f"Python {sys.version.split()[0]}, torch {torch.__version__}, numpy {numpy.__version__}")'
-PYTHONPATH="$WORK/src:$WORK/tests/checks" MPLBACKEND=Agg \
+# One thread per process: the tensors are small, and on a shared machine torch's threads wait
+# on each other (a training test that takes seconds took over half an hour with two).
+PYTHONPATH="$WORK/src:$WORK/tests/checks" MPLBACKEND=Agg OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
     nice "$ENV/bin/python" -m pytest -q -p no:cacheprovider -o addopts= \
     --continue-on-collection-errors "${TESTS[@]}"
