@@ -43,9 +43,14 @@ if [[ "${1:-}" == "--debian-chroot" ]]; then
         cp "$PIP_CERT" "$DIR/etc/ssl/certs/qkv-host-ca.crt"
         cert=/etc/ssl/certs/qkv-host-ca.crt
     fi
-    exec chroot "$DIR" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
+    status=0
+    chroot "$DIR" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
         ${PIP_EXTRA_INDEX_URL:+PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL"} ${cert:+PIP_CERT="$cert"} \
-        bash /work/qkv/.ci/versions.sh /usr/bin/python3 "$TORCH" "/opt/qkv-py3-torch$TORCH"
+        bash /work/qkv/.ci/versions.sh /usr/bin/python3 "$TORCH" "/opt/qkv-py3-torch$TORCH" || status=$?
+    for fs in dev sys proc; do
+        umount -R "$DIR/$fs"
+    done
+    exit "$status"
 fi
 
 PYTHON="${1:?usage: $0 PYTHON TORCH [ENV_DIR]}"
