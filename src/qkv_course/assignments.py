@@ -55,7 +55,7 @@ import jupytext
 import nbformat
 from nbformat import NotebookNode
 
-from .config import ROOT, repository_url
+from .config import ROOT, release_tag, repository_url
 from .generate import COMMAND
 from .graded import did_you_mean
 from .setup_cell import GRADE_ID as SETUP_ID
@@ -172,7 +172,7 @@ def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
         if "from" in cell.metadata:
             text = _borrowed(path, where, cell.metadata["from"], grading["nbgrader"]["grade_id"], text)
         if grading and grading["nbgrader"]["grade_id"] == SETUP_ID:
-            text = assignment_setup(repository_url(root), text)
+            text = assignment_setup(repository_url(root), release_tag(root), text)
         new = (nbformat.v4.new_code_cell if cell.cell_type == "code"
                else nbformat.v4.new_markdown_cell)(text)
         new.id = f"cell-{index}"
