@@ -41,7 +41,9 @@ from .bottleneck import (  # noqa: F401
 )
 from .efficient import (  # noqa: F401
     check_chunked_attention,
+    check_fp16_overflow_rate,
     check_kv_cache_step,
+    check_streaming_attention,
 )
 from .lookup import (  # noqa: F401
     check_additive_score,
@@ -51,6 +53,8 @@ from .lookup import (  # noqa: F401
 )
 from .masking import (  # noqa: F401
     check_causal_mask,
+    check_padded_causal_attention,
+    check_padding_leak,
     check_padding_mask,
 )
 from .multi_head import (  # noqa: F401
@@ -69,12 +73,17 @@ from .qkv import (  # noqa: F401
 )
 from .scaling import (  # noqa: F401
     check_attention_scores,
+    check_attention_with_temperature,
     check_dot_product_variance,
+    check_max_weight,
     check_scaled_dot_product_attention,
 )
 from .variants import (  # noqa: F401
     check_causal_mask_bottom_right,
+    check_dilated_window_mask_mod,
     check_grouped_query_attention,
+    check_linear_attention,
+    check_linear_gap,
     check_repeat_kv,
 )
 
@@ -84,16 +93,24 @@ __all__ = [
     "check_alibi_bias",
     "check_apply_rope",
     "check_attention_scores",
+    "check_attention_with_temperature",
     "check_bahdanau_attention",
     "check_causal_mask",
     "check_causal_mask_bottom_right",
     "check_chunked_attention",
     "check_cross_attention",
+    "check_dilated_window_mask_mod",
     "check_dot_product_variance",
+    "check_fp16_overflow_rate",
     "check_grouped_query_attention",
     "check_kv_cache_step",
+    "check_linear_attention",
+    "check_linear_gap",
     "check_luong_score",
+    "check_max_weight",
     "check_merge_heads",
+    "check_padded_causal_attention",
+    "check_padding_leak",
     "check_padding_mask",
     "check_question",
     "check_repeat_kv",
@@ -103,6 +120,7 @@ __all__ = [
     "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
+    "check_streaming_attention",
     "warnings_to_stdout",
 ]
 # --- end of exports ---

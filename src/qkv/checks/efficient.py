@@ -10,6 +10,8 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond
+from ._experiment import run_experiment
 from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
@@ -19,7 +21,12 @@ from ._efficient_mistakes import kv_step_variant, online_variant, short_chunks
 from ._inputs import bool_mask
 from ._span import KeySpanWatch
 
-__all__ = ["check_chunked_attention", "check_kv_cache_step"]
+__all__ = [
+    "check_chunked_attention",
+    "check_fp16_overflow_rate",
+    "check_kv_cache_step",
+    "check_streaming_attention",
+]
 
 _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multiply both the "
                  "running sum l and the running output acc by exp(m - m_new) before adding the "
@@ -243,3 +250,30 @@ def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] =
     """
     __tracebackhide__ = True
     run_check(KV_CACHE_STEP, kv_cache_step, seed)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond).
+
+
+def check_streaming_attention(streaming_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``streaming_attention(query, key, value, block)``: exact attention with a
+    running max, sum and output over blocks of keys; a bug of the printed version left in is
+    named.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    _beyond.check(_beyond.STREAMING_ATTENTION, streaming_attention, seed)
+
+
+def check_fp16_overflow_rate(fp16_overflow_rate: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``fp16_overflow_rate(spread, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_experiment(_beyond.FP16_OVERFLOW_RATE, fp16_overflow_rate, seed)

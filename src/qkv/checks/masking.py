@@ -10,11 +10,18 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond
+from ._experiment import run_experiment
 from ._attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
 from ._exercise import Case, Exercise, Forbidden, Mistake
 from ._harness import run_check
 
-__all__ = ["check_causal_mask", "check_padding_mask"]
+__all__ = [
+    "check_causal_mask",
+    "check_padded_causal_attention",
+    "check_padding_leak",
+    "check_padding_mask",
+]
 
 _CONVENTION = ("a bool mask is True where attention is allowed (SDPA's convention; "
                "nn.MultiheadAttention uses the opposite)")
@@ -137,3 +144,30 @@ def check_padding_mask(padding_mask: Callable[..., Tensor], seed: Optional[int] 
     """
     __tracebackhide__ = True
     run_check(PADDING_MASK, padding_mask, seed)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond).
+
+
+def check_padded_causal_attention(padded_causal_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``padded_causal_attention(query, key, value, lengths)``: query ``i`` of
+    sequence ``b`` sees keys ``j <= i`` with ``j < lengths[b]``; a bug of the printed version
+    left in is named.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    _beyond.check(_beyond.PADDED_CAUSAL_ATTENTION, padded_causal_attention, seed)
+
+
+def check_padding_leak(padding_leak: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``padding_leak(length, S, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_experiment(_beyond.PADDING_LEAK, padding_leak, seed)

@@ -19,9 +19,11 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond
 from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close, is_tensor
 from ._exercise import Case, Exercise
+from ._experiment import run_experiment
 from ._half import half_case, via_float32
 from ._harness import run_check, start_check
 from ._inputs import bool_mask, devices, randn
@@ -29,6 +31,8 @@ from ._measure import SPREAD_SEEDS, judge_draws, judge_generator, judge_spread, 
 
 __all__ = [
     "check_attention_scores",
+    "check_attention_with_temperature",
+    "check_max_weight",
     "check_dot_product_variance",
     "check_scaled_dot_product_attention",
 ]
@@ -135,6 +139,15 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     helpers={"causal_mask": qkv.causal_mask},
 )
 
+# Assignment 6 grades only what it adds to assignment 4's function: the inputs with a mask.
+MASKED_ATTENTION = Exercise(
+    name="scaled_dot_product_attention",
+    reference=via_float32(qkv.scaled_dot_product_attention),
+    cases=[c for c in _attention_cases() if "mask" in c.label or "is_causal" in c.label],
+    mistakes=attention_mistakes(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
+    error_hints=_SDPA_HINTS, helpers={"causal_mask": qkv.causal_mask},
+)
+
 # Assignment 4: no masks, built on the student's attention_scores and softmax.
 UNMASKED_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
@@ -157,7 +170,7 @@ def check_attention_scores(attention_scores: Callable[..., Tensor],
 
 
 def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..., Tensor],
-                                       seed: Optional[int] = 0, *, masks: bool = True) -> None:
+                                       seed: Optional[int] = 0, *, masks: object = True) -> None:
     """Check a student's ``scaled_dot_product_attention`` against the reference.
 
     With ``masks`` (assignment 6), the signature of :func:`qkv.scaled_dot_product_attention`
@@ -165,13 +178,15 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..
     default), so dropout may be left out. Without (assignment 4), ``(query, key, value,
     scale=None)`` and no masks. While it runs, the student's ``attention_scores`` and
     ``softmax`` (assignment 4) or ``causal_mask`` (assignment 6) are the reference's: a
-    mistake there costs only that function's test.
+    mistake there costs only that function's test. ``masks="only"`` (assignment 6, which
+    builds on assignment 4's function) runs the inputs with a mask only.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_check(SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,
+    run_check(MASKED_ATTENTION if masks == "only" else
+              SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,
               scaled_dot_product_attention, seed)
 
 
@@ -273,3 +288,23 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any],
         judge_generator(values[0], values[k:k + 2], where, note)
         se = variance_tolerance(VARIANCE_DIMS[0], VARIANCE_SAMPLES) / VARIANCE_SIGMAS
         judge_spread(values[k + 2:], se, where, note)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# Assignment 4's debugging exercise and experiment (specified in ._beyond).
+
+
+def check_attention_with_temperature(attention_with_temperature: Callable[..., Tensor],
+                                     seed: Optional[int] = 0) -> None:
+    """Check the fixed ``attention_with_temperature(query, key, value, temperature=1.0)``:
+    ``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``; a bug of the printed version
+    left in is named."""
+    __tracebackhide__ = True
+    _beyond.check(_beyond.ATTENTION_WITH_TEMPERATURE, attention_with_temperature, seed)
+
+
+def check_max_weight(max_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``max_weight(d_k, scaled, generator)`` as a measurement (see
+    :mod:`._experiment`): at d_k = 16 and 512, scaled, and 512 unscaled."""
+    __tracebackhide__ = True
+    run_experiment(_beyond.MAX_WEIGHT, max_weight, seed)
