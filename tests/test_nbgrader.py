@@ -230,14 +230,20 @@ def test_written_answers_wait_for_a_grader_and_blank_ones_score_zero(course, ass
     _, api = course
     for auto, manual in _written(api, assignment, "solution").values():
         assert auto is None and manual  # a model answer is read by a person
-    for auto, manual in _written(api, assignment, "untouched").values():
-        assert auto == 0 and not manual  # "YOUR ANSWER HERE" unchanged: zero, no grader needed
+    for name, (auto, manual) in _written(api, assignment, "untouched").items():
+        if name.startswith("task_"):  # a task's answer is a plain cell: a person always reads it
+            assert auto is None and manual
+        else:
+            assert auto == 0 and not manual  # "YOUR ANSWER HERE" unchanged: zero, no grader
 
 
 def test_scaling_has_a_written_question():
     nb = nbformat.read(str(ROOT / "exercises" / SCALING / "scaling.ipynb"), as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "markdown"
              and c.metadata.get("nbgrader", {}).get("grade")]
+    tasks = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("task")]
+    assert [_grade_id(c) for c in tasks] == ["task_bugs_found", "task_interpret_max_weight"]
+    assert all("MARK SCHEME" not in c.source and "Rubric" not in c.source for c in tasks)
     assert [_grade_id(c) for c in cells] == ["written_no_scale"]
     assert cells[0].source.strip() == "YOUR ANSWER HERE"  # the model answer stays in solutions/
 
@@ -309,3 +315,14 @@ def test_stderr_from_right_answers_costs_nothing_and_is_shown(course):
     text = _output_text(cell)
     for words in ("noisy: print", "noisy: fd 2", "noisy: warning", "noisy: log", "noisy: bar"):
         assert words in text, (words, text[-2000:])
+
+
+def test_a_task_s_rubric_comes_back_for_the_grader(course):
+    """The rubric is cleared from the students' copy and put back when a submission is
+    autograded, so formgrader shows it beside the student's answer."""
+    course_dir, _ = course
+    released = nbformat.read(str(ROOT / "exercises" / SCALING / "scaling.ipynb"), as_version=4)
+    assert "Rubric" not in _cell(released, "task_interpret_max_weight").source
+    for student in ("solution", "untouched"):
+        cell = _cell(_autograded(course_dir, student), "task_interpret_max_weight")
+        assert "<!-- BEGIN MARK SCHEME -->" in cell.source and "Rubric (3 points" in cell.source
