@@ -38,6 +38,7 @@ from ._stderr import (  # noqa: F401
 )
 from .bottleneck import (  # noqa: F401
     check_bahdanau_attention,
+    check_padded_bahdanau_weights,
 )
 from .efficient import (  # noqa: F401
     check_chunked_attention,
@@ -47,9 +48,11 @@ from .efficient import (  # noqa: F401
 )
 from .lookup import (  # noqa: F401
     check_additive_score,
+    check_lookup_entropy,
     check_luong_score,
     check_soft_lookup,
     check_softmax,
+    check_top_k_lookup,
 )
 from .masking import (  # noqa: F401
     check_causal_mask,
@@ -60,16 +63,21 @@ from .masking import (  # noqa: F401
 from .multi_head import (  # noqa: F401
     check_MultiHeadAttention,
     check_merge_heads,
+    check_multi_head_self_attention,
     check_split_heads,
 )
 from .position import (  # noqa: F401
     check_alibi_bias,
+    check_alibi_far_weight,
     check_apply_rope,
+    check_apply_rope_scaled,
     check_sinusoidal_encoding,
 )
 from .qkv import (  # noqa: F401
     check_cross_attention,
     check_self_attention,
+    check_self_attention_no_self,
+    check_self_weight,
 )
 from .scaling import (  # noqa: F401
     check_attention_scores,
@@ -91,7 +99,9 @@ __all__ = [
     "check_MultiHeadAttention",
     "check_additive_score",
     "check_alibi_bias",
+    "check_alibi_far_weight",
     "check_apply_rope",
+    "check_apply_rope_scaled",
     "check_attention_scores",
     "check_attention_with_temperature",
     "check_bahdanau_attention",
@@ -106,9 +116,12 @@ __all__ = [
     "check_kv_cache_step",
     "check_linear_attention",
     "check_linear_gap",
+    "check_lookup_entropy",
     "check_luong_score",
     "check_max_weight",
     "check_merge_heads",
+    "check_multi_head_self_attention",
+    "check_padded_bahdanau_weights",
     "check_padded_causal_attention",
     "check_padding_leak",
     "check_padding_mask",
@@ -116,11 +129,14 @@ __all__ = [
     "check_repeat_kv",
     "check_scaled_dot_product_attention",
     "check_self_attention",
+    "check_self_attention_no_self",
+    "check_self_weight",
     "check_sinusoidal_encoding",
     "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
     "check_streaming_attention",
+    "check_top_k_lookup",
     "warnings_to_stdout",
 ]
 # --- end of exports ---

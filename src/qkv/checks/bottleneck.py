@@ -10,15 +10,20 @@ from functools import partial
 from typing import Any, Callable, List, Optional
 
 import torch
+from torch import Tensor
 
 import qkv
 
+from . import _beyond, _beyond_early
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._inputs import randn
 from ._pairs import pick, picked, run_pair
 
-__all__ = ["check_bahdanau_attention"]
+__all__ = [
+    "check_bahdanau_attention",
+    "check_padded_bahdanau_weights",
+]
 
 
 def bahdanau_variant(query, keys, W_q, W_k, v_a, *, dim=-1, norm="softmax", context="weighted",
@@ -111,3 +116,19 @@ def check_bahdanau_attention(bahdanau_attention: Callable[..., Any], seed: Optio
     """
     __tracebackhide__ = True
     run_pair((BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT), bahdanau_attention, seed)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+
+
+def check_padded_bahdanau_weights(padded_bahdanau_weights: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``padded_bahdanau_weights(s, keys, W_q, W_k, v_a, lengths)``: additive
+    attention's ``(B, S)`` weights, the padded encoder states at 0; a bug of the printed
+    version left in is named.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    _beyond.check(_beyond_early.PADDED_BAHDANAU_WEIGHTS, padded_bahdanau_weights, seed)

@@ -16,6 +16,8 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond, _beyond_early
+from ._experiment import run_experiment
 from ._attention import TORCH_ATTENTION
 from ._exercise import Case, Exercise, Forbidden
 from ._half import half_case, via_float32
@@ -24,7 +26,14 @@ from ._inputs import bool_mask, randn
 from ._lookup_mistakes import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
 from ._pairs import pick, picked, run_pair
 
-__all__ = ["check_additive_score", "check_luong_score", "check_soft_lookup", "check_softmax"]
+__all__ = [
+    "check_additive_score",
+    "check_lookup_entropy",
+    "check_luong_score",
+    "check_soft_lookup",
+    "check_softmax",
+    "check_top_k_lookup",
+]
 
 # A softmax from torch under any name, or from torch's attention (which computes one).
 TORCH_SOFTMAX = Forbidden({
@@ -218,3 +227,29 @@ def check_luong_score(luong_score: Callable[..., Tensor], seed: Optional[int] = 
     """
     __tracebackhide__ = True
     run_check(LUONG_SCORE, luong_score, seed)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+
+
+def check_top_k_lookup(top_k_lookup: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``top_k_lookup(query, keys, values, k)``: a soft lookup over each query's ``k`` best
+    keys only; a bug of the printed version left in is named.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    _beyond.check(_beyond_early.TOP_K_LOOKUP, top_k_lookup, seed)
+
+
+def check_lookup_entropy(lookup_entropy: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``lookup_entropy(temperature, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_experiment(_beyond_early.LOOKUP_ENTROPY, lookup_entropy, seed)

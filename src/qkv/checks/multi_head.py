@@ -10,6 +10,7 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond, _beyond_early
 from ._attention import TORCH_ATTENTION
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
@@ -19,7 +20,12 @@ from ._multi_head_mistakes import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT
                                    merge_variant, split_variant)
 from ._multi_head_module import close_pair, mha_cases, reference, run_student
 
-__all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
+__all__ = [
+    "check_MultiHeadAttention",
+    "check_merge_heads",
+    "check_multi_head_self_attention",
+    "check_split_heads",
+]
 
 _TRANSPOSE_FIRST = "transposing before the reshape (the features and positions are mixed)"
 _TRANSPOSE_FIRST_HINT = ("split the features first, then move the heads: x.reshape(B, L, H, D // H)"
@@ -183,3 +189,18 @@ def check_MultiHeadAttention(MultiHeadAttention: Any, seed: Optional[int] = 0) -
         raise AssertionError("check_MultiHeadAttention expects your class MultiHeadAttention "
                              f"itself, got {type(MultiHeadAttention).__name__}")
     run_check(MULTI_HEAD_ATTENTION, MultiHeadAttention, seed)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+
+
+def check_multi_head_self_attention(multi_head_self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads)``; a bug of
+    the printed version left in is named.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    _beyond.check(_beyond_early.MULTI_HEAD_SELF_ATTENTION, multi_head_self_attention, seed)

@@ -10,12 +10,20 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond, _beyond_early
+from ._experiment import run_experiment
 from ._exercise import Case, Exercise, Forbidden, Mistake
 from ._harness import run_check
 from ._inputs import randn
 from ._position_mistakes import alibi_variant, rope_variant, sinusoid_variant
 
-__all__ = ["check_alibi_bias", "check_apply_rope", "check_sinusoidal_encoding"]
+__all__ = [
+    "check_alibi_bias",
+    "check_alibi_far_weight",
+    "check_apply_rope",
+    "check_apply_rope_scaled",
+    "check_sinusoidal_encoding",
+]
 
 # Ready-made encodings in the libraries a student has at hand (Hugging Face's
 # apply_rotary_pos_emb and build_alibi_tensor, create_sinusoidal_positions, ...).
@@ -211,3 +219,29 @@ def check_alibi_bias(alibi_bias: Callable[..., Tensor], seed: Optional[int] = 0)
     """
     __tracebackhide__ = True
     run_check(ALIBI_BIAS, alibi_bias, seed)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+
+
+def check_apply_rope_scaled(apply_rope_scaled: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``apply_rope_scaled(x, factor)``: RoPE with position interpolation (row ``t`` at
+    position ``t / factor``); a bug of the printed version left in is named.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    _beyond.check(_beyond_early.APPLY_ROPE_SCALED, apply_rope_scaled, seed)
+
+
+def check_alibi_far_weight(alibi_far_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``alibi_far_weight(head, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_experiment(_beyond_early.ALIBI_FAR_WEIGHT, alibi_far_weight, seed)

@@ -17,13 +17,20 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond, _beyond_early
+from ._experiment import run_experiment
 from ._attention import TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._harness import run_check
 from ._inputs import randn
 
-__all__ = ["check_cross_attention", "check_self_attention"]
+__all__ = [
+    "check_cross_attention",
+    "check_self_attention",
+    "check_self_attention_no_self",
+    "check_self_weight",
+]
 
 _LAYOUT = ("the weights are (out_features, in_features), as nn.Linear's weight: Q = x @ W_q.T, "
            "K = context @ W_k.T, V = context @ W_v.T")
@@ -189,3 +196,29 @@ def check_cross_attention(cross_attention: Callable[..., Tensor], seed: Optional
     """
     __tracebackhide__ = True
     run_check(CROSS_ATTENTION, cross_attention, seed)
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+
+
+def check_self_attention_no_self(self_attention_no_self: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``self_attention_no_self(x, W_q, W_k, W_v)``: self-attention in which
+    no token attends to itself; a bug of the printed version left in is named.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    _beyond.check(_beyond_early.SELF_ATTENTION_NO_SELF, self_attention_no_self, seed)
+
+
+def check_self_weight(self_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``self_weight(shared, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_experiment(_beyond_early.SELF_WEIGHT, self_weight, seed)
