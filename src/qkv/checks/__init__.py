@@ -46,6 +46,10 @@ from .efficient import (  # noqa: F401
     check_kv_cache_step,
     check_streaming_attention,
 )
+from .heads import (  # noqa: F401
+    check_mean_ablate,
+    check_repeat_loss,
+)
 from .lookup import (  # noqa: F401
     check_additive_score,
     check_lookup_entropy,
@@ -119,6 +123,7 @@ __all__ = [
     "check_lookup_entropy",
     "check_luong_score",
     "check_max_weight",
+    "check_mean_ablate",
     "check_merge_heads",
     "check_multi_head_self_attention",
     "check_padded_bahdanau_weights",
@@ -127,6 +132,7 @@ __all__ = [
     "check_padding_mask",
     "check_question",
     "check_repeat_kv",
+    "check_repeat_loss",
     "check_scaled_dot_product_attention",
     "check_self_attention",
     "check_self_attention_no_self",

@@ -1,4 +1,4 @@
-"""The conceptual questions of assignments 6 to 9 (see :mod:`._question`).
+"""The conceptual questions of assignments 6 to 10 (see :mod:`._question`).
 
 Each assignment asks its questions in a markdown cell that prints the choices as written here
 (``tests/checks/test_checks_questions.py`` checks that, and checks every right answer against
@@ -127,5 +127,36 @@ VARIANTS_Q2 = Choice(
     },
 )
 
+HEADS_Q1 = Choice(
+    id="heads_q1",
+    choices={"a": "head h's output, and nothing else", "b": "head h's attention weights",
+             "c": "every head of that layer", "d": "the queries of head h"},
+    key="35a33524523caa1c3352e14b",
+    explain={
+        "a": "a head reaches the residual stream only through its slice of W^O, the columns "
+             "that read its output: zero them and its contribution is 0, the rest untouched",
+        "b": "the head still computes its weights; only what it writes is lost",
+        "c": "each head owns its own columns of W^O; the others' columns are untouched",
+        "d": "the queries come from W_q, which is untouched; the head still attends",
+    },
+)
+
+HEADS_Q2 = Choice(
+    id="heads_q2",
+    choices={"a": "the key just before it (t - 1)", "b": "the first token of the sequence",
+             "c": "the key just after the previous occurrence of token t",
+             "d": "the previous occurrence of token t itself"},
+    key="8bf95a905a2a4ce5d990ba1f",
+    explain={
+        "a": "that is a previous-token head, the induction head's partner in the layer below",
+        "b": "some heads park their weight on the first token when they have nothing to do; "
+             "an induction head has something to do on a repeat",
+        "c": "it looks for an earlier key whose previous token was the current token (written "
+             "there by the previous-token head) and copies the token after it: A B ... A -> B",
+        "d": "copying that key would predict the current token again; the prediction is the "
+             "token that followed it",
+    },
+)
+
 QUESTIONS = (MASKING_Q1, MASKING_Q2, POSITION_Q1, POSITION_Q2, EFFICIENT_Q1, EFFICIENT_Q2,
-             VARIANTS_Q1, VARIANTS_Q2)
+             VARIANTS_Q1, VARIANTS_Q2, HEADS_Q1, HEADS_Q2)
