@@ -112,6 +112,8 @@ def _keywords(text: str):
 
 
 QUESTIONS = ("test_masking_q1", "test_masking_q2")
+# The assignment's debugging exercise and experiment: right in every submission (the model's).
+DEBUG, EXPERIMENT = "test_padded_causal_attention", "test_padding_leak"
 
 
 @pytest.mark.slow
@@ -146,15 +148,20 @@ def test_regrade_restores_the_lost_and_flags_the_tampered(graded_class, capsys, 
                                                 "tampers", "disagree"}),
         ("tampered", PADDING): ("2", "2", "2", set()),
         ("tampered", SDPA): ("4", "4", "4", set()),
-        # The two questions of the assignment: right everywhere, lost with the kernel for one.
-        **{(who, q): ("1", "1", "1", set()) for who in ("delegating", "honest", "looping",
-                                                         "tampered") for q in QUESTIONS},
-        **{("exiting", q): ("", "1", "1", {"not-autograded", "disagree"}) for q in QUESTIONS},
+        # The two questions, the debugging exercise and the experiment: right everywhere, lost
+        # with the kernel for one.
+        **{(who, q): ("0.5", "0.5", "0.5", set()) for who in ("delegating", "honest", "looping",
+                                                               "tampered") for q in QUESTIONS},
+        **{("exiting", q): ("", "0.5", "0.5", {"not-autograded", "disagree"}) for q in QUESTIONS},
+        **{(who, t): (n, n, n, set()) for who in ("delegating", "honest", "looping", "tampered")
+           for t, n in ((DEBUG, "3"), (EXPERIMENT, "2"))},
+        **{("exiting", t): ("", n, n, {"not-autograded", "disagree"})
+           for t, n in ((DEBUG, "3"), (EXPERIMENT, "2"))},
     }
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert out == summary
-    assert "5 submission(s) of 5 student(s), 25 test(s)" in summary
-    assert "disagreements with nbgrader: 5" in summary and "flagged students: 4" in summary
+    assert "5 submission(s) of 5 student(s), 35 test(s)" in summary
+    assert "disagreements with nbgrader: 7" in summary and "flagged students: 4" in summary
     assert "honest" not in summary
 
 
@@ -192,13 +199,16 @@ def test_plan_reads_answers_tests_and_their_checks():
     nb = nbformat.read(str(ROOT / "solutions" / ASSIGNMENT / "masking.ipynb"), as_version=4)
     p = plan(nb)
     assert p.answers == ["causal_mask", "padding_mask", "scaled_dot_product_attention",
+                         "padded_causal_attention", "padding_leak", "my_seed",
                          "masking_q1", "masking_q2"]
     assert p.tests == [(CAUSAL, 2.0, "check_causal_mask", "causal_mask"),
                        (PADDING, 2.0, "check_padding_mask", "padding_mask"),
                        (SDPA, 4.0, "check_scaled_dot_product_attention",
                         "scaled_dot_product_attention"),
-                       ("test_masking_q1", 1.0, "check_question:masking_q1", "masking_q1"),
-                       ("test_masking_q2", 1.0, "check_question:masking_q2", "masking_q2")]
+                       (DEBUG, 3.0, "check_padded_causal_attention", "padded_causal_attention"),
+                       (EXPERIMENT, 2.0, "check_padding_leak", "padding_leak"),
+                       ("test_masking_q1", 0.5, "check_question:masking_q1", "masking_q1"),
+                       ("test_masking_q2", 0.5, "check_question:masking_q2", "masking_q2")]
     assert "import qkv.checks" in p.setup
 
 
