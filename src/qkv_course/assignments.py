@@ -39,6 +39,16 @@ code-cell options and markdown-cell metadata:
 
       +++ {"task": "interpret_variance", "points": 3}
 
+- what a test's points are for, when it is not a function of the chapter (see
+  :mod:`qkv_course.points`): ``:kind: debugging``, ``variation``, ``experiment`` or
+  ``question`` (the default for a test cell that calls ``check_question``)::
+
+      ```{code-cell} python
+      :tests: test_max_weight
+      :points: 2
+      :kind: experiment
+      ```
+
 - an answer an earlier assignment already asked for, taken from there (its body stays empty, so
   the solution is written once)::
 
@@ -71,7 +81,11 @@ from .setup_cell import assignment_setup
 
 SOURCES = "solutions/*/*.md"  # one per assignment, beside the notebook it makes
 KINDS = ("setup", "answer", "tests", "written", "task")  # the option or key that names a cell's kind
-OPTIONS = {"code": {"setup", "answer", "tests", "points", "from"}, "markdown": {"written", "task", "points"}}
+OPTIONS = {"code": {"setup", "answer", "tests", "points", "from", "kind"},
+           "markdown": {"written", "task", "points"}}
+#: What a test's points are for (``:kind:``; default: ``question`` for a conceptual question,
+#: else ``function``); written answers and tasks are ``written`` (see :mod:`.points`).
+POINT_KINDS = ("function", "debugging", "variation", "experiment", "question")
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")  # what nbgrader accepts as a grade id
 METADATA = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
@@ -124,6 +138,9 @@ def _grading(cell: NotebookNode, where: str) -> Optional[dict]:
                           f"not on {'an ' + kind if kind else 'a plain'} cell")
     if "from" in options and kind != "answer":
         raise SourceError(f"{where}: `:from:` belongs on an answer cell")
+    if "kind" in options and (kind != "tests" or options["kind"] not in POINT_KINDS):
+        raise SourceError(f"{where}: `:kind:` belongs on a test cell and is one of "
+                          f"{', '.join(POINT_KINDS)}, got {options['kind']!r}")
     if kind is None:
         return None
     if kind == "setup":
