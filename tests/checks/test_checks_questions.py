@@ -13,13 +13,14 @@ import qkv
 from qkv import checks
 from qkv.checks import check_question
 from qkv.checks import _answers
-from qkv.checks._question import Choice, Number
+from qkv.checks._question import Choice, Computed, Number
 from qkv.checks._questions import QUESTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "solutions").glob("*/*.md"))
 CHOICES = [q for q in QUESTIONS.values() if isinstance(q, Choice)]
 NUMBERS = [q for q in QUESTIONS.values() if isinstance(q, Number)]
+COMPUTED = [q for q in QUESTIONS.values() if isinstance(q, Computed)]
 
 
 def _ids(q):
@@ -65,7 +66,7 @@ def test_every_typical_wrong_number_is_explained_and_is_wrong(q):
 
 
 def test_the_package_holds_no_answer_key_in_plain_text():
-    for q in QUESTIONS.values():
+    for q in CHOICES + NUMBERS:
         assert not hasattr(q, "answer")
         assert len(q.key) == 24 and all(c in "0123456789abcdef" for c in q.key)
 
@@ -119,6 +120,30 @@ def test_the_first_answer_is_graded_and_a_later_one_is_not(capsys):
     assert "scaling_q1: right, 64" in out and "you now answer 8.0" in out
 
 
+@pytest.mark.parametrize("q", COMPUTED, ids=_ids)
+def test_a_per_student_question_computes_its_answer_from_the_student_s_parameters(
+        q, capsys, monkeypatch, tmp_path):
+    for embed_dim in (64, 192, 512):
+        right = q.answer(embed_dim=embed_dim)
+        _fresh(monkeypatch, tmp_path, f"right{embed_dim}")
+        check_question(q.id, right, embed_dim=embed_dim)
+        assert f"{q.id} (embed_dim = {embed_dim}): right" in capsys.readouterr().out
+        for i, (value, why) in enumerate(q.wrong(embed_dim=embed_dim).items()):
+            assert not q.right(value, embed_dim=embed_dim)
+            _fresh(monkeypatch, tmp_path, f"wrong{embed_dim}-{i}")
+            with pytest.raises(AssertionError, match=re.escape(why)):
+                check_question(q.id, value, embed_dim=embed_dim)
+    _fresh(monkeypatch, tmp_path, "classmate")
+    with pytest.raises(AssertionError, match="Not"):  # a classmate's number is no answer
+        check_question(q.id, q.answer(embed_dim=512), embed_dim=64)
+    with pytest.raises(ValueError, match="takes the parameters embed_dim"):
+        check_question(q.id, 1)
+    with pytest.raises(AssertionError, match="embed_dim must be a positive int"):
+        check_question(q.id, 1, embed_dim="64")
+    with pytest.raises(ValueError, match="takes no parameters"):
+        check_question("scaling_q1", 64, d_k=64)
+
+
 def test_an_unanswered_question_says_so_and_records_nothing(_record):
     for answer in (None, "?", "", ...):
         with pytest.raises(AssertionError, match="masking_q1: not answered yet"):
@@ -150,7 +175,7 @@ def test_an_answer_of_the_wrong_kind_says_what_was_expected():
         check_question("masking_q1", "e")
     with pytest.raises(AssertionError, match=r"multi_head_q1: expected a number \(an int or a "
                                              r"float\), got str '1050624'"):
-        check_question("multi_head_q1", "1050624")
+        check_question("multi_head_q1", "1050624", embed_dim=512)
     with pytest.raises(AssertionError, match="expected a number .* got bool True"):
         check_question("scaling_q1", True)
     with pytest.raises(AssertionError, match="expected a single number"):
@@ -180,7 +205,6 @@ def _params(make):
 RIGHT_NUMBERS = {
     "bottleneck_q1": lambda: _params(lambda: qkv.AdditiveAttention(64, 32, 16)),
     "scaling_q1": lambda: 64,
-    "multi_head_q1": lambda: _params(lambda: qkv.MultiHeadAttention(512, 8)),
     "position_q2": lambda: float(qkv.alibi_slopes(8)[0]),
     "efficient_q1": lambda: 4096 * 4096 * torch.finfo(torch.float32).bits / 8 / 2**20,
     "variants_q1": lambda: 2 * 32 * 8 * 128 * torch.finfo(torch.bfloat16).bits // 8,
@@ -232,8 +256,10 @@ def test_self_attention_is_permutation_equivariant():
 
 
 def test_the_parameter_counts_match_pytorch_and_the_variance_is_measured():
-    assert QUESTIONS["multi_head_q1"].right(sum(
-        p.numel() for p in nn.MultiheadAttention(512, 8).parameters()))
+    for embed_dim in (64, 512):
+        assert QUESTIONS["multi_head_q1"].right(sum(
+            p.numel() for p in nn.MultiheadAttention(embed_dim, 8).parameters()),
+            embed_dim=embed_dim)
     measured = qkv.dot_product_variance(64, 200_000, torch.Generator().manual_seed(0))
     assert abs(measured - RIGHT_NUMBERS["scaling_q1"]()) < 2
 
@@ -295,7 +321,7 @@ def test_every_assignment_asks_two_questions_worth_half_a_point_each(path):
     assert len(answers) >= 2, f"{path.name} asks {answers}"
     for qid in answers:
         points, source = tests[f"test_{qid}"]
-        assert points == 0.5 and f'check_question("{qid}", {qid})' in source
+        assert points == 0.5 and f'check_question("{qid}", {qid}' in source
         q = QUESTIONS[qid]
         assert f"(`{qid}`)" in markdown
         for letter, text in getattr(q, "choices", {}).items():

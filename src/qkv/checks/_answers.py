@@ -25,7 +25,7 @@ from typing import Union
 FILE = "qkv_answers.json"
 ENV = "QKV_ANSWERS"
 
-Answer = Union[str, float]
+Answer = Union[str, float, dict]  # a dict: a per-student question's answer and parameters
 
 
 def _is_source_folder(folder: Path) -> bool:
@@ -60,7 +60,7 @@ def first(question_id: str, answer: Answer) -> Answer:
     """
     where = path()
     data = _read(where)
-    if question_id in data and type(data[question_id]) in (str, int, float):
+    if question_id in data and type(data[question_id]) in (str, int, float, dict):
         return data[question_id]
     data[question_id] = answer
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Dict, Mapping, Tuple
 
 import torch
 
@@ -224,3 +224,64 @@ class Number:
             return f"{self.id}: right, {shown!r} - {self.why}."
         why = next((w for v, w in self.wrong().items() if self._same(value, v)), self.hint)
         return f"{self.id}: Not {shown!r}: {why}. The reasoning: {self.why}."
+
+
+@dataclass(frozen=True)
+class Computed:
+    """A numeric question whose numbers differ per student: its parameters come from the
+    student's seed (the assignment shows how), and the check computes the answer from them, so
+    a classmate's number is no answer and there is no key to find.
+
+    Attributes:
+        id: the question's id, also the name of the student's variable.
+        params: the names of its parameters, as ``check_question`` takes them (positive ints).
+        answer: computes the right number from the parameters (from :mod:`qkv`).
+        why: the reasoning, from the parameters, without a final full stop.
+        wrong: computes the typical wrong numbers -> what each comes from, from the parameters.
+        hint: what to look at for any other wrong number, without a final full stop.
+    """
+
+    id: str
+    params: Tuple[str, ...]
+    answer: Callable[..., float]
+    why: Callable[..., str]
+    wrong: Callable[..., Mapping[float, str]]
+    hint: str
+    rel_tol: float = 1e-6
+
+    def _same(self, a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=1e-12)
+
+    def parameters(self, given: Mapping[str, object]) -> Dict[str, int]:
+        """The parameters as ints, checked: the names this question takes, each a positive int."""
+        __tracebackhide__ = True
+        if set(given) != set(self.params):
+            raise ValueError(f"{self.id}: takes the parameters {', '.join(self.params)}, got "
+                             f"{', '.join(sorted(given)) or 'none'}")
+        out = {}
+        for name, value in given.items():
+            if type(value) is not int or value <= 0:
+                raise AssertionError(f"{self.id}: {name} must be a positive int (from your "
+                                     f"seed, as the question says), got {_shown(value)}")
+            out[name] = value
+        return out
+
+    def normalise(self, answer: object) -> float:
+        """The answer as a float (see :meth:`Number.normalise`)."""
+        __tracebackhide__ = True
+        value = _as_number(self.id, answer)
+        if not math.isfinite(value):
+            raise AssertionError(f"{self.id}: expected a finite number, got {value!r}")
+        return value
+
+    def right(self, value: float, **params: int) -> bool:
+        return self._same(value, float(self.answer(**params)))
+
+    def feedback(self, value: float, **params: int) -> str:
+        shown = int(value) if float(value).is_integer() else value
+        where = ", ".join(f"{k} = {v}" for k, v in sorted(params.items()))
+        if self.right(value, **params):
+            return f"{self.id} ({where}): right, {shown!r} - {self.why(**params)}."
+        why = next((w for v, w in self.wrong(**params).items() if self._same(value, v)),
+                   self.hint)
+        return f"{self.id} ({where}): Not {shown!r}: {why}. The reasoning: {self.why(**params)}."

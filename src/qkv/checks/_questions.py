@@ -15,12 +15,12 @@ from types import MappingProxyType
 from typing import Mapping, Tuple, Union
 
 from . import _answers, _questions_early, _questions_late
-from ._question import Choice, Number
+from ._question import Choice, Computed, Number
 
 __all__ = ["check_question"]
 
 
-def _bank() -> Mapping[str, Union[Choice, Number]]:
+def _bank() -> Mapping[str, Union[Choice, Computed, Number]]:
     questions = _questions_early.QUESTIONS + _questions_late.QUESTIONS
     bank = {q.id: q for q in questions}
     if len(bank) != len(questions):  # a copied question would shadow another silently
@@ -31,13 +31,15 @@ def _bank() -> Mapping[str, Union[Choice, Number]]:
 QUESTIONS = _bank()
 
 
-def check_question(question_id: str, answer: object) -> None:
+def check_question(question_id: str, answer: object, **params: object) -> None:
     """Judge the first answer to one of the assignments' conceptual questions.
 
     Args:
         question_id: the question's id, as the test cell names it (``"masking_q1"``).
         answer: a letter (``"b"``) for a multiple-choice question, a number for a numeric one;
             ``None`` (the answer cell's placeholder) is "not answered yet".
+        **params: a per-student question's parameters (``embed_dim=...``), from the student's
+            seed as the assignment says; the answer is computed from them.
 
     Prints:
         The answer recorded as the first, and that it is right, and why.
@@ -53,13 +55,19 @@ def check_question(question_id: str, answer: object) -> None:
     if question is None:
         raise ValueError(f"check_question: no question {question_id!r}; the ids are "
                          f"{', '.join(sorted(QUESTIONS))}")
-    given = question.normalise(answer)
+    if isinstance(question, Computed):
+        given = {"answer": question.normalise(answer), **question.parameters(params)}
+    elif params:
+        raise ValueError(f"check_question: {question_id} takes no parameters, got "
+                         f"{', '.join(sorted(params))}")
+    else:
+        given = question.normalise(answer)
     first = _answers.first(question_id, given)
     right, message = judge_first(question_id, first)
-    note = f"{question_id}: your first answer, recorded and graded: {first!r}\n"
+    note = f"{question_id}: your first answer, recorded and graded: {_said(first)}\n"
     if first != given:
-        note += (f"{question_id}: you now answer {given!r}; a question is graded on its first "
-                 f"answer, so this one is not recorded.\n")
+        note += (f"{question_id}: you now answer {_said(given)}; a question is graded on its "
+                 f"first answer, so this one is not recorded.\n")
     if not right:
         raise AssertionError(note + message)
     print(note + message)
@@ -77,5 +85,20 @@ def judge_first(question_id: str, first: object) -> Tuple[bool, str]:
         ``(right, message)``.
     """
     question = QUESTIONS[question_id]
+    if isinstance(question, Computed):
+        if not isinstance(first, dict):
+            raise ValueError(f"{question_id}: a recorded answer holds the answer and "
+                             f"{', '.join(question.params)}")
+        params = question.parameters({k: v for k, v in first.items() if k != "answer"})
+        value = question.normalise(first.get("answer"))
+        return question.right(value, **params), question.feedback(value, **params)
     value = question.normalise(first)
     return question.right(value), question.feedback(value)
+
+
+def _said(answer: object) -> str:
+    """An answer as the record says it (with a per-student question's parameters)."""
+    if isinstance(answer, dict):
+        rest = ", ".join(f"{k} = {v}" for k, v in sorted(answer.items()) if k != "answer")
+        return f"{answer.get('answer')!r} ({rest})"
+    return repr(answer)

@@ -7,7 +7,11 @@ Each assignment asks its questions in a markdown cell that prints the choices as
 
 from __future__ import annotations
 
-from ._question import Choice, Number
+import torch
+
+import qkv
+
+from ._question import Choice, Computed, Number
 
 BOTTLENECK_Q1 = Number(
     id="bottleneck_q1",
@@ -125,20 +129,35 @@ SCALING_Q2 = Choice(
     },
 )
 
-MULTI_HEAD_Q1 = Number(
+def _mha_parameters(embed_dim: int) -> int:
+    """How many parameters ``qkv.MultiHeadAttention(embed_dim, 8)`` has, built on the meta
+    device: no memory, no random draws (a check must leave the global random state alone)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in qkv.MultiHeadAttention(embed_dim, 8).parameters())
+
+
+def _mha_wrong(embed_dim: int) -> dict:
+    D = embed_dim
+    return {
+        4 * D * D: "that forgets the biases: bias=True gives each projection embed_dim of them",
+        3 * (D * D + D): "that forgets the output projection, the fourth nn.Linear",
+        3 * D * D: "that forgets the output projection and the biases",
+        (4 * D * D + 4 * D) // 8: "that counts one head: the 8 heads share the four "
+                                  "projections, each head reading embed_dim / 8 of their outputs",
+        8 * (4 * D * D + 4 * D): "the heads do not have projections of their own: they split "
+                                 "the outputs of the shared ones",
+    }
+
+
+# Per student: embed_dim comes from the student's seed (the assignment says how).
+MULTI_HEAD_Q1 = Computed(
     id="multi_head_q1",
-    key="1b17f3526042ffd350ba167d",
-    why="four nn.Linear(512, 512) (queries, keys, values, output), each 512 * 512 weights "
-        "and 512 biases",
-    wrong=lambda: {
-        4 * 512 * 512: "that forgets the biases: bias=True gives each projection 512",
-        3 * (512 * 512 + 512): "that forgets the output projection, the fourth nn.Linear",
-        3 * 512 * 512: "that forgets the output projection and the biases",
-        (4 * 512 * 512 + 4 * 512) // 8: "that counts one head: the 8 heads share the four "
-                                       "projections, each head reading 64 of their outputs",
-        8 * (4 * 512 * 512 + 4 * 512): "the heads do not have projections of their own: "
-                                       "they split the 512 outputs of the shared ones",
-    },
+    params=("embed_dim",),
+    answer=_mha_parameters,
+    why=lambda embed_dim: (f"four nn.Linear({embed_dim}, {embed_dim}) (queries, keys, values, "
+                           f"output), each {embed_dim} * {embed_dim} weights and {embed_dim} "
+                           "biases"),
+    wrong=_mha_wrong,
     hint="count the weights and biases of the four projections (q, k, v and the output)",
 )
 
