@@ -92,26 +92,28 @@ class Question:
         return self.points if self.outcome.status == PASS else 0.0
 
 
-def outcome_of_error(ename: str, evalue: str) -> Outcome:
-    """Classify an exception by its type's name and its message (a notebook's error output).
+def outcome_of_error(ename: str, evalue: str, result: Any = None) -> Outcome:
+    """Classify an exception by its type's name, and by the check's result when there is one.
 
     Args:
-        ename: the exception's class name, e.g. ``AssertionError``.
+        ename: the exception's class name, e.g. ``CheckFailed``.
         evalue: ``str(exception)``, the check's whole message.
+        result: the :class:`qkv.checks.result.CheckResult` the check gave (a failing
+            check's, read from the cell's outputs or from the exception), or ``None``.
 
     Returns:
         a timeout, a failure (naming the check's known mistake when there is one) or an error.
     """
     if ename in TIMEOUT_ERRORS:
         return Outcome(TIMEOUT, TIMED_OUT)
-    if ename != "AssertionError":
+    if result is not None and not result.passed:
+        if result.kind == "timeout":  # a call that ran past the check's limit
+            return Outcome(TIMEOUT, result.message())
+        mistake = result.mistake or (NOT_WRITTEN if result.kind == "not written" else None)
+        return Outcome(FAIL, result.message(), mistake)
+    if ename not in ("AssertionError", "CheckFailed"):
         return Outcome(ERROR, f"{ename}: {evalue}" if evalue else ename)
-    from qkv.checks._messages import mistake_named, not_written, over_budget  # imports torch
-
-    if over_budget(evalue):  # the check stopped a call past its time budget
-        return Outcome(TIMEOUT, evalue)
-    mistake = mistake_named(evalue) or (NOT_WRITTEN if not_written(evalue) else None)
-    return Outcome(FAIL, evalue or "AssertionError (with no message)", mistake)
+    return Outcome(FAIL, evalue or "AssertionError (with no message)")
 
 
 def cell_outcome(cell: Any) -> Outcome:
@@ -121,7 +123,9 @@ def cell_outcome(cell: Any) -> Outcome:
     if any(o.get("ename") in TIMEOUT_ERRORS for o in errors):
         return Outcome(TIMEOUT, TIMED_OUT)
     if errors:
-        return outcome_of_error(errors[0].get("ename", ""), errors[0].get("evalue", ""))
+        failed = [r for r in _results(outputs) if not r.passed]
+        return outcome_of_error(errors[0].get("ename", ""), errors[0].get("evalue", ""),
+                                failed[-1] if failed else None)
     stderr = "".join(o.get("text", "") for o in outputs
                      if o.get("output_type") == "stream" and o.get("name") == "stderr")
     if stderr:
@@ -130,6 +134,13 @@ def cell_outcome(cell: Any) -> Outcome:
     if cell.get("execution_count") is None and not outputs:
         return Outcome(ERROR, NOT_RUN)
     return Outcome(PASS)
+
+
+def _results(outputs: List[Any]) -> list:
+    """The checks' results a cell's outputs hold (see :func:`qkv.checks.result.show`)."""
+    from qkv.checks.result import results_in  # imports torch
+
+    return results_in(outputs)
 
 
 def nbgrader_meta(cell: Any) -> dict:

@@ -11,6 +11,7 @@ Exit status: 0 when every autograded test passes, 1 when one does not, 2 for bad
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import subprocess
 import sys
@@ -212,8 +213,11 @@ class Summary:
 def in_notebook(namespace: Optional[Mapping[str, Any]] = None) -> Summary:
     """Check every answer defined in a running notebook, and print what passes.
 
-    For each ``check_<name>`` of :mod:`qkv.checks` whose ``<name>`` the notebook defines, run
-    the check and print pass or fail, with a failure's message in full. Works where the
+    The checks are those the notebook's own test cells call, with the same arguments
+    (``check_scaled_dot_product_attention(f, masks=False)``): read from the notebook's file
+    when the kernel knows it (Jupyter's ``__session__``), else from the cells run so far
+    (IPython's ``In``); an answer whose test cell is not found gets its check's defaults.
+    Its questions (``check_question("id", variable)``) are judged too. Works where the
     notebook has no file on disk (Colab). Never raises: an interrupted check (the stop
     button, during an endless loop) ends the report early.
 
@@ -227,17 +231,15 @@ def in_notebook(namespace: Optional[Mapping[str, Any]] = None) -> Summary:
     ns = vars(sys.modules["__main__"]) if namespace is None else namespace
     summary = Summary()
     try:
-        import qkv.checks as checks
+        from qkv.checks import grading
+        from qkv.checks._checks import check_now
     except Exception as e:  # noqa: BLE001 (a report must not raise)
         print(f"qkv.checks cannot be imported: {type(e).__name__}: {e}")
         return summary
-    for name, answer in list(ns.items()):
-        check = getattr(checks, f"check_{name}", None)
-        if f"check_{name}" not in checks.__all__ or _imported(answer):
-            continue
-        outcome, stop = _run_check(check, answer)
-        summary.results.append((name, outcome))
-        print(format_outcome(name, outcome))
+    for label, run in _planned(ns, grading, check_now):
+        outcome, stop = _run(run)
+        summary.results.append((label, outcome))
+        print(format_outcome(label, outcome))
         if stop:
             break
     if not summary.results:
@@ -247,19 +249,96 @@ def in_notebook(namespace: Optional[Mapping[str, Any]] = None) -> Summary:
     return summary
 
 
+def test_calls(sources: Iterable[str]) -> List[Tuple[str, str, dict]]:
+    """``(check, argument, options)`` for each check a test cell calls, once each.
+
+    ``check_x(answer, seed=None, masks=False)`` gives ``("check_x", "answer", {"masks":
+    False})`` (the seed is the check's business); ``check_question("q1", q1)`` gives
+    ``("check_question", "q1", {"variable": "q1"})``. Cells that do not parse are skipped.
+    """
+    found: List[Tuple[str, str, dict]] = []
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue  # IPython magics, or a cell the student is still writing
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id.startswith("check_") and node.args):
+                continue
+            try:
+                options = {k.arg: ast.literal_eval(k.value) for k in node.keywords
+                           if k.arg and k.arg != "seed"}
+            except ValueError:
+                continue
+            first = node.args[0]
+            if node.func.id == "check_question" and len(node.args) == 2 and isinstance(
+                    first, ast.Constant) and isinstance(node.args[1], ast.Name):
+                call = ("check_question", str(first.value), {"variable": node.args[1].id})
+            elif isinstance(first, ast.Name):
+                call = (node.func.id, first.id, options)
+            else:
+                continue
+            if call not in found:
+                found.append(call)
+    return found
+
+
+def _sources(ns: Mapping[str, Any]) -> List[str]:
+    """The notebook's code cells: from its file when the kernel knows it, else those run."""
+    session = ns.get("__session__")
+    if isinstance(session, str) and session.endswith(".ipynb") and Path(session).is_file():
+        try:
+            nb = read_notebook(Path(session))
+            return [c.source for c in nb.cells if c.cell_type == "code"]
+        except UsageError:
+            pass
+    history = ns.get("In")
+    return [str(c) for c in history] if isinstance(history, list) else []
+
+
+def _planned(ns: Mapping[str, Any], grading: Any, check_now: Callable[..., Any]
+             ) -> List[Tuple[str, Callable[[], Any]]]:
+    """``(label, run)`` for every check of an answer (or question) the notebook defines."""
+    planned: List[Tuple[str, Callable[[], Any]]] = []
+    calls = test_calls(_sources(ns))
+    checked = set()
+    for check, name, options in calls:
+        if check == "check_question":
+            variable = options["variable"]
+            if variable in ns:
+                planned.append((check + f"({name!r})",
+                                lambda q=name, v=ns[variable]: grading.question(q, v)))
+            continue
+        if check not in grading.CHECKS or name not in ns or _imported(ns[name]):
+            continue
+        label = name + ("" if not options else
+                        "(" + ", ".join(f"{k}={v!r}" for k, v in options.items()) + ")")
+        planned.append((label, lambda c=check, a=ns[name], o=options:
+                        check_now(grading.CHECKS[c], a, 0, **o)))
+        checked.add(name)
+    for name, answer in list(ns.items()):  # answers whose test cell was not found
+        check = f"check_{name}"
+        if check in grading.CHECKS and name not in checked and not _imported(answer):
+            planned.append((name, lambda c=check, a=answer: check_now(grading.CHECKS[c], a, 0)))
+    return planned
+
+
 def _imported(answer: Any) -> bool:
     """Whether ``answer`` came from qkv or torch (imported, so not the student's own)."""
     module = getattr(answer, "__module__", None) or ""
     return module.split(".")[0] in ("qkv", "torch")
 
 
-def _run_check(check: Callable[[Any], None], answer: Any) -> Tuple[Outcome, bool]:
+def _run(run: Callable[[], Any]) -> Tuple[Outcome, bool]:
     """Run one check: its outcome, and whether the student interrupted it."""
     try:
-        check(answer)
+        result = run()
     except KeyboardInterrupt:
         return Outcome(TIMEOUT, "interrupted (an endless loop?); the checks after it did not "
                        "run"), True
-    except Exception as e:  # noqa: BLE001 (every failure is reported, none raised)
-        return outcome_of_error(type(e).__name__, str(e)), False
-    return Outcome(PASS), False
+    except Exception as e:  # noqa: BLE001 (a bad option in a test cell, say: reported)
+        return Outcome(ERROR, f"{type(e).__name__}: {e}"), False
+    if result.passed:
+        return Outcome(PASS, f"note: {result.notice}" if result.notice else ""), False
+    return outcome_of_error("CheckFailed", result.message(), result), False

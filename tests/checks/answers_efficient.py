@@ -58,7 +58,6 @@ def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, s
 
 CHUNKED_WRONG = {
     "no rescaling": (make_chunked(rescale=False), "does not rescale its running sums"),
-    "materialises L x S": (make_chunked(materialise=True), "spans all S="),
     "no running max": (make_chunked(stable=False), "overflows"),
 }
 CHUNKED_RIGHT = {"online softmax": make_chunked()}

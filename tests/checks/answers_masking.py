@@ -49,7 +49,6 @@ CAUSAL_WRONG = {
     "inverted": (causal_triu, "inverted mask"),
     "off by one": (causal_no_diag, "off by one"),
     "bottom right": (causal_bottom, "bottom right"),
-    "device ignored": (causal_no_device, "device="),
     "float instead of bool": (causal_float, "bool"),
 }
 CAUSAL_RIGHT = {"tril": causal_ok, "arange comparison": causal_arange, "moved with .to": causal_moved}
@@ -99,7 +98,6 @@ def padding_list_fails(lengths, S=None):
 PADDING_WRONG = {
     "inverted": (padding_inverted, "inverted mask"),
     "off by one": (padding_inclusive, "off by one"),
-    "wrong device": (padding_no_device, "device="),
     "list input": (padding_list_fails, "torch.as_tensor"),
 }
 PADDING_RIGHT = {"arange comparison": padding_ok, "loop": padding_loop}

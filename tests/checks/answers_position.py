@@ -86,7 +86,6 @@ SINUSOID_WRONG = {
     "frequency inverted": (sinusoid_inverted, "frequency inverted"),
     "base ignored": (sinusoid_fixed_base, "base ignored"),
     "positions from 1": (sinusoid_from_one, "counted from 1"),
-    "device ignored": (sinusoid_no_device, "device="),
 }
 SINUSOID_RIGHT = {"pe[:, 0::2] = sin": sinusoid_ok, "exp and log (float32 angles)": sinusoid_exp_log,
                   "Python loops": sinusoid_loops}

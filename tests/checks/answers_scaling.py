@@ -83,7 +83,6 @@ SDPA_WRONG = {
     "returns weights": (make_sdpa(give="weights"), "returning the weights"),
     "returns scores": (make_sdpa(give="scores"), "returning the scores"),
     "unstable softmax": (make_sdpa(softmax="unstable"), "overflows on large logits"),
-    "wrong device": (make_sdpa(device_bug=True), "device="),
     "fixed dtype": (make_sdpa(dtype_bug=True, upcast=True), "dtype"),
     "inputs modified in place": (make_sdpa(inplace=True), "inputs modified in place"),
     "bool mask added as 0/1": (make_sdpa(mask_mode="add"), "a bool mask added to the scores as 0/1"),

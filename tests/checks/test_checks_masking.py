@@ -1,5 +1,8 @@
 """The masking checks (causal_mask, padding_mask) on catalogues of wrong and right answers."""
 
+import pytest
+import torch
+
 import answers_masking as A
 from catalogue import catalogue_tests
 from qkv import checks
@@ -9,3 +12,14 @@ GROUPS = {
     "padding_mask": (checks.check_padding_mask, A.PADDING_WRONG, A.PADDING_RIGHT),
 }
 test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
+
+
+@pytest.mark.parametrize("check,answer", [(checks.check_causal_mask, A.causal_no_device),
+                                          (checks.check_padding_mask, A.padding_no_device)])
+def test_a_tensor_made_without_device_is_refused_only_where_it_is_wrong(check, answer):
+    """On the CPU it is right; on a GPU the result would stay on the CPU: named there."""
+    if not torch.cuda.is_available():
+        check(answer)
+        return
+    with pytest.raises(AssertionError, match="device"):
+        check(answer)

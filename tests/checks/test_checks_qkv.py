@@ -22,6 +22,6 @@ test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
     (check_cross_attention, lambda x, c, W_q, W_k, W_v: qkv.scaled_dot_product_attention(
         x @ W_q.T, c @ W_k.T, c @ W_v.T)),
 ])
-def test_delegation_is_refused(check, delegate):
-    with pytest.raises(AssertionError, match="this exercise asks you to write it yourself"):
-        check(delegate)
+def test_delegation_is_noticed(check, delegate, capsys):
+    check(delegate)  # right: a notice, not a failure
+    assert "this exercise asks you to write it yourself" in capsys.readouterr().out

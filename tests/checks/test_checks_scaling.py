@@ -53,29 +53,21 @@ def test_attention_scores_accepts_large_negative_fill_and_names_mistakes():
     lambda q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None:
         qkv.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale),
     lambda q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None:
-        qkv.scaled_dot_product_attention_with_weights(q, k, v, attn_mask)[0],
+        qkv.scaled_dot_product_attention_with_weights(q, k, v, attn_mask, dropout_p,
+                                                     is_causal, scale)[0],
 ])
-def test_sdpa_refuses_delegation(delegate):
-    with pytest.raises(AssertionError, match="this exercise asks you to write it yourself"):
-        check_scaled_dot_product_attention(delegate)
-
-
-def test_nn_multihead_attention_is_blocked():
-    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-        m = torch.nn.MultiheadAttention(q.shape[-1], 1, batch_first=True).eval()
-        return m(q, k, v)[0]
-
-    with pytest.raises(AssertionError, match="nn.modules.activation.MultiheadAttention"):
-        check_scaled_dot_product_attention(sdpa)
+def test_sdpa_notices_delegation(delegate, capsys):
+    check_scaled_dot_product_attention(delegate)  # right: a notice, not a failure
+    assert "this exercise asks you to write it yourself" in capsys.readouterr().out
 
 
 def test_softmax_may_be_used_inside_attention():
     check_scaled_dot_product_attention(make_sdpa(softmax="torch"))
 
 
-def test_variance_refuses_delegation():
-    with pytest.raises(AssertionError, match="this exercise asks you to write it yourself"):
-        check_dot_product_variance(lambda d, n, g: qkv.dot_product_variance(d, n, g))
+def test_variance_notices_delegation(capsys):
+    check_dot_product_variance(lambda d, n, g: qkv.dot_product_variance(d, n, g))
+    assert "you called qkv.dot_product_variance" in capsys.readouterr().out
 
 
 def test_variance_check_states_a_tolerance_a_right_answer_meets():

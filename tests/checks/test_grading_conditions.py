@@ -1,25 +1,19 @@
-"""Grading conditions (issue 13, item 4): what a right answer writes to stderr costs nothing,
-and each call of an answer has a time budget that ends an endless loop with a message.
-
-nbgrader scores a test cell zero when it writes to stderr; these tests read the real file
-descriptors (``capfd``), so a write to fd 2 that escaped the check would show in ``err``.
-"""
+"""What the checks do around a student's answer: nothing installed in the process, the
+answer's own output left to it, warnings shown on stdout, a slow call named as slow."""
 
 import logging
 import os
-import signal
+import subprocess
 import sys
 import time
 import warnings
 
 import pytest
 import torch
-from tqdm import tqdm  # imported in a cell before the answer, as a student would
+from tqdm.auto import tqdm  # imported in a cell before the answer, as a student would
 
-from answers_masking import causal_ok
-from answers_scaling import SDPA_WRONG, make_sdpa
-from qkv.checks import (check_causal_mask, check_dot_product_variance,
-                        check_scaled_dot_product_attention, check_softmax)
+from qkv.checks import check_softmax
+from qkv.checks.result import CheckFailed
 
 
 def _softmax(x, dim=-1):
@@ -46,138 +40,77 @@ def _noisy(write):
 
 
 NOISY = {
-    "print to sys.stderr": (_noisy(lambda: print("student print", file=sys.stderr)), "student print"),
-    "os.write(2, ...)": (_noisy(lambda: os.write(2, b"student fd write\n")), "student fd write"),
-    "warnings.warn": (_noisy(lambda: warnings.warn("student warning", UserWarning)), "student warning"),
-    "tqdm": (_tqdm, "student bar"),
-    "logging (last resort)": (_logged, "student log line"),
+    "print to sys.stderr": _noisy(lambda: print("student print", file=sys.stderr)),
+    "os.write(2, ...)": _noisy(lambda: os.write(2, b"student fd write\n")),
+    "warnings.warn": _noisy(lambda: warnings.warn("student warning", UserWarning)),
+    "tqdm.auto": _tqdm,
+    "logging": _logged,
 }
 
 
 @pytest.mark.parametrize("name", NOISY)
-def test_stderr_of_a_right_answer_is_shown_on_stdout_and_costs_nothing(name, capfd, monkeypatch):
-    # No handler of pytest's on the root logger: a log line goes to logging's last resort,
-    # sys.stderr, as in a notebook where nothing configured logging.
-    monkeypatch.setattr(logging.root, "handlers", [])
-    answer, words = NOISY[name]
-    check_softmax(answer)
-    check_softmax(answer, seed=None)
+def test_a_right_answer_that_writes_passes(name, capfd):
+    check_softmax(NOISY[name])
     out, err = capfd.readouterr()
-    assert err == "", err
-    assert words in out and "wrote to stderr" in out, out
+    assert "softmax" not in err  # the check itself says nothing on stderr
 
 
-def test_a_log_handler_on_stderr_is_caught_and_put_back(capfd):
-    handler = logging.StreamHandler(sys.stderr)  # as logging.basicConfig() leaves it
-    logger = logging.getLogger("student")
-    logger.addHandler(handler)
-    try:
-        check_softmax(_logged)
-    finally:
-        logger.removeHandler(handler)
+def test_warnings_of_the_answer_are_shown_on_stdout(capfd):
+    check_softmax(NOISY["warnings.warn"])
     out, err = capfd.readouterr()
-    assert err == "" and out.count("student log line") >= 1, (out, err)
-    assert handler.stream is sys.stderr  # the notebook's handler as it was
+    assert "UserWarning: student warning" in out and "student warning" not in err
 
 
-def test_stderr_of_a_wrong_answer_is_shown_too_and_fd_2_is_restored(capfd):
-    noisy_wrong = SDPA_WRONG["no scaling"][0]
+def test_a_slow_call_is_named_as_slow_after_it_returns(monkeypatch):
+    monkeypatch.setenv("QKV_CHECK_SECONDS", "0.05")
 
-    def sdpa(*args, **kwargs):
-        os.write(2, b"wrong answer writes\n")
-        return noisy_wrong(*args, **kwargs)
-
-    before = os.fstat(2)
-    with pytest.raises(AssertionError, match="no scaling"):
-        check_scaled_dot_product_attention(sdpa)
-    out, err = capfd.readouterr()
-    assert err == "" and "wrong answer writes" in out
-    assert os.fstat(2).st_ino == before.st_ino  # fd 2 points where it pointed before
-    os.write(2, b"after\n")
-    assert capfd.readouterr().err == "after\n"
-
-
-def test_a_quiet_answer_prints_nothing(capfd):
-    check_scaled_dot_product_attention(make_sdpa())
-    check_causal_mask(causal_ok)
-    assert capfd.readouterr() == ("", "")
-
-
-# --------------------------------------------------------------------------- time budget
-
-
-@pytest.fixture
-def short_budget(monkeypatch):
-    monkeypatch.setenv("QKV_CHECK_SECONDS", "0.5")
-    monkeypatch.setenv("QKV_CHECK_FACTOR", "1")
-
-
-def _endless(x, dim=-1):
-    while True:
-        pass
-
-
-def _stubborn(x, dim=-1):
-    """Catches the interruption (twice) and then answers right: still over its budget."""
-    for _ in range(2):
-        try:
-            while True:
-                pass
-        except BaseException:  # noqa: BLE001 (what a student might write)
-            pass
-    return _softmax(x, dim)
-
-
-def _sleeps(x, dim=-1):
-    time.sleep(60)
-
-
-@pytest.mark.parametrize("answer", [_endless, _stubborn, _sleeps], ids=lambda f: f.__name__)
-def test_a_call_past_its_budget_fails_with_the_input_named(answer, short_budget):
-    start = time.perf_counter()
-    with pytest.raises(AssertionError) as info:
-        check_softmax(answer)
-    assert time.perf_counter() - start < 10
-    message = str(info.value)
-    assert message.startswith("softmax: your softmax took more than 0.5 s on float32 1-D input "
-                              "of 5 logits"), message
-    # The guard is off again, torch as it was, the timer stopped and its handler put back.
-    assert sys.getprofile() is None
-    assert torch._C._len_torch_function_stack() == 0 == torch._C._len_torch_dispatch_stack()
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
-    check_softmax(_softmax)  # and the next check runs as usual
-
-
-def test_the_budget_covers_the_measurement_check(short_budget):
-    with pytest.raises(AssertionError, match="dot_product_variance took more than 0.5 s"):
-        check_dot_product_variance(lambda d, n, g: _endless(None))
-
-
-def test_a_slow_but_finite_answer_within_the_budget_passes():
     def slow(x, dim=-1):
-        time.sleep(0.05)
+        time.sleep(0.1)
+        return _softmax(x, dim)
+
+    with pytest.raises(CheckFailed, match=r"your softmax took more than 0\.05 s on float32 "
+                                          r"1-D input of 5 logits") as info:
+        check_softmax(slow)
+    assert info.value.result.kind == "timeout"
+
+
+def test_a_slow_but_finite_answer_within_the_limit_passes():
+    def slow(x, dim=-1):
+        time.sleep(0.01)
         return _softmax(x, dim)
 
     check_softmax(slow)
 
 
-def test_the_budget_is_generous_by_default():
-    from qkv.checks._budget import FACTOR, FLOOR, budget_for
+def test_importing_the_checks_installs_nothing_in_the_process():
+    code = """
+import sys, threading, warnings, torch, torch.nn.functional as F
+from torch.overrides import _get_current_function_mode_stack
+before = (sys.getprofile(), sys.gettrace(), warnings.showwarning, sys.stderr, sys.stdout,
+          torch.softmax, torch.Tensor.softmax, F.softmax, threading.active_count(),
+          len(_get_current_function_mode_stack()), torch.get_num_threads())
+import qkv.checks
+from qkv.checks import check_softmax
+check_softmax(lambda x, dim=-1: (x - x.amax(dim, keepdim=True)).exp()
+              / (x - x.amax(dim, keepdim=True)).exp().sum(dim, keepdim=True))
+after = (sys.getprofile(), sys.gettrace(), warnings.showwarning, sys.stderr, sys.stdout,
+         torch.softmax, torch.Tensor.softmax, F.softmax, threading.active_count(),
+         len(_get_current_function_mode_stack()), torch.get_num_threads())
+assert all(a is b or a == b for a, b in zip(before, after)), (before, after)
+print("same")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "same", done.stderr
+    assert done.stderr == ""
 
-    assert FLOOR >= 5 and FACTOR >= 10
-    assert budget_for(lambda: time.sleep(0.01)) >= FLOOR + FACTOR * 0.01
 
-
-def test_a_right_answer_may_read_installed_libraries_files():
-    """Lazy imports read library metadata and archives; only the course's files are refused."""
-    def softmax(x, dim=-1):
-        import importlib.metadata
-
-        assert importlib.metadata.version("torch")  # opens dist-info files in site-packages
-        return _softmax(x, dim)
-
-    check_softmax(softmax)
+def test_the_students_random_state_is_theirs():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    check_softmax(_softmax)
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_names_are_matched_as_words_not_across_camel_case():
@@ -185,5 +118,5 @@ def test_names_are_matched_as_words_not_across_camel_case():
 
     forbid = SOFTMAX.forbid
     assert forbid.matches("TransformerEncoderLayer") and forbid.matches("LogSoftmax")
-    assert forbid.matches("aten::_softmax") and forbid.matches("_transformer_encoder_layer_fwd")
-    assert not forbid.matches("IntegralTransformError")  # sympy's, reached by a lazy import
+    assert forbid.matches("_softmax") and forbid.matches("_transformer_encoder_layer_fwd")
+    assert not forbid.matches("IntegralTransformError")

@@ -110,27 +110,10 @@ def test_merge_heads_test_cell_passes_with_a_wrong_split_heads():
     assert torch.equal(ns["merge_heads"](qkv.split_heads(x, 3)), x)
 
 
-def test_the_helpers_open_no_door_to_the_reference():
+def test_a_call_of_the_reference_gets_a_notice(capsys):
     delegates = _notebook("""
     def scaled_dot_product_attention(query, key, value, scale=None):
         return qkv.scaled_dot_product_attention(query, key, value, scale=scale)
     """)
-    with pytest.raises(AssertionError, match="write it yourself"):
-        check_scaled_dot_product_attention(delegates["scaled_dot_product_attention"],
-                                           masks=False)
-    # The course's code reached from the student's code that a helper calls back is refused.
-    called_back = _notebook("""
-    class Sneaky(torch.Tensor):
-        @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            plain = [a.as_subclass(torch.Tensor) if isinstance(a, Sneaky) else a for a in args]
-            qkv.scaled_dot_product_attention(plain[0][None], plain[0][None], plain[0][None])
-            return func(*plain, **(kwargs or {}))
-
-    def scaled_dot_product_attention(query, key, value, scale=None):
-        weights = softmax(attention_scores(query.as_subclass(Sneaky), key, scale=scale))
-        return weights.as_subclass(torch.Tensor) @ value
-    """, WRONG_SCORES_AND_SOFTMAX)
-    with pytest.raises(AssertionError, match="qkv.scaled_dot_product_attention"):
-        check_scaled_dot_product_attention(called_back["scaled_dot_product_attention"],
-                                           masks=False)
+    check_scaled_dot_product_attention(delegates["scaled_dot_product_attention"], masks=False)
+    assert "you called qkv.scaled_dot_product_attention" in capsys.readouterr().out

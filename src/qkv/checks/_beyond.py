@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -29,7 +29,6 @@ import qkv
 from ._attention import TORCH_ATTENTION, qkv_inputs
 from ._exercise import Case, Exercise, Mistake
 from ._experiment import Experiment
-from ._guard import harness
 from ._inputs import randn
 
 # --------------------------------------------------------------- assignment 4: a temperature
@@ -335,7 +334,6 @@ def dilated_window(L: int, S: int, window: int, dilation: int) -> Tensor:
     return (gap >= 0) & (gap < window * dilation) & (gap % dilation == 0)
 
 
-@harness(calls_student=True)
 def _run_mask_mod(student: Any, window: int, dilation: int, L: int, S: int) -> Tensor:
     """Build the student's ``mask_mod`` and evaluate it on every (query, key) pair at once, as
     FlexAttention's ``create_mask`` does (broadcast index tensors)."""
@@ -375,10 +373,3 @@ DILATED_WINDOW_MASK_MOD = Exercise(
                 partial(_dilated_variant, strict=True)),
     ],
 )
-
-
-def check(exercise: Exercise, student: Any, seed: Optional[int]) -> None:
-    """Run one of this module's exercises (the public modules' ``check_*`` call it)."""
-    __tracebackhide__ = True
-    from ._harness import run_check
-    run_check(exercise, student, seed)

@@ -14,8 +14,16 @@ from __future__ import annotations
 import linecache
 from typing import Sequence, Tuple
 
-from . import _integrity
-from ._calls import _LIBRARY_DIRS
+import os
+import sys
+import sysconfig
+
+import qkv
+
+# Installed libraries (torch, the standard library) and the course's own code.
+_NOT_STUDENTS = tuple(sorted({os.path.realpath(p) + os.sep for p in (
+    *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+    sys.prefix, sys.base_prefix, os.path.dirname(qkv.__file__)) if p}))
 
 __all__: list = []
 
@@ -52,12 +60,12 @@ _GENERIC: Tuple[Tuple[str, str], ...] = (
 )
 
 
-def _students(filename: str, code: object) -> bool:
-    """Whether a frame's code is the student's: neither a library's nor the course's."""
-    # Installed libraries (torch, the standard library), frozen modules and the course.
-    if filename.startswith(_LIBRARY_DIRS + ("<frozen", _integrity._QKV_DIR)):
+def _students(filename: str) -> bool:
+    """Whether a frame's file is the student's: neither a library's nor the course's."""
+    if filename.startswith("<frozen"):
         return False
-    return _integrity.course_code(code) is None and not _integrity.internal(code)
+    return not os.path.realpath(filename).startswith(_NOT_STUDENTS) if filename[:1] != "<" \
+        else True  # a notebook cell's code ("<ipython-input-...>") is the student's
 
 
 def your_line(error: BaseException) -> str:
@@ -67,7 +75,7 @@ def your_line(error: BaseException) -> str:
     tb, found = error.__traceback__, None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if _students(code.co_filename, code):
+        if _students(code.co_filename):
             found = (code.co_filename, tb.tb_lineno, code.co_name)
         tb = tb.tb_next
     if found is None:

@@ -1,11 +1,8 @@
 """What a check is made of: its inputs (:class:`Case`), its known wrong answers
-(:class:`Mistake`), what the answer may not use (:class:`Forbidden`) and the exercise they
-belong to (:class:`Exercise`).
+(:class:`Mistake`), what the answer is asked not to call (:class:`Forbidden`) and the exercise
+they belong to (:class:`Exercise`).
 
-Every check module describes its exercises with these; :mod:`._harness` runs them. All of
-them are frozen, their sequences tuples: a notebook cannot edit an exercise's cases or
-reference through its attributes, and what it could do below them is undone by
-:mod:`._integrity` before a check runs.
+Every check module describes its exercises with these; :mod:`._harness` runs them.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ._integrity import harness
+from .result import mistake_id
 
 Args = Tuple[tuple, dict]
 
@@ -29,18 +26,18 @@ class Case:
 
     Args:
         label: words a student can act on, e.g. ``"batched input with L=5, S=7
-            and a bool mask"``; the dtype and device are added when reported.
+            and a bool mask"``; the dtype is added when reported.
         build: ``build(gen, device, dtype) -> (args, kwargs)``; draw random
             numbers from ``gen`` (a CPU generator) and move them to ``device``.
             It must be a pure function of ``gen``'s seed: the harness builds the
-            inputs twice, once for the answer and once for the reference.
+            inputs twice, once for the answer and once for the reference. The arguments
+            are data: tensors, Python numbers, strings, ``None`` and tuples of them.
         dtype: floating dtype of the inputs (``None`` when they have none, e.g. sizes).
         rtol, atol: tolerances (default: by dtype).
-        every_device: also run on CUDA/MPS when present (CPU always runs).
     """
 
     label: str
-    build: Callable[[torch.Generator, torch.device, torch.dtype], Args]
+    build: Callable[[torch.Generator, torch.device, Optional[torch.dtype]], Args]
     dtype: Optional[torch.dtype] = torch.float32
     rtol: Optional[float] = None
     atol: Optional[float] = None
@@ -59,18 +56,20 @@ class Mistake:
     hint: str
     fn: Callable[..., Any]
 
+    @property
+    def id(self) -> str:
+        """A stable id made from the name (:func:`.result.mistake_id`)."""
+        return mistake_id(self.name)
+
 
 @dataclass(frozen=True)
 class Forbidden:
-    """What an answer may not call, beyond the course package (every function of :mod:`qkv`
-    and :mod:`qkv.checks` is always blocked).
+    """What an answer is asked not to call: a call gets a notice, not a failure.
 
     Args:
-        names: callables (torch functions, methods, modules' forwards) with the name a
-            message gives them.
-        patterns: lower-case fragments of names: any torch function or aten operator, any
-            function of an installed library (torch, numpy, scipy, ...) and any built-in
-            whose name contains one is blocked, at whatever depth it is called.
+        names: torch callables with the name a notice gives them.
+        patterns: lower-case fragments of names: a torch function whose name contains one
+            (as a word, not across a camel-case boundary) is noticed too.
     """
 
     names: Mapping[Any, str] = field(default_factory=dict)
@@ -79,7 +78,6 @@ class Forbidden:
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", MappingProxyType(dict(self.names)))
         object.__setattr__(self, "patterns", tuple(p.lower() for p in self.patterns))
-        # One search in C per name: the guard asks for every operator the answer runs.
         object.__setattr__(self, "_finditer", re.compile(
             "|".join(re.escape(p) for p in self.patterns) or "(?!)").finditer)
 
@@ -87,19 +85,30 @@ class Forbidden:
         return Forbidden({**self.names, **other.names},
                          self.patterns + tuple(p for p in other.patterns if p not in self.patterns))
 
-    @harness  # the guard asks it while the student's code runs
-    def matches(self, name: str) -> bool:
-        """Whether a function or operator called ``name`` is blocked.
+    def __bool__(self) -> bool:
+        return bool(self.names or self.patterns)
 
-        A pattern counts as a word of the name, not a run of letters across a camel-case
-        boundary: ``transformer`` blocks ``TransformerEncoder`` but not sympy's
-        ``IntegralTransformError``, which a library may touch while a right answer runs.
-        """
+    def matches(self, name: str) -> bool:
+        """Whether a function called ``name`` is one the exercise asks not to call."""
         for found in self._finditer(name.lower()):
             span = name[found.start():found.end()]
             if not any(a.islower() and b.isupper() for a, b in zip(span, span[1:])):
                 return True
         return False
+
+    def name_of(self, func: Any) -> Optional[str]:
+        """The name a notice gives ``func``, or ``None`` when it is allowed."""
+        try:
+            named = self.names.get(func)
+        except TypeError:  # an unhashable callable
+            named = None
+        if named:
+            return named
+        name = getattr(func, "__name__", "") or ""
+        if name and self.matches(name):
+            owner = getattr(func, "__qualname__", name).split(".")[0]
+            return f"Tensor.{name}" if owner in ("Tensor", "TensorBase") else f"torch.{name}"
+        return None
 
 
 NOTHING = Forbidden()
@@ -114,18 +123,15 @@ class Exercise:
         reference: computes the right answer from a case's arguments.
         cases: the inputs.
         mistakes: the known wrong answers, most specific first.
-        run_student: ``run_student(student, *args, **kwargs)``; default calls it. It runs
-            while the guard is on: decorate it (and what it calls in :mod:`qkv.checks`)
-            with :func:`._guard.harness`.
-        forbid: what the answer may not use besides :mod:`qkv` (see :class:`Forbidden`).
+        run_student: ``run_student(student, *args, **kwargs)``: how the exercise calls the
+            student's object (default: a plain call). It must not need the reference.
+        forbid: what the answer is asked not to call (a notice, see :class:`Forbidden`).
         compare: ``compare(got, expected, rtol, atol) -> bool``; default allclose.
         legend: expected output shape in words, used in shape messages.
         error_hints: ``(substring of an error message, hint)`` pairs.
-        watch: ``watch(args, kwargs)`` returns an object shown what the answer does (see
-            :class:`._guard.Guard`) and reporting a ``problem``, e.g. the memory it uses.
         helpers: the student's other answers this one may call (name -> the reference's
-            function): while the check runs, those names are the reference's, so that a
-            wrong helper costs only its own test (see :mod:`._helpers`).
+            function): while the student's code runs, those names are the reference's, so
+            that a wrong helper costs only its own test (see :mod:`._helpers`).
     """
 
     name: str
@@ -137,7 +143,6 @@ class Exercise:
     compare: Optional[Callable[[Tensor, Tensor, float, float], bool]] = None
     legend: str = ""
     error_hints: Sequence[Tuple[str, str]] = ()
-    watch: Optional[Callable[[tuple, dict], Any]] = None
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -2,10 +2,9 @@
 check judges the numbers it returns as *measurements*, not against a literal.
 
 An :class:`Experiment` names the student's function, the reference measurement (the same
-experiment, written with :mod:`qkv`) and the settings it is run at. :func:`run_experiment`
-calls the student's ``f(*setting, generator)`` on many seeds in one guarded pass (as
-:mod:`._measure` does for ``dot_product_variance``) and the reference on as many other seeds,
-then asks, per setting:
+experiment, written with :mod:`qkv`) and the settings it is run at. Its check
+(:class:`ExperimentCheck`) calls the student's ``f(*setting, generator)`` on many seeds and the
+reference on as many other seeds, then asks, per setting:
 
 - the same seed gives the same number (the randomness comes from the generator passed in);
 - the numbers vary from seed to seed when the reference's do (a measurement, not a formula);
@@ -13,8 +12,10 @@ then asks, per setting:
   means, and their spread is within a factor of 4 of the reference's: a right measurement fails
   by chance far less than once in a million, a measurement of something else fails.
 
-Every step is data in, data out: seeds -> the student's numbers -> a verdict against the
-reference's numbers, so a trusted grader can run it the same way.
+Every step is data in, data out (:mod:`qkv.checks.grading`): the inputs are the setting and a
+seed (:meth:`ExperimentCheck.calls`), the sandbox makes the generator and calls the student's
+function (:meth:`ExperimentCheck.run_student`), and the verdict compares the numbers that come
+back with the reference's (:meth:`ExperimentCheck.judge`).
 """
 
 from __future__ import annotations
@@ -22,21 +23,23 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._budget import OverTime, limits, over_time
+from ._checks import Check
 from ._exercise import NOTHING
-from ._guard import Guard
-from ._harness import start_check
-from ._messages import NOT_WRITTEN
-from ._run import call_guarded, checking
+from ._harness import Raised, plain, split_outcome
+from ._notice import notice_text, reference_names
+from .result import CheckResult
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
 SIGMAS = 5.0
 #: How far the spread over seeds may be from the reference's (a factor either way).
 SPREAD_FACTOR = 4.0
+_GENERATOR_HINT = ("draw every random number from the generator passed in: "
+                   "torch.randn(..., generator=generator)")
 
 
 @dataclass(frozen=True)
@@ -73,100 +76,87 @@ def _where(exp: Experiment, setting: tuple) -> str:
     return f"{exp.name}({args}{', ' if args else ''}generator)"
 
 
-def _fail(exp: Experiment, where: str, what: str, hint: str = "", note: str = "") -> None:
-    __tracebackhide__ = True
-    raise AssertionError(f"{exp.name}: wrong on {where}: {what}"
-                         + (f"\nLook at: {hint}" if hint else "") + note)
-
-
-def _student_values(exp: Experiment, student: Any, seed: int, note: str) -> List[List[float]]:
-    """The student's numbers: per setting, ``seeds`` seeds and the first seed once more."""
-    __tracebackhide__ = True
-    plan = [(setting, 1000 * seed + 17 * i + k) for i, setting in enumerate(exp.settings)
-            for k in [*range(exp.seeds), 0]]
-    inputs = [((*setting, torch.Generator().manual_seed(s)), {}) for setting, s in plan]
-    with checking(exp.name) as session:
-        guard = Guard(exp.name, NOTHING)
-        results, problems = call_guarded(guard, student, None, inputs, [[] for _ in plan],
-                                         session, name=exp.name)
-    last = _where(exp, plan[len(results) - 1][0])
-    if guard.tripped:
-        _fail(exp, last, guard.tripped, note=note)
-    if isinstance(results[-1][1], OverTime):
-        raise AssertionError(over_time(exp.name, limits()[0], last) + note)
-    if problems:
-        _fail(exp, last, f"your code changed {'; '.join(problems)} while the check ran; the "
-              "checks refuse that", note=note)
-    values: List[float] = []
-    for (setting, _), (got, error, _) in zip(plan, results):
-        if isinstance(error, NotImplementedError):
-            raise AssertionError(f"{exp.name} {NOT_WRITTEN}")
-        if error is not None:
-            first = (str(error).strip().splitlines() or [""])[0]
-            _fail(exp, _where(exp, setting), f"it raised {type(error).__name__}: {first}",
-                  note=note)
-        value = _number(got)
-        if value is None or not math.isfinite(value):
-            _fail(exp, _where(exp, setting), f"it returned {got!r}, expected one finite number",
-                  "return the measurement as a float (e.g. tensor.mean().item())", note)
-        values.append(value)
-    n = exp.seeds + 1
-    return [values[i * n:(i + 1) * n] for i in range(len(exp.settings))]
-
-
 def reference_values(exp: Experiment, setting: tuple, seed: int) -> List[float]:
     """The reference's numbers at ``setting`` on ``exp.seeds`` seeds other than the student's."""
     return [float(exp.reference(*setting, torch.Generator().manual_seed(10**6 + 1000 * seed + k)))
             for k in range(exp.seeds)]
 
 
-def judge(exp: Experiment, setting: tuple, values: Sequence[float], reference: Sequence[float],
-          note: str = "") -> None:
-    """Fail unless ``values`` (the student's, with the first seed repeated last) behave as a
-    measurement of the reference's quantity.
-
-    Raises:
-        AssertionError: naming the setting and what is wrong (not reproducible, not varying,
-            a mean or spread unlike the reference's).
-    """
-    __tracebackhide__ = True
-    where, mine = _where(exp, setting), list(values[:-1])
+def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
+                 reference: Sequence[float]) -> Optional[Tuple[str, str]]:
+    """``(what, hint)`` unless ``values`` (the student's, with the first seed repeated last)
+    behave as a measurement of the reference's quantity; ``None`` when they do."""
+    mine = list(values[:-1])
     if values[-1] != values[0]:
-        _fail(exp, where, "two calls with identically seeded generators gave different numbers",
-              "draw every random number from the generator passed in: "
-              "torch.randn(..., generator=generator)", note)
-    ref_sd = statistics.stdev(reference)
-    my_sd = statistics.stdev(mine)
+        return "two calls with identically seeded generators gave different numbers", \
+            _GENERATOR_HINT
+    ref_sd, my_sd = statistics.stdev(reference), statistics.stdev(mine)
     if ref_sd > 0 and my_sd == 0:
-        _fail(exp, where, f"every seed gave {mine[0]:.4g}: this is not a measurement",
-              "draw the inputs from the generator and measure; do not return a formula", note)
+        return (f"every seed gave {mine[0]:.4g}: this is not a measurement",
+                "draw the inputs from the generator and measure; do not return a formula")
     n = len(mine)
-    gap = abs(statistics.fmean(mine) - statistics.fmean(reference))
-    allowed = SIGMAS * math.sqrt((my_sd ** 2 + ref_sd ** 2) / n) + 1e-9 * (1 + abs(
-        statistics.fmean(reference)))
-    if gap > allowed:
-        _fail(exp, where, f"over {n} seeds your {exp.quantity} averages "
-              f"{statistics.fmean(mine):.4g}, where the experiment as described averages "
-              f"{statistics.fmean(reference):.4g} (more than {SIGMAS:g} standard errors away)",
-              exp.hint, note)
+    mean, ref_mean = statistics.fmean(mine), statistics.fmean(reference)
+    allowed = SIGMAS * math.sqrt((my_sd ** 2 + ref_sd ** 2) / n) + 1e-9 * (1 + abs(ref_mean))
+    if abs(mean - ref_mean) > allowed:
+        return (f"over {n} seeds your {exp.quantity} averages {mean:.4g}, where the experiment "
+                f"as described averages {ref_mean:.4g} (more than {SIGMAS:g} standard errors "
+                "away)", exp.hint)
     if ref_sd > 0 and not ref_sd / SPREAD_FACTOR <= my_sd <= ref_sd * SPREAD_FACTOR:
-        _fail(exp, where, f"over {n} seeds your numbers spread by {my_sd:.3g}, where the "
-              f"experiment's spread by about {ref_sd:.3g}: measure once per call, with the sizes "
-              "given", exp.hint, note)
+        return (f"over {n} seeds your numbers spread by {my_sd:.3g}, where the experiment's "
+                f"spread by about {ref_sd:.3g}: measure once per call, with the sizes given",
+                exp.hint)
+    return None
 
 
-def run_experiment(exp: Experiment, student: Any, seed: Optional[int] = 0) -> List[List[float]]:
-    """Check the student's experiment at every setting (see the module docstring).
+class ExperimentCheck(Check):
+    """The check of an :class:`Experiment` (see the module docstring).
 
-    Returns:
-        The student's numbers, per setting (what the check judged).
-
-    Raises:
-        AssertionError: naming the setting and what is wrong.
+    Its inputs are ``(*setting, generator seed)``: per setting, ``exp.seeds`` seeds and the
+    first one again; :meth:`run_student` makes the generator.
     """
-    __tracebackhide__ = True
-    seed, note = start_check(exp.name, student, seed)
-    values = _student_values(exp, student, seed, note)
-    for setting, mine in zip(exp.settings, values):
-        judge(exp, setting, mine, reference_values(exp, setting, seed), note)
-    return values
+
+    def __init__(self, exp: Experiment) -> None:
+        super().__init__(f"check_{exp.name}", every_device=False)
+        self.exp = exp
+
+    def plan(self, seed: int) -> List[Tuple[tuple, int]]:
+        return [(setting, 1000 * seed + 17 * i + k) for i, setting in enumerate(self.exp.settings)
+                for k in [*range(self.exp.seeds), 0]]
+
+    def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
+        self.resolve(options)
+        return [((*setting, s), {}) for setting, s in self.plan(seed)]
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        *setting, s = args
+        got = student(*setting, torch.Generator().manual_seed(s))
+        return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, {}))
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        exp, plan, values, notices = self.exp, self.plan(seed), [], []
+        for i, (setting, _) in enumerate(plan):
+            fail = partial(CheckResult, exp.name, False, seed, _where(exp, setting))
+            if i >= len(outcomes):
+                return fail(what=f"your {exp.name} did not finish on {_where(exp, setting)}",
+                            kind="timeout")
+            if isinstance(outcomes[i], Raised):
+                raised = outcomes[i]
+                if raised.type == "NotImplementedError":
+                    return fail(kind="not written")
+                first = (raised.message.strip().splitlines() or [""])[0]
+                return fail(what=f"it raised {raised.type}: {first}", kind="raised")
+            got, noticed = split_outcome(outcomes[i])
+            notices += [n for n in noticed if n not in notices]
+            value = _number(got)
+            if value is None or not math.isfinite(value):
+                return fail(what=f"it returned {got!r}, expected one finite number",
+                            hint="return the measurement as a float (e.g. tensor.mean().item())")
+            values.append(value)
+        n = exp.seeds + 1
+        for i, setting in enumerate(exp.settings):
+            found = judge_values(exp, setting, values[i * n:(i + 1) * n],
+                                 reference_values(exp, setting, seed))
+            if found:
+                return CheckResult(exp.name, False, seed, _where(exp, setting), what=found[0],
+                                   hint=found[1])
+        return CheckResult(exp.name, True, seed, notice=notice_text(notices))

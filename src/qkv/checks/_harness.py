@@ -1,96 +1,216 @@
-"""Shared machinery of the checks: running an exercise, recognising mistakes.
+"""The three steps of every check: the inputs, the student's call, the verdict.
 
-A check runs the student's callable on seeded inputs (:class:`Case`), on every device
-present, inside the guard (:mod:`._run`, :mod:`._guard`); only then does it compute the
-reference's results, on the same inputs built afresh, and compare. When they differ it
-runs deliberately wrong versions of the reference (:class:`Mistake`) on the same inputs
-and names the one the student's result matches.
+- :func:`calls`: an exercise's inputs for a seed (data: tensors on the CPU, numbers,
+  ``None``, tuples), the same every time for the same seed;
+- :func:`run_student`: how the exercise calls the student's object on one input; it sees
+  neither the seed nor the reference, and returns ``(result, forbidden calls noticed)``
+  as plain data;
+- :func:`judge`: the reference on the same inputs built afresh, the comparison, the known
+  mistake named, a :class:`~.result.CheckResult`.
 
-What an exercise is made of lives in :mod:`._exercise`, the comparison helpers in
-:mod:`._compare` (everything a check compares with is captured from torch's C types
-when it is imported, and only plain tensors are compared), the input makers in
-:mod:`._inputs`, what keeps the checks and torch intact in :mod:`._integrity`. Checks
-print nothing (but a note when they had to undo a notebook's changes to them) and never
-let a warning through: nbgrader scores a test cell that writes to stderr as failed.
+The in-kernel checks (:func:`run_check`) and the trusted grader
+(:mod:`qkv.checks.grading`) use these same three steps, so they cannot disagree.
 """
 
 from __future__ import annotations
 
-import builtins
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._compare import _clone, _float64, _isinstance, _same, _Tensor, close, is_tensor
+from ._compare import _clone, _same, close, is_tensor
 from ._describe import describe
-from ._errors import at_line, first_line, generic_hint, passed_before
-from ._exercise import Case, Exercise, Mistake
-from ._guard import _WRONG_DEVICE, DeviceWatch, Guard
-from ._kind import kind_problem
-from ._budget import OverTime, budget_for, over_time
+from ._errors import first_line, generic_hint, passed_before, your_line
+from ._exercise import Args, Case, Exercise, Mistake
 from ._helpers import reference_helpers
-from ._run import Planned, call_guarded, checking, fresh_seed, plan, seed_note
+from ._kind import WRONG_DEVICE, kind_problem
+from ._notice import CallNotice, notice_text, reference_names
+from .result import CheckResult
 
 __all__: list = []
 
-_callable, _type = builtins.callable, builtins.type
-
+_CPU = torch.device("cpu")
 _DEVICE_ERRORS = ("is not on the expected device", "Expected all tensors to be on the same device")
 
 
-# --------------------------------------------------------------------------- running
+@dataclass(frozen=True)
+class Raised:
+    """What the student's call raised, as data.
+
+    Attributes:
+        type: the exception's class name, e.g. ``"RuntimeError"``.
+        message: ``str(exception)``.
+        line: the line of the student's code it was raised at, in words (``""`` if unknown).
+    """
+
+    type: str
+    message: str
+    line: str = ""
+
+    @classmethod
+    def of(cls, error: BaseException) -> "Raised":
+        """The :class:`Raised` of an exception (its line found in its traceback)."""
+        return cls(type(error).__name__, str(error), your_line(error))
 
 
-def _tolerances(case: Case, dtype: torch.dtype) -> Tuple[float, float]:
-    if dtype == _float64:
-        rtol, atol = 1e-7, 1e-10
-    else:
-        rtol, atol = 1e-4, 1e-5
+class ExerciseRule(Exception):
+    """Raised by a ``run_student`` when the answer is not usable as the exercise asks
+    (a module without its ``nn.Linear`` layers, a forward that changes them...); the
+    message is shown as it is."""
+
+
+class InputsChanged(Exception):
+    """Raised by :func:`run_student` when the student's code changed its inputs in place."""
+
+
+class NotRepeatable(Exception):
+    """Raised when two identical calls (a module in eval mode) gave different results."""
+
+
+_INPUTS_CHANGED_HINT = ("do not change the arguments: write out-of-place operations "
+                        "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def case_seeds(exercise: Exercise, seed: int) -> List[Tuple[Case, int]]:
+    """Each case of the exercise with the seed its inputs are drawn from."""
+    return [(case, seed * 1000 + i) for i, case in enumerate(exercise.cases)]
+
+
+def case_inputs(case: Case, case_seed: int, device: torch.device = _CPU) -> Args:
+    """One case's inputs, built afresh: the same numbers every time for the same seed."""
+    gen = torch.Generator().manual_seed(case_seed)
+    return case.build(gen, device, case.dtype)
+
+
+def calls(exercise: Exercise, seed: int) -> List[Args]:
+    """The inputs the student's object is called with, one ``(args, kwargs)`` per case.
+
+    ``device=`` and ``dtype=`` keywords cross as their names (``"cpu"``, ``"float64"``);
+    :func:`run_student` gives the student a ``torch.device`` and a ``torch.dtype`` again.
+    """
+    out = []
+    for c, s in case_seeds(exercise, seed):
+        args, kwargs = case_inputs(c, s)
+        out.append((args, {k: _named(v) for k, v in kwargs.items()}))
+    return out
+
+
+def _named(v: Any) -> Any:
+    if isinstance(v, torch.device):
+        return str(v)
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "")
+    return v
+
+
+def _unnamed(kwargs: dict) -> dict:
+    """``device=`` and ``dtype=`` as torch objects again (see :func:`calls`)."""
+    out = dict(kwargs)
+    if isinstance(out.get("device"), str):
+        out["device"] = torch.device(out["device"])
+    if isinstance(out.get("dtype"), str) and isinstance(getattr(torch, out["dtype"], None),
+                                                        torch.dtype):
+        out["dtype"] = getattr(torch, out["dtype"])
+    return out
+
+
+# --------------------------------------------------------------------------- the call
+
+
+def plain(value: Any) -> Any:
+    """The student's result as plain data: tensors (detached, plain ``torch.Tensor``),
+    tuples, numbers, strings, ``None``; anything else becomes ``"<what it is>"``."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
+    if isinstance(value, (tuple, list)):
+        return tuple(plain(v) for v in value)
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    kind = type(value)
+    if kind.__module__ == "numpy":
+        return f"<a NumPy {kind.__name__} (keep the computation in torch)>"
+    return f"<{kind.__name__}>"
+
+
+def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict) -> Tuple[Any, tuple]:
+    """Call the student's object on one input as the exercise does.
+
+    The student's helpers (``exercise.helpers``) are the reference's during the call;
+    forbidden torch calls are noticed (:mod:`._notice`).
+
+    Returns:
+        ``(result as plain data, names of the forbidden calls it made)``.
+
+    Raises:
+        whatever the student's code raises; :class:`InputsChanged` when it changed its
+        inputs in place.
+    """
+    notice = CallNotice(exercise.forbid)
+    kwargs = _unnamed(kwargs)
+    before = _clone((args, kwargs))
+    call = exercise.run_student
+    with reference_helpers(student, exercise.helpers, notice.paused):
+        with notice:
+            got = student(*args, **kwargs) if call is None else call(student, *args, **kwargs)
+    if not _same(before, (args, kwargs)):
+        raise InputsChanged("your code changed its inputs in place")
+    names = reference_names(student, exercise.name, exercise.forbid, exercise.helpers)
+    return plain(got), tuple(notice.calls + [n for n in names if n not in notice.calls])
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+def _tolerances(case: Case) -> Tuple[float, float]:
+    rtol, atol = (1e-7, 1e-10) if case.dtype == torch.float64 else (1e-4, 1e-5)
     return (case.rtol if case.rtol is not None else rtol,
             case.atol if case.atol is not None else atol)
 
 
-def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, Optional[BaseException], list]:
-    """Run ``fn`` with warnings recorded (never printed); return (result, exception, warnings)."""
-    with warnings.catch_warnings(record=True) as caught:
+def describe_case(case: Case) -> str:
+    """The input in words, with its dtype: ``"float32 batched input with L=5"``."""
+    kind = {torch.float32: "float32 ", torch.float64: "float64 ", None: ""}.get(
+        case.dtype, f"{case.dtype} ")
+    return f"{kind}{case.label}"
+
+
+def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, Optional[BaseException]]:
+    """Run ``fn`` with warnings recorded (never printed); return (result, exception)."""
+    with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         try:
-            return fn(*args, **kwargs), None, list(caught)
-        except Exception as e:  # noqa: BLE001 (the student's code may raise anything)
-            return None, e, list(caught)
+            return fn(*args, **kwargs), None
+        except Exception as e:  # noqa: BLE001 (a mistake's variant may raise)
+            return None, e
 
 
+class _Failed(Exception):
+    """A verdict reached: carries the fields of a failing result."""
 
-
-def _describe(case: Case, device: torch.device, dtype: torch.dtype) -> str:
-    kind = {torch.float32: "float32 ", torch.float64: "float64 ", None: ""}.get(dtype, f"{dtype} ")
-    where = "" if device.type == "cpu" else f" on {device.type}"
-    return f"{kind}{case.label}{where}"
-
-
-# The harness's wordings that qkv progress and qkv report read back live in one place.
-from ._messages import KNOWN_MISTAKE, raised_as  # noqa: E402
-from ._messages import NOT_WRITTEN as _NOT_WRITTEN  # noqa: E402
-
-
-def _fail(exercise: Exercise, where: str, what: str, hint: str = "", note: str = "") -> None:
-    __tracebackhide__ = True
-    msg = f"{exercise.name}: wrong on {where}: {what}"
-    if hint:
-        msg += f"\nLook at: {hint}"
-    raise AssertionError(msg + note)
+    def __init__(self, what: str, hint: str = "", mistake: Optional[Mistake] = None,
+                 kind: str = "wrong") -> None:
+        super().__init__(what)
+        self.what, self.hint, self.mistake, self.kind = what, hint, mistake, kind
 
 
 def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
-                   error: Optional[BaseException], expected: Any, rtol: float, atol: float
+                   raised: Optional[Raised], expected: Any, rtol: float, atol: float
                    ) -> Optional[Mistake]:
     compare = exercise.compare or close
     for m in exercise.mistakes:
-        out, err, _ = _quiet(m.fn, *_clone(args), **_clone(kwargs))
-        if error is not None:
-            if err is not None and type(err) is type(error) and str(err) == str(error):
+        out, err = _quiet(m.fn, *_clone(args), **_clone(kwargs))
+        if raised is not None:
+            if err is not None and type(err).__name__ == raised.type and str(err) == raised.message:
                 return m
             continue
         if err is not None or got is None:
@@ -102,197 +222,111 @@ def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
     return None
 
 
-@dataclass
-class _Run:
-    """One case on one device: its inputs, the reference's result, and where to say it failed."""
-
-    exercise: Exercise
-    where: str
-    args: tuple
-    kwargs: dict
-    expected: Any
-    rtol: float
-    atol: float
-    note: str = ""
-    passed: tuple = ()  # the inputs the student's code was right on, before this one
-
-    def fail(self, what: str, hint: str = "") -> None:
-        __tracebackhide__ = True
-        _fail(self.exercise, self.where, what, hint, self.note)
-
-
-def _judge_call(run: _Run, given: Any, error: Optional[BaseException]) -> None:
-    """Fail on what the call did wrong: not written, changing its inputs, raising."""
-    __tracebackhide__ = True
-    exercise = run.exercise
-    if isinstance(error, NotImplementedError):
-        raise AssertionError(f"{exercise.name} {_NOT_WRITTEN}")
-    if not _same(given[0], run.args) or not _same(given[1], run.kwargs):
-        run.fail("inputs modified in place",
-                 "do not change the arguments: write out-of-place operations "
-                 "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
-    if error is None:
-        return
-    line = at_line(error)
-    m = _match_mistake(exercise, run.args, run.kwargs, None, error, run.expected, run.rtol, run.atol)
+def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict, expected: Any,
+                  rtol: float, atol: float, passed: Sequence[str]) -> None:
+    if raised.type == "NotImplementedError":
+        raise _Failed("", kind="not written")
+    if raised.type == "InputsChanged":
+        raise _Failed("inputs modified in place", _INPUTS_CHANGED_HINT)
+    if raised.type in ("ExerciseRule", "NotRepeatable"):
+        raise _Failed(raised.message, _RULE_HINTS.get(raised.type, ""))
+    at = f"\n  at {raised.line}" if raised.line else ""
+    shown = f"{raised.type}: {(raised.message.strip().splitlines() or [''])[0]}"
+    m = _match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol)
     if m is not None:
-        run.fail(raised_as(first_line(error), m.name) + line, m.hint)
-    hint = ""
-    if any(s in str(error) for s in _DEVICE_ERRORS):
-        hint = _WRONG_DEVICE
+        raise _Failed(f"it raised {shown}, as '{m.name}' does{at}", m.hint, m, kind="raised")
+    hint = WRONG_DEVICE if any(s in raised.message for s in _DEVICE_ERRORS) else ""
     for needle, h in exercise.error_hints:
-        if needle in str(error):
+        if needle in raised.message:
             hint = h
             break
-    run.fail(f"it raised {first_line(error)}{passed_before(run.passed)}{line}",
-             hint or generic_hint(str(error)))
+    raise _Failed(f"it raised {shown}{passed_before(passed)}{at}",
+                  hint or generic_hint(raised.message), kind="raised")
 
 
-def _judge_watchers(run: _Run, watchers: List[Any], got: Any) -> None:
-    """Fail on what the watchers saw: tensors created on a fixed device, say."""
-    __tracebackhide__ = True
-    for w in watchers:
-        if w.problem:
-            run.fail(w.problem[0], w.problem[1])
-    if watchers[0].follows(got) and any(
-            _isinstance(x, (_Tensor, torch.device)) for x in (*run.args, *run.kwargs.values())):
-        run.fail("the result is created without device= (it would stay on the CPU "
-                 "when the input is on a GPU)", _WRONG_DEVICE)
+_RULE_HINTS = {"NotRepeatable": "in eval mode a module gives the same output every time: "
+                                "dropout must be off when self.training is False "
+                                "(nn.Dropout does that; F.dropout needs training=self.training)"}
 
 
-def _judge_kind(run: _Run, got: Any) -> None:
-    """Fail unless the result is the reference's kind: a tensor on the inputs' device with the
-    reference's dtype, or a tuple of them (:mod:`._kind`)."""
-    __tracebackhide__ = True
-    found = kind_problem(got, run.expected, run.exercise.legend)
+def _judge_value(exercise: Exercise, got: Any, args: tuple, kwargs: dict, expected: Any,
+                 rtol: float, atol: float) -> None:
+    found = kind_problem(got, expected, exercise.legend)
     if found:
-        run.fail(*found)
-
-
-def _judge_value(run: _Run, got: Any) -> None:
-    """Pass when the result matches; otherwise name the mistake, the shape, or where it differs."""
-    __tracebackhide__ = True
-    exercise, expected = run.exercise, run.expected
+        raise _Failed(*found)
     compare = exercise.compare or close
-    if compare(got, expected, run.rtol, run.atol):
+    if compare(got, expected, rtol, atol):
         return
-    m = _match_mistake(exercise, run.args, run.kwargs, got, None, expected, run.rtol, run.atol)
+    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol)
     if m is not None:
-        run.fail(KNOWN_MISTAKE + m.name, m.hint)
+        raise _Failed("the result matches a known mistake: " + m.name, m.hint, m)
     if is_tensor(got) and is_tensor(expected):
-        # No known mistake: say what the difference looks like (a permutation, a factor, ...).
-        run.fail(*describe(got, expected, run.rtol, run.atol, exercise.legend))
-    if _isinstance(expected, tuple) and _isinstance(got, (tuple, list)):
-        # A tuple (kv_cache_step's): describe its first item that differs.
+        raise _Failed(*describe(got, expected, rtol, atol, exercise.legend))
+    if isinstance(expected, tuple) and isinstance(got, tuple):
         for i, (g, e) in enumerate(zip(got, expected)):
-            if is_tensor(g) and is_tensor(e) and not close(g, e, run.rtol, run.atol):
-                what, hint = describe(g, e, run.rtol, run.atol)
-                run.fail(f"item {i} of the result {exercise.legend} is wrong: {what}", hint)
-    run.fail("the result differs from the reference")
+            if is_tensor(g) and is_tensor(e) and not close(g, e, rtol, atol):
+                what, hint = describe(g, e, rtol, atol)
+                raise _Failed(f"item {i} of the result {exercise.legend} is wrong: {what}", hint)
+    raise _Failed("the result differs from the reference")
 
 
-def _expected(exercise: Exercise, planned: Planned, where: str) -> Tuple[tuple, dict, Any]:
-    """The case's inputs built afresh, and the reference's result on them."""
-    args, kwargs = planned.inputs()
-    expected, err, _ = _quiet(exercise.reference, *_clone(args), **_clone(kwargs))
-    if err is not None:  # a bug in the check itself, not in the student's code
-        raise RuntimeError(f"reference failed on {where}: {first_line(err)}") from err
-    return args, kwargs, expected
+def split_outcome(outcome: Any) -> Tuple[Any, tuple]:
+    """``(result, notices)`` from what :func:`run_student` returned (as it crossed)."""
+    if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and isinstance(
+            outcome[1], (tuple, list)) and all(isinstance(n, str) for n in outcome[1]):
+        return outcome[0], tuple(outcome[1])
+    return outcome, ()
 
 
-def _judge(exercise: Exercise, planned: Planned, given: tuple, got: Any,
-           error: Optional[BaseException], note: str, passed: tuple = ()) -> _Run:
-    """Compare one result of the student's code with the reference's; raise on the first fault.
-
-    Returns:
-        the run, for :func:`_judge_watchers` once every result has been compared: a wrong
-        value anywhere is the mistake to report before what the watchers saw (a tensor made
-        without ``device=`` is a risk on the CPU).
-    """
-    __tracebackhide__ = True
-    case, dtype = planned.case, planned.case.dtype
-    where = _describe(case, planned.device, dtype)
-    args, kwargs, expected = _expected(exercise, planned, where)
-    rtol, atol = _tolerances(case, dtype)
-    run = _Run(exercise, where, args, kwargs, expected, rtol, atol, note, passed)
-    _judge_call(run, given, error)
-    _judge_kind(run, got)
-    _judge_value(run, got)
-    return run
+def _item(exercise_item: Optional[int], got: Any, returns: str) -> Any:
+    if exercise_item is None:
+        return got
+    if not isinstance(got, tuple) or len(got) != 2:
+        from ._kind import _returned
+        raise _Failed(f"it returned {_returned(got) if not isinstance(got, tuple) else f'{len(got)} items'}"
+                      f", expected a pair {returns}", f"return both: return {returns.strip('()')}")
+    return got[exercise_item]
 
 
-def start_check(name: str, student: Any, seed: Optional[int]) -> Tuple[int, str]:
-    """What every check does first: refuse anything but the student's function or class, and
-    for ``seed=None`` draw a fresh seed, with a note naming it (to reproduce a failure).
-
-    Returns:
-        ``(seed, note)``; the note is empty for a given seed.
-    """
-    __tracebackhide__ = True
-    if not _callable(student):
-        raise AssertionError(f"check_{name} expects your {name} itself, got {type(student).__name__}")
-    if seed is not None and (_type(seed) is bool or not _isinstance(seed, int)):
-        raise TypeError(f"check_{name}: seed must be None (fresh random inputs) or an int, "
-                        f"got {_type(seed).__name__}")
-    if seed is not None and not 0 <= seed < 2**32:
-        raise ValueError(f"check_{name}: seed must be from 0 to 2**32 - 1, got {seed}")
-    if seed is None:
-        seed = fresh_seed()
-        return seed, seed_note(name, seed)
-    return seed, ""
-
-
-def _budgets(exercise: Exercise, planned: List[Planned]) -> List[float]:
-    """Each planned call's time budget, from the reference's time on an input of the same
-    case drawn from another seed (so no expected result exists while the student's runs)."""
-    def timed(p: Planned) -> Callable[[], Any]:
-        args, kwargs = Planned(p.case, p.device, p.seed + 500).inputs()
-        return lambda: exercise.reference(*args, **kwargs)
-    return [budget_for(timed(p)) for p in planned]
-
-
-def run_check(exercise: Exercise, student: Any, seed: Optional[int] = 0) -> None:
-    """Run ``student`` on every case and device; raise ``AssertionError`` on the first failure.
-
-    While it runs, the exercise's helpers are the reference's (:mod:`._helpers`), each call
-    has a time budget (:mod:`._budget`), and what it writes to stderr is shown on stdout
-    (:mod:`._stderr`).
+def judge(exercise: Exercise, seed: int, outcomes: Sequence[Any], item: Optional[int] = None,
+          returns: str = "") -> CheckResult:
+    """The verdict on the student's outcomes, one per input of :func:`calls`.
 
     Args:
-        exercise: what to run and compare.
-        student: the student's function or class.
-        seed: changes the random inputs; ``None`` draws a fresh seed (the hidden tests),
-            which a failure message names.
+        exercise: what was checked.
+        seed: the seed :func:`calls` drew the inputs from.
+        outcomes: what :func:`run_student` returned for each input, or a :class:`Raised`;
+            fewer than the inputs when the rest never ran (a time-out, a crash).
+        item: compare only this item of a pair the student returns (``returns`` says
+            what the pair holds, e.g. ``"(output, weights)"``).
 
-    Raises:
-        AssertionError: naming the input and what to look at.
+    Returns:
+        the :class:`~.result.CheckResult`; it never raises for a wrong answer.
     """
-    __tracebackhide__ = True
-    seed, note = start_check(exercise.name, student, seed)
-    with checking(exercise.name) as session, reference_helpers(student, exercise.helpers) as helpers:
-        planned = plan(exercise, seed)
-        budgets = _budgets(exercise, planned)
-        inputs = [p.inputs() for p in planned]
-        watchers = [[DeviceWatch(a, k)] + ([exercise.watch(a, k)] if exercise.watch else [])
-                    for a, k in inputs]
-        guard = Guard(exercise.name, exercise.forbid, allow=helpers.codes,
-                      reach=helpers.reach)
-        results, problems = call_guarded(guard, student, exercise.run_student, inputs,
-                                         watchers, session, budgets, exercise.name)
-        last = planned[len(results) - 1]
-        where = _describe(last.case, last.device, last.case.dtype)
-        if guard.tripped:
-            _fail(exercise, where, guard.tripped, note=note)
-        if _isinstance(results[-1][1], OverTime):
-            raise AssertionError(over_time(exercise.name, budgets[len(results) - 1], where)
-                                 + note)
-        if problems:
-            _fail(exercise, where, f"your code changed {'; '.join(problems)} while the check "
-                  "ran; the checks refuse that", note=note)
-        passed: list = []
-        runs = []
-        for p, given, (got, error, _) in zip(planned, inputs, results):
-            runs.append(_judge(exercise, p, given, got, error, note, tuple(passed)))
-            passed.append(runs[-1].where)
-        for run, ws, (_, _, original) in zip(runs, watchers, results):
-            _judge_watchers(run, ws, original)
+    passed: List[str] = []
+    notices: List[str] = []
+    for i, (case, case_seed) in enumerate(case_seeds(exercise, seed)):
+        where = describe_case(case)
+        if i >= len(outcomes):
+            return CheckResult(exercise.name, False, seed, where, what=(
+                f"your {exercise.name} did not finish on {where} (it ran past the time limit, "
+                "or its process ended)"), hint="an endless loop, or a loop over every element?",
+                kind="timeout", notice=notice_text(notices))
+        args, kwargs = case_inputs(case, case_seed)
+        expected, err = _quiet(exercise.reference, *_clone(args), **_clone(kwargs))
+        if err is not None:  # a bug in the check itself, not in the student's code
+            raise RuntimeError(f"reference failed on {where}: {first_line(err)}") from err
+        rtol, atol = _tolerances(case)
+        outcome = outcomes[i]
+        try:
+            if isinstance(outcome, Raised):
+                _judge_raised(exercise, outcome, args, kwargs, expected, rtol, atol, passed)
+            got, noticed = split_outcome(outcome)
+            notices += [n for n in noticed if n not in notices]
+            _judge_value(exercise, _item(item, got, returns), args, kwargs, expected, rtol, atol)
+        except _Failed as f:
+            m = f.mistake
+            return CheckResult(exercise.name, False, seed, where, m.id if m else "",
+                               m.name if m else "", f.hint, f.what, notice_text(notices), f.kind)
+        passed.append(where)
+    return CheckResult(exercise.name, True, seed, notice=notice_text(notices))

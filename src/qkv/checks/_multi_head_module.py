@@ -2,8 +2,13 @@
 
 The check builds the student's class with the reference's arguments, copies the same
 weights into its four ``nn.Linear`` layers and calls ``forward`` with each case's inputs
-and keyword arguments; with ``need_weights=True`` it compares the output and the weights
-one by one, so that a message can say which of the two is wrong.
+and keyword arguments, twice (in eval mode the two must agree: dropout left on would make
+them differ); with ``need_weights=True`` it compares the output and the weights one by one,
+so that a message can say which of the two is wrong.
+
+The module's arguments and weights cross as data, a tuple ``(embed_dim, num_heads, kdim,
+vdim, dropout or None, (four weights), (four biases))`` first among the case's arguments
+(:func:`spec_dict` turns it into the dict the code below reads).
 """
 
 from __future__ import annotations
@@ -17,15 +22,40 @@ from torch import Tensor, nn
 import qkv
 
 from ._compare import close
-from ._exercise import Case
-from ._guard import harness
+from ._exercise import Case, Mistake
 from ._half import half_case
+from ._harness import ExerciseRule, NotRepeatable
 from ._inputs import bool_mask, randn
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
-@harness(calls_student=True)  # runs inside the guard: checks the student's layers
+def spec_dict(spec: Any) -> dict:
+    """The module's arguments and weights as a dict, from the tuple that crosses as data."""
+    if isinstance(spec, dict):
+        return spec
+    embed_dim, num_heads, kdim, vdim, dropout, weights, biases = spec
+    out = {"embed_dim": embed_dim, "num_heads": num_heads, "kdim": kdim, "vdim": vdim,
+           "device": weights[0].device, "dtype": weights[0].dtype,
+           "weights": dict(zip(_PROJECTIONS, weights)), "biases": dict(zip(_PROJECTIONS, biases))}
+    if dropout is not None:
+        out["dropout"] = dropout
+    return out
+
+
+def _spec_tuple(spec: dict) -> tuple:
+    return (spec["embed_dim"], spec["num_heads"], spec["kdim"], spec["vdim"],
+            spec.get("dropout"), tuple(spec["weights"][n] for n in _PROJECTIONS),
+            tuple(spec["biases"][n] for n in _PROJECTIONS))
+
+
+def with_spec_dict(mistake: Mistake) -> Mistake:
+    """A mistake written for the dict form, taking the tuple that crosses as data."""
+    def fn(spec, *args, **kwargs):
+        return mistake.fn(spec_dict(spec), *args, **kwargs)
+    return Mistake(mistake.name, mistake.hint, fn)
+
+
 def _give_weights(module: Any, spec: dict) -> dict:
     """Copy the spec's weights into the module's four layers; return each layer and its
     weight (as the layer holds it) by name."""
@@ -34,11 +64,11 @@ def _give_weights(module: Any, spec: dict) -> dict:
     for name in _PROJECTIONS:
         layer = getattr(module, name, None)
         if not isinstance(layer, nn.Linear):
-            raise AssertionError(
+            raise ExerciseRule(
                 f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
                 f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
         if layer.bias is None:  # else the copy below fails with a NoneType error
-            raise AssertionError(
+            raise ExerciseRule(
                 f"{name} has no bias: create it with nn.Linear(..., bias=bias) (bias defaults "
                 f"to True, as in qkv.MultiHeadAttention)")
         with torch.no_grad():
@@ -48,41 +78,45 @@ def _give_weights(module: Any, spec: dict) -> dict:
     return layers
 
 
-@harness(calls_student=True)
 def _check_returned(out: Any, need_weights: bool, embed_dim: int) -> None:
     """Refuse what is not ``(output, weights)``, saying when the two are swapped."""
     __tracebackhide__ = True
     if not isinstance(out, tuple) or len(out) != 2:
-        raise AssertionError("forward must return a tuple (output, weights), as "
+        raise ExerciseRule("forward must return a tuple (output, weights), as "
                              "nn.MultiheadAttention does (weights None unless need_weights=True)")
     first, second = out
     swapped = (first is None and isinstance(second, Tensor)) if not need_weights else (
         isinstance(first, Tensor) and isinstance(second, Tensor) and first.dim() > 0
         and second.dim() > 0 and second.shape[-1] == embed_dim != first.shape[-1])
     if swapped:
-        raise AssertionError("forward returned (weights, output): return (output, weights), "
+        raise ExerciseRule("forward returned (weights, output): return (output, weights), "
                              "the output first, as nn.MultiheadAttention does")
 
 
-@harness(calls_student=True)  # runs inside the guard: builds the student's module, calls it
-def _forward(cls: Any, spec: dict, *inputs: Any, **kwargs: Any) -> Tensor:
-    """Build ``cls`` as the spec says, give it the spec's weights, run it, return what to compare."""
-    __tracebackhide__ = True
+def _forward(cls: Any, spec: Any, *inputs: Any, **kwargs: Any) -> Tensor:
+    """Build ``cls`` as the spec says, give it the spec's weights, run it (twice: in eval
+    mode both runs must agree), return what to compare."""
+    spec = spec_dict(spec)
     extra = {"dropout": spec["dropout"]} if "dropout" in spec else {}
     module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
                  device=spec["device"], dtype=spec["dtype"], **extra)
     layers = _give_weights(module, spec)
     module.eval()
     out = module(*inputs, **kwargs)
+    again = module(*inputs, **kwargs)
     for name, (layer, weight) in layers.items():
         # A layer made anew in forward has fresh random weights: the check's are lost.
         if getattr(module, name, None) is not layer or not torch.equal(layer.weight.detach(),
                                                                        weight):
-            raise AssertionError(
+            raise ExerciseRule(
                 f"forward replaced or changed self.{name} (the check's weights are gone): "
                 f"create the four nn.Linear layers once, in __init__, and only call them in "
                 f"forward (a new nn.Linear has fresh random weights at every call)")
     _check_returned(out, bool(kwargs.get("need_weights")), spec["embed_dim"])
+    if not all(_same_output(a, b) for a, b in zip(out, again)):
+        raise NotRepeatable("two calls of forward on the same input in eval mode gave "
+                            "different outputs: dropout is still on (or something else "
+                            "random runs in forward)")
     if kwargs.get("need_weights"):
         return out  # compared item by item, so that a message can say which one is wrong
     return out[0]
@@ -100,9 +134,14 @@ def reference(spec, *inputs, **kwargs):
     return _forward(qkv.MultiHeadAttention, spec, *inputs, **kwargs)
 
 
-@harness(calls_student=True)
+def _same_output(a: Any, b: Any) -> bool:
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a.shape == b.shape and bool(torch.equal(a.detach().nan_to_num(),
+                                                       b.detach().nan_to_num()))
+    return True
+
+
 def run_student(student, spec, *inputs, **kwargs):
-    __tracebackhide__ = True
     return _forward(student, spec, *inputs, **kwargs)
 
 
@@ -129,6 +168,7 @@ def mha_cases() -> List[Case]:
             for name in ("is_causal", "need_weights", "average_attn_weights"):
                 if name in options:
                     kwargs[name] = options[name]
+            spec = _spec_tuple(spec)
             if self_attention:
                 return (spec, query), kwargs
             key = randn(gen, *batch, S, kd, device=device, dtype=dtype)

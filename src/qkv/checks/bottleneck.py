@@ -14,11 +14,12 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond, _beyond_early
+from . import _beyond_checks
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
 from ._inputs import randn
-from ._pairs import pick, picked, run_pair
+from ._checks import ExerciseCheck, run_check
+from ._pairs import picked
 
 __all__ = [
     "check_bahdanau_attention",
@@ -98,12 +99,12 @@ def _cases() -> List[Case]:
 
 BAHDANAU_WEIGHTS = Exercise(
     name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 1)), cases=_cases(),
-    mistakes=_mistakes(1), run_student=pick(1, "context, weights"),
+    mistakes=_mistakes(1),
     legend="(B, S) for the weights",
 )
 BAHDANAU_CONTEXT = Exercise(
     name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 0)), cases=_cases(),
-    mistakes=_mistakes(0), run_student=pick(0, "context, weights"),
+    mistakes=_mistakes(0),
     legend="(B, He) for the context",
 )
 
@@ -115,11 +116,22 @@ def check_bahdanau_attention(bahdanau_attention: Callable[..., Any], seed: Optio
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_pair((BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT), bahdanau_attention, seed)
+    run_check(CHECKS["check_bahdanau_attention"], bahdanau_attention, seed)
+
+
+#: This module's checks (for :mod:`.grading`): the weights first, then the context.
+CHECKS = {
+    "check_bahdanau_attention": ExerciseCheck(
+        "check_bahdanau_attention", lambda: (BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT),
+        items=(1, 0), returns="(context, weights)"),
+}
+CHECKS.update(_beyond_checks.checks("check_padded_bahdanau_weights"))
+
 
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
 
 
 def check_padded_bahdanau_weights(padded_bahdanau_weights: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -128,7 +140,7 @@ def check_padded_bahdanau_weights(padded_bahdanau_weights: Callable[..., Tensor]
     version left in is named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond_early.PADDED_BAHDANAU_WEIGHTS, padded_bahdanau_weights, seed)
+    run_check(CHECKS["check_padded_bahdanau_weights"], padded_bahdanau_weights, seed)

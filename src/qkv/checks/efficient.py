@@ -10,16 +10,14 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond
-from ._experiment import run_experiment
+from . import _beyond_checks
 from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._efficient_mistakes import kv_step_variant, online_variant, short_chunks
 from ._inputs import bool_mask
-from ._span import KeySpanWatch
 
 __all__ = [
     "check_chunked_attention",
@@ -125,7 +123,7 @@ _MISTAKES = [
 
 CHUNKED_ATTENTION = Exercise(
     name="chunked_attention", reference=via_float32(qkv.chunked_attention), cases=_cases(),
-    mistakes=_MISTAKES, forbid=TORCH_ATTENTION, watch=KeySpanWatch,
+    mistakes=_MISTAKES, forbid=TORCH_ATTENTION,
     compare=_close_or_empty_row, legend="(..., L, Ev)",
     error_hints=[("without overflow", FILL_HINT)],
 )
@@ -135,10 +133,6 @@ def check_chunked_attention(chunked_attention: Callable[..., Tensor],
                             seed: Optional[int] = 0) -> None:
     """Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
     chunk_size=256)`` against :func:`qkv.chunked_attention`.
-
-    Besides the output, the check watches the tensors the answer creates
-    (:class:`KeySpanWatch`): one made from the queries that spans all S keys (the full
-    ``(..., L, S)`` scores, or a full row of them per query) means the chunking was skipped.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -251,9 +245,15 @@ def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] =
     __tracebackhide__ = True
     run_check(KV_CACHE_STEP, kv_cache_step, seed)
 
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP)
+CHECKS.update(_beyond_checks.checks("check_streaming_attention", "check_fp16_overflow_rate"))
+
+
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
+# registered in ._beyond_checks).
 
 
 def check_streaming_attention(streaming_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -262,10 +262,10 @@ def check_streaming_attention(streaming_attention: Callable[..., Tensor], seed: 
     named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond.STREAMING_ATTENTION, streaming_attention, seed)
+    run_check(CHECKS["check_streaming_attention"], streaming_attention, seed)
 
 
 def check_fp16_overflow_rate(fp16_overflow_rate: Callable[..., float], seed: Optional[int] = 0) -> None:
@@ -273,7 +273,7 @@ def check_fp16_overflow_rate(fp16_overflow_rate: Callable[..., float], seed: Opt
     :mod:`._experiment`).
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_experiment(_beyond.FP16_OVERFLOW_RATE, fp16_overflow_rate, seed)
+    run_check(CHECKS["check_fp16_overflow_rate"], fp16_overflow_rate, seed)

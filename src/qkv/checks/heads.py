@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _beyond
+from ._checks import checks_of, run_check
 from ._exercise import Case, Exercise, Mistake
 from ._inputs import randn
 
@@ -104,16 +104,20 @@ REPEAT_LOSS = Exercise(
 )
 
 
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(MEAN_ABLATE, REPEAT_LOSS)
+
+
 def check_mean_ablate(mean_ablate: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
     """Check the fixed ``mean_ablate(head_outputs, heads, num_heads)``: the heads' outputs
     side by side, ``(B, T, D)``, with each listed head replaced by its mean over the batch and
     the positions; a bug of the printed version left in is named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(MEAN_ABLATE, mean_ablate, seed)
+    run_check(CHECKS["check_mean_ablate"], mean_ablate, seed)
 
 
 def check_repeat_loss(repeat_loss: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -121,7 +125,7 @@ def check_repeat_loss(repeat_loss: Callable[..., Tensor], seed: Optional[int] = 
     the positions ``repeat`` marks (position ``t`` predicts token ``t + 1``).
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(REPEAT_LOSS, repeat_loss, seed)
+    run_check(CHECKS["check_repeat_loss"], repeat_loss, seed)

@@ -16,15 +16,14 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond, _beyond_early
-from ._experiment import run_experiment
+from . import _beyond_checks
 from ._attention import TORCH_ATTENTION
 from ._exercise import Case, Exercise, Forbidden
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import ExerciseCheck, checks_of, run_check
 from ._inputs import bool_mask, randn
 from ._lookup_mistakes import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
-from ._pairs import pick, picked, run_pair
+from ._pairs import picked
 
 __all__ = [
     "check_additive_score",
@@ -159,13 +158,13 @@ SOFTMAX = Exercise(
 
 SOFT_LOOKUP_WEIGHTS = Exercise(
     name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 1)), cases=_soft_cases(),
-    mistakes=soft_mistakes(1), run_student=pick(1, "output, weights"),
+    mistakes=soft_mistakes(1),
     forbid=TORCH_ATTENTION, helpers={"softmax": qkv.softmax},
     legend="(..., L, S) for the weights",
 )
 SOFT_LOOKUP_OUTPUT = Exercise(
     name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 0)), cases=_soft_cases(),
-    mistakes=soft_mistakes(0), run_student=pick(0, "output, weights"),
+    mistakes=soft_mistakes(0),
     forbid=TORCH_ATTENTION, helpers={"softmax": qkv.softmax},
     legend="(..., L, Ev) for the output",
 )
@@ -206,7 +205,7 @@ def check_soft_lookup(soft_lookup: Callable[..., Any], seed: Optional[int] = 0) 
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_pair((SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT), soft_lookup, seed)
+    run_check(CHECKS["check_soft_lookup"], soft_lookup, seed)
 
 
 def check_additive_score(additive_score: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -229,8 +228,21 @@ def check_luong_score(luong_score: Callable[..., Tensor], seed: Optional[int] = 
     run_check(LUONG_SCORE, luong_score, seed)
 
 
+#: This module's checks, by the name test cells call them (for :mod:`.grading`). soft_lookup
+#: returns a pair: the weights are compared first (where most mistakes show), then the output.
+CHECKS = {
+    **checks_of(SOFTMAX, ADDITIVE_SCORE, LUONG_SCORE),
+    "check_soft_lookup": ExerciseCheck("check_soft_lookup",
+                                       lambda: (SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT),
+                                       items=(1, 0), returns="(output, weights)"),
+}
+CHECKS.update(_beyond_checks.checks("check_top_k_lookup", "check_lookup_entropy"))
+
+
+
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
 
 
 def check_top_k_lookup(top_k_lookup: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -238,10 +250,10 @@ def check_top_k_lookup(top_k_lookup: Callable[..., Tensor], seed: Optional[int] 
     keys only; a bug of the printed version left in is named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond_early.TOP_K_LOOKUP, top_k_lookup, seed)
+    run_check(CHECKS["check_top_k_lookup"], top_k_lookup, seed)
 
 
 def check_lookup_entropy(lookup_entropy: Callable[..., float], seed: Optional[int] = 0) -> None:
@@ -249,7 +261,7 @@ def check_lookup_entropy(lookup_entropy: Callable[..., float], seed: Optional[in
     :mod:`._experiment`).
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_experiment(_beyond_early.LOOKUP_ENTROPY, lookup_entropy, seed)
+    run_check(CHECKS["check_lookup_entropy"], lookup_entropy, seed)

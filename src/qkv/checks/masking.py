@@ -10,11 +10,10 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond
-from ._experiment import run_experiment
+from . import _beyond_checks
 from ._attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
 from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._harness import run_check
+from ._checks import checks_of, run_check
 
 __all__ = [
     "check_causal_mask",
@@ -145,9 +144,15 @@ def check_padding_mask(padding_mask: Callable[..., Tensor], seed: Optional[int] 
     __tracebackhide__ = True
     run_check(PADDING_MASK, padding_mask, seed)
 
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK)
+CHECKS.update(_beyond_checks.checks("check_padded_causal_attention", "check_padding_leak"))
+
+
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
+# registered in ._beyond_checks).
 
 
 def check_padded_causal_attention(padded_causal_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -156,10 +161,10 @@ def check_padded_causal_attention(padded_causal_attention: Callable[..., Tensor]
     left in is named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond.PADDED_CAUSAL_ATTENTION, padded_causal_attention, seed)
+    run_check(CHECKS["check_padded_causal_attention"], padded_causal_attention, seed)
 
 
 def check_padding_leak(padding_leak: Callable[..., float], seed: Optional[int] = 0) -> None:
@@ -167,7 +172,7 @@ def check_padding_leak(padding_leak: Callable[..., float], seed: Optional[int] =
     :mod:`._experiment`).
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_experiment(_beyond.PADDING_LEAK, padding_leak, seed)
+    run_check(CHECKS["check_padding_leak"], padding_leak, seed)

@@ -10,15 +10,16 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond, _beyond_early
+from . import _beyond_checks
 from ._attention import TORCH_ATTENTION
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
+from .result import CheckFailed, CheckResult
 from ._inputs import randn
 from ._multi_head_mistakes import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
                                    merge_variant, split_variant)
-from ._multi_head_module import close_pair, mha_cases, reference, run_student
+from ._multi_head_module import close_pair, mha_cases, reference, run_student, with_spec_dict
 
 __all__ = [
     "check_MultiHeadAttention",
@@ -159,7 +160,7 @@ def check_merge_heads(merge_heads: Callable[..., Tensor], seed: Optional[int] = 
 
 MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention", reference=via_float32(reference), cases=mha_cases(),
-    mistakes=MHA_MISTAKES,
+    mistakes=[with_spec_dict(m) for m in MHA_MISTAKES],
     run_student=run_student,
     forbid=TORCH_ATTENTION,
     # The student's split_heads and merge_heads are the reference's while the check runs (a
@@ -186,13 +187,20 @@ def check_MultiHeadAttention(MultiHeadAttention: Any, seed: Optional[int] = 0) -
     """
     __tracebackhide__ = True
     if not isinstance(MultiHeadAttention, type):
-        raise AssertionError("check_MultiHeadAttention expects your class MultiHeadAttention "
-                             f"itself, got {type(MultiHeadAttention).__name__}")
+        raise CheckFailed(CheckResult("MultiHeadAttention", False, seed, what=(
+            "check_MultiHeadAttention expects your class MultiHeadAttention itself, got "
+            f"{type(MultiHeadAttention).__name__}")))
     run_check(MULTI_HEAD_ATTENTION, MultiHeadAttention, seed)
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION)
+CHECKS.update(_beyond_checks.checks("check_multi_head_self_attention"))
+
 
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
 
 
 def check_multi_head_self_attention(multi_head_self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -200,7 +208,7 @@ def check_multi_head_self_attention(multi_head_self_attention: Callable[..., Ten
     the printed version left in is named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond_early.MULTI_HEAD_SELF_ATTENTION, multi_head_self_attention, seed)
+    run_check(CHECKS["check_multi_head_self_attention"], multi_head_self_attention, seed)

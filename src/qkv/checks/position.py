@@ -10,10 +10,9 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond, _beyond_early
-from ._experiment import run_experiment
+from . import _beyond_checks
 from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._inputs import randn
 from ._position_mistakes import alibi_variant, rope_variant, sinusoid_variant
 
@@ -220,9 +219,15 @@ def check_alibi_bias(alibi_bias: Callable[..., Tensor], seed: Optional[int] = 0)
     __tracebackhide__ = True
     run_check(ALIBI_BIAS, alibi_bias, seed)
 
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(SINUSOIDAL_ENCODING, APPLY_ROPE, ALIBI_BIAS)
+CHECKS.update(_beyond_checks.checks("check_apply_rope_scaled", "check_alibi_far_weight"))
+
+
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
 
 
 def check_apply_rope_scaled(apply_rope_scaled: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -230,10 +235,10 @@ def check_apply_rope_scaled(apply_rope_scaled: Callable[..., Tensor], seed: Opti
     position ``t / factor``); a bug of the printed version left in is named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond_early.APPLY_ROPE_SCALED, apply_rope_scaled, seed)
+    run_check(CHECKS["check_apply_rope_scaled"], apply_rope_scaled, seed)
 
 
 def check_alibi_far_weight(alibi_far_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
@@ -241,7 +246,7 @@ def check_alibi_far_weight(alibi_far_weight: Callable[..., float], seed: Optiona
     :mod:`._experiment`).
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_experiment(_beyond_early.ALIBI_FAR_WEIGHT, alibi_far_weight, seed)
+    run_check(CHECKS["check_alibi_far_weight"], alibi_far_weight, seed)

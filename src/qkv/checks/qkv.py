@@ -17,12 +17,11 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond, _beyond_early
-from ._experiment import run_experiment
+from . import _beyond_checks
 from ._attention import TORCH_ATTENTION, attend
 from ._exercise import Case, Exercise, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._inputs import randn
 
 __all__ = [
@@ -197,9 +196,15 @@ def check_cross_attention(cross_attention: Callable[..., Tensor], seed: Optional
     __tracebackhide__ = True
     run_check(CROSS_ATTENTION, cross_attention, seed)
 
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(SELF_ATTENTION, CROSS_ATTENTION)
+CHECKS.update(_beyond_checks.checks("check_self_attention_no_self", "check_self_weight"))
+
+
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
 
 
 def check_self_attention_no_self(self_attention_no_self: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -207,10 +212,10 @@ def check_self_attention_no_self(self_attention_no_self: Callable[..., Tensor], 
     no token attends to itself; a bug of the printed version left in is named.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond_early.SELF_ATTENTION_NO_SELF, self_attention_no_self, seed)
+    run_check(CHECKS["check_self_attention_no_self"], self_attention_no_self, seed)
 
 
 def check_self_weight(self_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
@@ -218,7 +223,7 @@ def check_self_weight(self_weight: Callable[..., float], seed: Optional[int] = 0
     :mod:`._experiment`).
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_experiment(_beyond_early.SELF_WEIGHT, self_weight, seed)
+    run_check(CHECKS["check_self_weight"], self_weight, seed)

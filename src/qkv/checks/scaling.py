@@ -12,22 +12,24 @@ generator passed in.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, List, Optional
+from functools import partial
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 import qkv
 
-from . import _beyond
+from . import _beyond_checks
 from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from ._compare import close, is_tensor
-from ._exercise import Case, Exercise
-from ._experiment import run_experiment
+from ._exercise import NOTHING, Case, Exercise
 from ._half import half_case, via_float32
-from ._harness import run_check, start_check
-from ._inputs import bool_mask, devices, randn
-from ._measure import SPREAD_SEEDS, judge_draws, judge_generator, judge_spread, measure
+from ._checks import Check, ExerciseCheck, run_check, single
+from ._harness import Raised, split_outcome, plain
+from ._notice import notice_text, reference_names
+from ._inputs import bool_mask, randn
+from .result import CheckResult, mistake_id
 
 __all__ = [
     "check_attention_scores",
@@ -185,9 +187,8 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..
         AssertionError: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_check(MASKED_ATTENTION if masks == "only" else
-              SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,
-              scaled_dot_product_attention, seed)
+    run_check(CHECKS["check_scaled_dot_product_attention"], scaled_dot_product_attention, seed,
+              masks=masks)
 
 
 # --------------------------------------------------------------------------- variance
@@ -228,24 +229,119 @@ def _variance_mistakes(d: int):
 
 
 _VARIANCE = "dot_product_variance"
+#: How many seeds the spread test uses, and the spread it accepts (in standard errors).
+SPREAD_SEEDS = 16
+SPREAD_RANGE = (0.25, 3.0)
+_GENERATOR_HINT = ("draw every random number from the generator passed in: "
+                   "torch.randn(..., generator=generator)")
+_MEASURE_HINT = ("measure: draw n_samples pairs (q, k) from the generator and return the "
+                 "variance of their dot products, not the formula")
 
 
-def _variance_where(d: int, device: torch.device) -> str:
-    return f"d_k={d}, n_samples={VARIANCE_SAMPLES}, generator on {device.type}"
+def _where(d: int) -> str:
+    return f"d_k={d}, n_samples={VARIANCE_SAMPLES}"
 
 
-def _judge_estimate(value: float, d: int, where: str) -> None:
-    """Fail unless ``value`` is within the tolerance of ``d``, naming the mistake it is near."""
-    __tracebackhide__ = True
+def _as_number(value: Any) -> Optional[float]:
+    """The answer as a float: a Python number, or a one-element floating tensor."""
+    if type(value) in (int, float):
+        return float(value)
+    if is_tensor(value) and value.numel() == 1 and value.is_floating_point():
+        return float(value.detach().reshape(()).item())
+    return None
+
+
+class _VarianceCheck(Check):
+    """``dot_product_variance(d_k, n_samples, generator)``: a measurement, judged as one.
+
+    Its inputs are ``(d_k, n_samples, generator seed)``; :meth:`run_student` makes the
+    generator. The verdict: each estimate within 5 standard errors of ``d_k``; the same
+    seed gives the same number and another seed another; over 16 seeds the answers spread
+    as a sample variance does (a formula plus a little noise is too steady).
+    """
+
+    def __init__(self) -> None:
+        super().__init__("check_dot_product_variance", every_device=False)
+
+    def plan(self, seed: int) -> List[Tuple[int, int]]:
+        s = 1000 * seed
+        plan = [(d, s + i) for i, d in enumerate(VARIANCE_DIMS)]
+        plan += [(VARIANCE_DIMS[0], s), (VARIANCE_DIMS[0], s + 1)]  # reproducible, not fixed
+        return plan + [(VARIANCE_DIMS[0], s + 100 + k) for k in range(SPREAD_SEEDS)]
+
+    def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
+        self.resolve(options)
+        return [((d, VARIANCE_SAMPLES, s), {}) for d, s in self.plan(seed)]
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        d, n, s = args
+        got = student(d, n, torch.Generator().manual_seed(s))
+        return plain(got), tuple(reference_names(student, _VARIANCE, NOTHING, {}))
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        plan, values, notices = self.plan(seed), [], []
+        for i, (d, _) in enumerate(plan):
+            where = _where(d)
+            fail = partial(CheckResult, _VARIANCE, False, seed, where)
+            if i >= len(outcomes):
+                return fail(what=f"your {_VARIANCE} did not finish on {where}", kind="timeout")
+            out = outcomes[i]
+            if isinstance(out, Raised):
+                if out.type == "NotImplementedError":
+                    return fail(kind="not written")
+                hint = ("draw on the generator's device: torch.randn(..., generator=generator, "
+                        "device=generator.device)" if any(
+                            w in out.message.lower() for w in ("generator", "device")) else "")
+                first = (out.message.strip().splitlines() or [""])[0]
+                return fail(what=f"it raised {out.type}: {first}", hint=hint, kind="raised")
+            got, noticed = split_outcome(out)
+            notices += [n for n in noticed if n not in notices]
+            value = _as_number(got)
+            if value is None or not math.isfinite(value):
+                return fail(what=f"it returned {got!r}, expected one finite number",
+                            hint="return the variance as a float (e.g. dots.var().item()) or a "
+                                 "one-element tensor")
+            values.append(value)
+        k = len(VARIANCE_DIMS)
+        for (d, _), value in zip(plan, values[:k]):
+            found = _judge_estimate(value, d)
+            if found:
+                return CheckResult(_VARIANCE, False, seed, _where(d), **found)
+        where = _where(VARIANCE_DIMS[0])
+        if values[k] != values[0]:
+            return CheckResult(_VARIANCE, False, seed, where, what="two calls with identically "
+                               "seeded generators gave different answers", hint=_GENERATOR_HINT)
+        if values[k + 1] == values[0]:
+            return CheckResult(_VARIANCE, False, seed, where, what="generators with different "
+                               "seeds gave exactly the same answer", hint=_MEASURE_HINT)
+        se = variance_tolerance(VARIANCE_DIMS[0], VARIANCE_SAMPLES) / VARIANCE_SIGMAS
+        spread = values[k + 2:]
+        mean = sum(spread) / len(spread)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in spread) / (len(spread) - 1))
+        low, high = SPREAD_RANGE
+        if not low * se <= sd <= high * se:
+            return CheckResult(_VARIANCE, False, seed, where, what=(
+                f"over {len(spread)} seeds the answers spread by {sd:.3g}, where a sample "
+                f"variance of n_samples dot products spreads by about {se:.3g}: this is not a "
+                f"measurement"), hint="measure: return the variance of the dot products of the "
+                "q and k you drew, nothing added or rounded")
+        return CheckResult(_VARIANCE, True, seed, notice=notice_text(notices))
+
+
+def _judge_estimate(value: float, d: int) -> Optional[dict]:
+    """The fields of a failure unless ``value`` is within the tolerance of ``d``, naming the
+    mistake it is near."""
     tol = variance_tolerance(d, VARIANCE_SAMPLES)
     if abs(value - d) <= tol:
-        return
+        return None
     for near, mistake, hint, *within in _variance_mistakes(d):
         if abs(value - near) <= (within[0] if within else max(tol, 0.1 * abs(near), 0.05)):
-            raise AssertionError(f"{_VARIANCE}: wrong on {where}: got {value:.4g}, which "
-                                 f"looks like {mistake}\nLook at: {hint}")
-    raise AssertionError(f"{_VARIANCE}: wrong on {where}: got {value:.4g}, expected d_k = {d} "
-                         f"within {tol:.3g} (5 standard errors)")
+            return dict(what=f"got {value:.4g}, which looks like {mistake}", hint=hint,
+                        mistake=mistake, mistake_id=mistake_id(mistake))
+    return dict(what=f"got {value:.4g}, expected d_k = {d} within {tol:.3g} (5 standard errors)")
+
+
+VARIANCE_CHECK = _VarianceCheck()
 
 
 def check_dot_product_variance(dot_product_variance: Callable[..., Any],
@@ -255,56 +351,54 @@ def check_dot_product_variance(dot_product_variance: Callable[..., Any],
     For d_k in 4, 64 and 256 with 20,000 samples, the answer must lie within
     ``5 * d_k * sqrt((2 + 6 / d_k) / n_samples)`` of ``d_k`` (5 standard errors of the
     sample variance: a right answer fails by chance far less than once in a million).
-    It must behave as a measurement: draw at least ``2 * n_samples * d_k`` random
-    numbers, all from the generator passed in (the same seed gives the same number,
-    another seed another number), and vary from seed to seed as much as a sample
-    variance does (over 16 seeds, a spread between 1/4 and 3 times its standard error).
-    On a CUDA machine it must draw on a CUDA generator's device.
+    It must behave as a measurement: the same seed gives the same number, another seed
+    another number, and it varies from seed to seed as much as a sample variance does
+    (over 16 seeds, a spread between 1/4 and 3 times its standard error).
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    seed, note = start_check(_VARIANCE, dot_product_variance, seed)
-    for device in devices():
-        if device.type == "mps":
-            continue  # CPU (and CUDA where present) cover the generator's device
-        s = 1000 * seed
-        plan = [(d, s + i) for i, d in enumerate(VARIANCE_DIMS)]
-        plan += [(VARIANCE_DIMS[0], s), (VARIANCE_DIMS[0], s + 1)]  # reproducible, and not fixed
-        plan += [(VARIANCE_DIMS[0], s + 100 + k) for k in range(SPREAD_SEEDS)]
-        answers = measure(dot_product_variance, plan, VARIANCE_SAMPLES, device,
-                          lambda d: _variance_where(d, device), note)
-        values = [v for v, _ in answers]
-        k = len(VARIANCE_DIMS)
-        for (d, _), value in zip(plan, values[:k]):
-            try:
-                _judge_estimate(value, d, _variance_where(d, device))
-            except AssertionError as e:
-                raise AssertionError(f"{e}{note}") from None
-        for (d, _), (_, drawn) in zip(plan, answers):
-            judge_draws(drawn, d, VARIANCE_SAMPLES, _variance_where(d, device), note)
-        where = _variance_where(VARIANCE_DIMS[0], device)
-        judge_generator(values[0], values[k:k + 2], where, note)
-        se = variance_tolerance(VARIANCE_DIMS[0], VARIANCE_SAMPLES) / VARIANCE_SIGMAS
-        judge_spread(values[k + 2:], se, where, note)
+    run_check(VARIANCE_CHECK, dot_product_variance, seed)
+
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = {
+    "check_attention_scores": single(ATTENTION_SCORES),
+    "check_scaled_dot_product_attention": ExerciseCheck(
+        "check_scaled_dot_product_attention",
+        lambda masks: (MASKED_ATTENTION if masks == "only" else
+                       SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
+        options={"masks": True}),
+    "check_dot_product_variance": VARIANCE_CHECK,
+}
+CHECKS.update(_beyond_checks.checks("check_attention_with_temperature", "check_max_weight"))
 
 
 # --------------------------------------------------------------------------- beyond the page
-# Assignment 4's debugging exercise and experiment (specified in ._beyond).
+# Assignment 4's debugging exercise and experiment (specified in ._beyond, registered in
+# ._beyond_checks).
 
 
 def check_attention_with_temperature(attention_with_temperature: Callable[..., Tensor],
                                      seed: Optional[int] = 0) -> None:
     """Check the fixed ``attention_with_temperature(query, key, value, temperature=1.0)``:
     ``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``; a bug of the printed version
-    left in is named."""
+    left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
     __tracebackhide__ = True
-    _beyond.check(_beyond.ATTENTION_WITH_TEMPERATURE, attention_with_temperature, seed)
+    run_check(CHECKS["check_attention_with_temperature"], attention_with_temperature, seed)
 
 
 def check_max_weight(max_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
     """Check the experiment ``max_weight(d_k, scaled, generator)`` as a measurement (see
-    :mod:`._experiment`): at d_k = 16 and 512, scaled, and 512 unscaled."""
+    :mod:`._experiment`): at d_k = 16 and 512, scaled, and 512 unscaled.
+
+    Raises:
+        CheckFailed: naming the setting it fails on and what to look at.
+    """
     __tracebackhide__ = True
-    run_experiment(_beyond.MAX_WEIGHT, max_weight, seed)
+    run_check(CHECKS["check_max_weight"], max_weight, seed)

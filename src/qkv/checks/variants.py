@@ -10,12 +10,11 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond
-from ._experiment import run_experiment
+from . import _beyond_checks
 from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
 from ._exercise import Case, Exercise, Forbidden, Mistake
 from ._half import half_case, via_float32
-from ._harness import run_check
+from ._checks import checks_of, run_check
 from ._inputs import randn
 from ._variants_mistakes import bottom_right_variant, gqa_attention_mistake, gqa_variant, repeat_variant
 
@@ -213,9 +212,16 @@ def check_causal_mask_bottom_right(causal_mask_bottom_right: Callable[..., Tenso
     __tracebackhide__ = True
     run_check(CAUSAL_MASK_BOTTOM_RIGHT, causal_mask_bottom_right, seed)
 
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(REPEAT_KV, GROUPED_QUERY_ATTENTION, CAUSAL_MASK_BOTTOM_RIGHT)
+CHECKS.update(_beyond_checks.checks("check_linear_attention", "check_dilated_window_mask_mod",
+                                    "check_linear_gap"))
+
+
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
+# registered in ._beyond_checks).
 
 
 def check_linear_attention(linear_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -223,10 +229,10 @@ def check_linear_attention(linear_attention: Callable[..., Tensor], seed: Option
     ``elu(x) + 1``, against :func:`qkv.linear_attention`.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond.LINEAR_ATTENTION, linear_attention, seed)
+    run_check(CHECKS["check_linear_attention"], linear_attention, seed)
 
 
 def check_dilated_window_mask_mod(dilated_window_mask_mod: Callable[..., Any], seed: Optional[int] = 0) -> None:
@@ -235,10 +241,10 @@ def check_dilated_window_mask_mod(dilated_window_mask_mod: Callable[..., Any], s
     evaluated on every (query, key) pair.
 
     Raises:
-        AssertionError: naming the input it fails on and what to look at.
+        CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    _beyond.check(_beyond.DILATED_WINDOW_MASK_MOD, dilated_window_mask_mod, seed)
+    run_check(CHECKS["check_dilated_window_mask_mod"], dilated_window_mask_mod, seed)
 
 
 def check_linear_gap(linear_gap: Callable[..., float], seed: Optional[int] = 0) -> None:
@@ -249,4 +255,4 @@ def check_linear_gap(linear_gap: Callable[..., float], seed: Optional[int] = 0) 
         AssertionError: naming the setting it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_experiment(_beyond.LINEAR_GAP, linear_gap, seed)
+    run_check(CHECKS["check_linear_gap"], linear_gap, seed)

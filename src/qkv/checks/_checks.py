@@ -1,0 +1,264 @@
+"""A check as the test cells name it (``check_softmax``), and running it in the student's kernel.
+
+A :class:`Check` knows, for the options a test cell passes (``masks=False``), its inputs
+(:meth:`Check.calls`), how the student's object is called (:meth:`Check.run_student`) and
+the verdict (:meth:`Check.judge`). :func:`run_check` is what every ``check_<name>`` does in
+the kernel: those same three steps, then :class:`~.result.CheckFailed` on a failure.
+:mod:`qkv.checks.grading` offers the same steps to the trusted grader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from . import _harness
+from ._exercise import Args, Exercise
+from ._harness import Raised
+from ._kind import WRONG_DEVICE
+from .result import CheckFailed, CheckResult, show
+
+__all__: list = []
+
+#: Seconds one call of the student's code may take in the kernel (``QKV_CHECK_SECONDS``).
+SECONDS = 10.0
+
+
+class Check:
+    """One ``check_<name>``: the base of :class:`ExerciseCheck` and the variance check.
+
+    Args:
+        name: the check function's name, e.g. ``"check_softmax"``.
+        options: the keyword options its test cells may pass, with their defaults.
+        every_device: also run on CUDA in the kernel when present.
+    """
+
+    def __init__(self, name: str, options: Optional[Mapping[str, Any]] = None,
+                 every_device: bool = True) -> None:
+        self.name = name
+        self.exercise = name[len("check_"):]
+        self.options = dict(options or {})
+        self.every_device = every_device
+
+    def resolve(self, options: Mapping[str, Any]) -> Dict[str, Any]:
+        """The options with their defaults; a clear error for an unknown one."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            takes = ", ".join(f"{k}={v!r}" for k, v in self.options.items()) or "no options"
+            raise TypeError(f"{self.name} has no option {unknown[0]!r} (it takes {takes})")
+        return {**self.options, **options}
+
+    def calls(self, seed: int, **options: Any) -> List[Args]:
+        raise NotImplementedError
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        raise NotImplementedError
+
+
+class ExerciseCheck(Check):
+    """A check made of exercises (:class:`~._exercise.Exercise`).
+
+    Args:
+        choose: the exercises for the given options (``choose(**options)``); with ``items``,
+            several exercises that compare one item each of the pair the student returns.
+        items: for a function returning a pair, which item each exercise compares.
+        returns: the pair in words, e.g. ``"(output, weights)"``.
+    """
+
+    def __init__(self, name: str, choose: Callable[..., Sequence[Exercise]],
+                 options: Optional[Mapping[str, Any]] = None,
+                 items: Optional[Sequence[int]] = None, returns: str = "") -> None:
+        super().__init__(name, options)
+        self.choose = choose
+        self.items = tuple(items) if items else None
+        self.returns = returns
+
+    def exercises(self, **options: Any) -> Sequence[Exercise]:
+        return tuple(self.choose(**self.resolve(options)))
+
+    def calls(self, seed: int, **options: Any) -> List[Args]:
+        return _harness.calls(self.exercises(**options)[0], seed)
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        return _harness.run_student(self.exercises(**options)[0], student, args, kwargs)
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        result = None
+        for i, exercise in enumerate(self.exercises(**options)):
+            item = self.items[i] if self.items else None
+            result = _harness.judge(exercise, seed, outcomes, item, self.returns)
+            if not result.passed:
+                return result
+        assert result is not None
+        return result
+
+
+def single(exercise: Exercise, name: str = "") -> ExerciseCheck:
+    """The check of one exercise with no options."""
+    return ExerciseCheck(name or f"check_{exercise.name}", lambda: (exercise,))
+
+
+# --------------------------------------------------------------------------- in the kernel
+
+
+def _seconds() -> float:
+    try:
+        value = float(os.environ.get("QKV_CHECK_SECONDS", SECONDS))
+    except ValueError:
+        return SECONDS
+    return value if value > 0 else SECONDS
+
+
+def _moved(x: Any, device: torch.device) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, tuple):
+        return tuple(_moved(v, device) for v in x)
+    if isinstance(x, dict):  # kwargs: a device= crosses as its name
+        return {k: str(device) if k == "device" and isinstance(v, str) else _moved(v, device)
+                for k, v in x.items()}
+    return x
+
+
+def _devices_of(x: Any) -> set:
+    if isinstance(x, torch.Tensor):
+        return {x.device.type}
+    if isinstance(x, tuple):
+        return set().union(*(_devices_of(v) for v in x)) if x else set()
+    return set()
+
+
+def _run_all(check: Check, student: Any, inputs: List[Args], options: Mapping[str, Any],
+             device: Optional[torch.device]) -> Tuple[list, Optional[str]]:
+    """Run the student's object on every input (stop at the first exception or slow call).
+
+    Returns:
+        the outcomes (on the CPU), and what went wrong with the device or the time, if anything.
+    """
+    limit, outcomes = _seconds(), []
+    for args, kwargs in inputs:
+        if device is not None:
+            args, kwargs = _moved(args, device), _moved(kwargs, device)
+        start = time.perf_counter()
+        try:
+            out = check.run_student(student, args, kwargs, **options)
+        except Exception as e:  # noqa: BLE001 (the student's code may raise anything)
+            outcomes.append(Raised.of(e))
+            return outcomes, None
+        if time.perf_counter() - start > limit:
+            return outcomes, f"took more than {limit:g} s"
+        if device is not None:
+            result, noticed = out
+            if _devices_of(result) - {device.type}:
+                return outcomes, "device"
+            out = (_moved(result, torch.device("cpu")), noticed)
+        outcomes.append(out)
+    return outcomes, None
+
+
+def check_now(check: Check, student: Any, seed: int, **options: Any) -> CheckResult:
+    """Run one check in this kernel and return its result (never raises for a wrong answer)."""
+    options = check.resolve(options)
+    inputs = check.calls(seed, **options)
+    devices: List[Optional[torch.device]] = [None]
+    if check.every_device and torch.cuda.is_available():
+        devices.append(torch.device("cuda"))
+    result = None
+    # The inputs are tiny: waking a pool of threads for each op costs more than the op
+    # (tens of ms on a busy machine), so the check runs single-threaded, and puts it back.
+    # The student's global random state is left as it was (building a module draws from it).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    gpus = list(range(torch.cuda.device_count())) if len(devices) > 1 else []
+    try:
+        with torch.random.fork_rng(devices=gpus):
+            for device in devices:
+                result = _on(check, student, seed, inputs, options, device)
+                if not result.passed:
+                    return result
+    finally:
+        torch.set_num_threads(threads)
+    assert result is not None
+    return result
+
+
+def _on(check: Check, student: Any, seed: int, inputs: List[Args], options: Mapping[str, Any],
+        device: Optional[torch.device]) -> CheckResult:
+    """The check's result on one device (``None``: the CPU, where the inputs are)."""
+    outcomes, trouble = _run_all(check, student, inputs, options, device)
+    result = check.judge(seed, outcomes, **options)
+    on = f" on {device.type}" if device is not None else ""
+    if not result.passed and trouble == "device" and result.kind == "timeout":
+        return dataclasses.replace(result, input=result.input + on, kind="wrong", hint=WRONG_DEVICE,
+                                   what=f"the result is not on {device.type}, the inputs' device")
+    if not result.passed and trouble and result.kind == "timeout":
+        return dataclasses.replace(result, input=result.input + on,
+                                   what=f"your {check.exercise} {trouble} on {result.input}{on}")
+    return dataclasses.replace(result, input=result.input + on) if on and not result.passed \
+        else result
+
+
+def fresh_seed() -> int:
+    """A seed nobody can know in advance (32 bits from the operating system)."""
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def checks_of(*exercises: Exercise) -> Dict[str, Check]:
+    """``{"check_<name>": its check}`` for exercises checked alone, with no options."""
+    return {f"check_{e.name}": single(e) for e in exercises}
+
+
+def run_check(check: Any, student: Any, seed: Optional[int] = 0, **options: Any) -> None:
+    """What ``check_<name>(student, seed, **options)`` does in the student's kernel.
+
+    Args:
+        check: a :class:`Check`, or an :class:`~._exercise.Exercise` checked alone.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at (``.result``).
+        TypeError, ValueError: a bad seed or option (the test cell's mistake).
+    """
+    __tracebackhide__ = True
+    if isinstance(check, Exercise):
+        check = single(check)
+    name = check.exercise
+    if not callable(student):
+        raise CheckFailed(CheckResult(name, False, seed, what=(
+            f"check_{name} expects your {name} itself, got {type(student).__name__}")))
+    if seed is not None and (type(seed) is bool or not isinstance(seed, int)):
+        raise TypeError(f"check_{name}: seed must be None (fresh random inputs) or an int, "
+                        f"got {type(seed).__name__}")
+    if seed is not None and not 0 <= seed < 2**32:
+        raise ValueError(f"check_{name}: seed must be from 0 to 2**32 - 1, got {seed}")
+    note = ""
+    if seed is None:
+        seed = fresh_seed()
+        note = (f"(random inputs, seed={seed}: check_{name}(your_{name}, seed={seed}) draws "
+                "them again)")
+    # The student's warnings are shown on stdout, after the check: nbgrader scores a test
+    # cell that writes to stderr as failed.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        result = check_now(check, student, seed, **options)
+    shown = []
+    for w in caught:
+        line = f"{w.category.__name__}: {w.message}"
+        if line not in shown:
+            shown.append(line)
+    if shown:
+        print("warnings your code gave while the check ran:\n  " + "\n  ".join(shown))
+    if not result.passed:
+        result = dataclasses.replace(result, note=note)
+    show(result)
+    if not result.passed:
+        raise CheckFailed(result)
+    if result.notice:
+        print(f"{name}: note: {result.notice}")

@@ -1,0 +1,136 @@
+"""A teaching notice for a call the exercise asks the student not to make.
+
+While the student's code runs, :class:`CallNotice` (a ``torch.overrides.TorchFunctionMode``,
+torch's public API for seeing torch calls) records the torch functions it calls that the
+exercise forbids (``torch.softmax`` in the softmax exercise, ``F.scaled_dot_product_attention``
+in an attention exercise). :func:`reference_names` looks, without running anything, at the
+names the student's functions use: one bound to the course's own version of the exercise
+(``qkv.softmax``) is noticed too. A notice teaches; it never fails a check and it is no
+defence (code in a notebook can change anything in its own kernel).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import CodeType, FunctionType, ModuleType
+from typing import Any, Iterator, List, Mapping
+
+from torch.overrides import TorchFunctionMode
+
+from ._exercise import Forbidden
+from ._helpers import _functions
+
+__all__: list = []
+
+
+class CallNotice(TorchFunctionMode):
+    """Records the names of the forbidden torch functions called while it is on."""
+
+    def __init__(self, forbid: Forbidden) -> None:
+        super().__init__()
+        self.forbid = forbid
+        self.calls: List[str] = []
+        self._paused = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None
+                           ) -> Any:
+        if not self._paused:
+            name = self.forbid.name_of(func)
+            if name and name not in self.calls:
+                self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Nothing is recorded inside (a reference helper the exercise gives the student)."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+
+
+def _codes(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, CodeType):
+            yield from _codes(c)
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not filled yet
+        return None
+
+
+def _course(value: Any) -> bool:
+    module = getattr(value, "__module__", "") or ""
+    return module.split(".")[0] == "qkv" and not module.startswith("qkv.checks")
+
+
+def reference_names(student: Any, exercise: str, forbid: Forbidden,
+                    helpers: Mapping[str, Any]) -> List[str]:
+    """``["qkv.softmax"]``: the course's functions and classes the student's code names,
+    except the helpers the exercise gives (the course's code does the work it asks for),
+    and torch's functions whose names the exercise forbids.
+
+    It reads the names the student's functions use (and the functions of theirs those
+    name, up to :data:`_MOST` of them), and the classes a student's class inherits from.
+    """
+    found: List[str] = []
+    allowed = set(helpers) | {getattr(h, "__name__", "") for h in helpers.values()}
+    kind = student if isinstance(student, type) else type(student)
+    for base in kind.__mro__[1:] if not isinstance(student, FunctionType) else ():
+        if _course(base) and base.__name__ not in allowed:
+            found.append(f"qkv.{base.__name__}")
+    todo, seen = list(_functions(student)), set()
+    while todo and len(seen) < _MOST:
+        f = todo.pop()
+        if f.__code__ in seen:
+            continue
+        seen.add(f.__code__)
+        names = {n for c in _codes(f.__code__) for n in c.co_names}
+        values = [f.__globals__.get(n) for n in names]
+        values += [_contents(c) for c in f.__closure__ or ()]
+        for value in values:
+            candidates = []
+            if isinstance(value, ModuleType) and value.__name__.split(".")[0] == "qkv":
+                candidates = [getattr(value, n, None) for n in names]
+            elif callable(value):
+                candidates = [value]
+            for c in candidates:
+                said = _said(c, forbid, allowed)
+                if said and said not in found:
+                    found.append(said)
+                elif isinstance(c, FunctionType) and _students(c):
+                    todo.append(c)  # a function of the student's own, called by the answer
+    return found
+
+
+#: How many of the student's functions :func:`reference_names` reads at most.
+_MOST = 50
+
+
+def _students(f: FunctionType) -> bool:
+    module = str(f.__globals__.get("__name__", "")).split(".")[0]
+    return module not in ("qkv", "torch", "builtins", "functools", "numpy")
+
+
+def _said(c: Any, forbid: Forbidden, allowed: set) -> Any:
+    """How a notice names ``c`` when the exercise asks not to call it, else ``None``."""
+    name = getattr(c, "__name__", "")
+    if isinstance(c, (FunctionType, type)) and _course(c) and name not in allowed:
+        return f"qkv.{name}"
+    if str(getattr(c, "__module__", "")).split(".")[0] == "torch" and name and \
+            forbid.matches(name):  # torch's ready-made version, by its name
+        return f"{c.__module__}.{name}"
+    return None
+
+
+def notice_text(calls: List[str]) -> str:
+    """The notice a result carries, ``""`` when nothing forbidden was called."""
+    if not calls:
+        return ""
+    return (f"you called {', '.join(calls)}; this exercise asks you to write it yourself "
+            f"(the check compares results only: this is a note for you, and a grader may read it)")
