@@ -205,3 +205,14 @@ def repeat_loss(logits, tokens, repeat):
 
 def repeat_loss_unshifted(logits, tokens, repeat):
     return F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")[repeat].mean()
+
+
+def alibi_far_weight(head, generator):
+    """The ALiBi experiment, with the course's bias in place of a student's alibi_bias."""
+    import qkv
+
+    q, k = torch.randn(64, 16, generator=generator), torch.randn(64, 16, generator=generator)
+    scores = (q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]).masked_fill(
+        ~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
+    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] > 16)[32:]
+    return (torch.softmax(scores, -1)[32:] * far).sum(-1).mean().item()

@@ -102,7 +102,7 @@ def max_weight(d_k: int, scaled: bool, generator: torch.Generator) -> float:
 MAX_WEIGHT = Experiment(
     name="max_weight", reference=max_weight,
     settings=((16, True), (512, True), (512, False)),
-    quantity="mean largest weight",
+    quantity="mean largest weight", helpers={"softmax": qkv.softmax},
     hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
          "scores by sqrt(d_k) only when scaled, and return the mean over the queries of each "
          "row's largest softmax weight")
@@ -321,6 +321,7 @@ def linear_gap(E: int, generator: torch.Generator) -> float:
 
 LINEAR_GAP = Experiment(
     name="linear_gap", reference=linear_gap, settings=((4,), (32,)),
+    helpers={"linear_attention": qkv.linear_attention},
     quantity="mean gap between softmax and linear attention",
     hint="draw q, k and v (64, E) from the generator in that order, compute softmax attention "
          "(scale 1/sqrt(E)) and your linear_attention on them, and return the mean absolute "

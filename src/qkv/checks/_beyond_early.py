@@ -121,7 +121,7 @@ def lookup_entropy(temperature: float, generator: torch.Generator) -> float:
 
 LOOKUP_ENTROPY = Experiment(
     name="lookup_entropy", reference=lookup_entropy, settings=((0.1,), (1.0,), (10.0,)),
-    quantity="mean entropy of the weights",
+    quantity="mean entropy of the weights", helpers={"softmax": qkv.softmax},
     hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
          "q @ k.T / temperature over the keys and return the mean over the queries of "
          "-sum(w * log w), in nats")
@@ -274,6 +274,7 @@ def alibi_far_weight(head: int, generator: torch.Generator) -> float:
 
 ALIBI_FAR_WEIGHT = Experiment(
     name="alibi_far_weight", reference=alibi_far_weight, settings=((0,), (4,), (7,)),
+    helpers={"alibi_bias": qkv.alibi_bias},
     quantity="mean weight beyond 16 positions",
     hint="draw q then k (64, 16) from the generator; scores q @ k.T / 4 plus your ALiBi bias of "
          "8 heads for that head, causal mask; return, over queries 32..63, the mean total weight "

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
 from ._checks import Check
 from ._exercise import NOTHING
 from ._harness import Raised, plain, split_outcome
+from ._helpers import reference_helpers
 from ._notice import notice_text, reference_names
 from .result import CheckResult
 
@@ -53,6 +54,9 @@ class Experiment:
         quantity: what the number is, in words ("the mean largest weight of a row").
         hint: what to look at when the numbers are not the reference's.
         seeds: seeds per setting.
+        helpers: the student's other answers the experiment may call (name -> the
+            reference's): while it runs they are the reference's, so that a missing or wrong
+            helper costs only its own test (see :mod:`._helpers`).
     """
 
     name: str
@@ -61,6 +65,7 @@ class Experiment:
     quantity: str
     hint: str
     seeds: int = 12
+    helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 def _number(got: Any) -> Optional[float]:
@@ -129,7 +134,8 @@ class ExperimentCheck(Check):
 
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
         *setting, s = args
-        got = student(*setting, torch.Generator().manual_seed(s))
+        with reference_helpers(student, self.exp.helpers):
+            got = student(*setting, torch.Generator().manual_seed(s))
         return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, {}))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
