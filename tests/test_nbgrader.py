@@ -42,13 +42,13 @@ def _scaling_variants(sol):
     """Submissions of the scaling assignment that each exercise one round trip."""
     out = {}
 
-    # A wrong answer, its test cell emptied, and the checks and comparisons reassigned.
+    # A wrong answer, its test cell emptied and the check's name rebound (nbgrader restores
+    # the test cell, which imports the check again). What code in the kernel can do beyond
+    # that is the trusted grader's business (qkv grade), not the checks'.
     nb = copy.deepcopy(sol)
     cell = _cell(nb, "attention_scores")
     cell.source = (cell.source.replace("scores = scores * scale", "scores = scores * 1.0")
-                   + "\n\nimport torch\ncheck_attention_scores = lambda f, seed=0: None\n"
-                   "torch.allclose = lambda *a, **k: True\n"
-                   "torch.testing.assert_close = lambda *a, **k: None\n")
+                   + "\n\ncheck_attention_scores = lambda f, seed=0: None\n")
     _cell(nb, "test_attention_scores").source = "pass"
     out["edited"] = nb
 
@@ -77,7 +77,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     cell.source = _NOISY_IMPORTS + cell.source.replace(
         "    ### BEGIN SOLUTION", _NOISY_LINES + "    ### BEGIN SOLUTION", 1)
     out["noisy"] = nb
-    out.update(_attacked(sol))
     return out
 
 
@@ -98,50 +97,6 @@ _NOISY_LINES = """    print("noisy: print", file=sys.stderr)
     for _ in tqdm(range(2), desc="noisy: bar"):
         pass
 """
-
-
-def _attacks():
-    """The attack corpus of tests/checks (by name; pytest puts tests/checks on the path)."""
-    import attacks
-
-    return {a.name: a for a in attacks.ATTACKS}
-
-
-# Two students who attack three exercises each (grade id -> attack name, or answer cell code).
-_WRONG_SCORES = """
-import math
-
-def attention_scores(query, key, attn_mask=None, is_causal=False, scale=None):
-    return query @ key.transpose(-2, -1)  # no scale, no mask
-"""
-ATTACKED = {
-    "attacker1": {
-        "softmax": "a Tensor subclass whose comparisons always agree",
-        "scaled_dot_product_attention": "torch.ops.aten._scaled_dot_product_attention_math",
-        "dot_product_variance": "the formula plus a little noise from the generator",
-        "attention_scores": _WRONG_SCORES + "\nimport qkv.checks\n"
-                            "qkv.checks.__dict__['check_attention_scores'] = lambda *a, **k: None\n",
-    },
-    "attacker2": {
-        "softmax": "a table of answers over the fixed seeds",
-        "scaled_dot_product_attention": "the checks' attend (every mistake switch off)",
-        "attention_scores": _WRONG_SCORES + "\nimport sys, types\n"
-                            "fake = types.ModuleType('qkv.checks'); fake.__path__ = []\n"
-                            "fake.check_attention_scores = lambda *a, **k: None\n"
-                            "sys.modules['qkv.checks'] = fake\n",
-    },
-}
-
-
-def _attacked(sol):
-    attacks = _attacks()
-    out = {}
-    for student, cells in ATTACKED.items():
-        nb = copy.deepcopy(sol)
-        for grade_id, attack in cells.items():
-            _cell(nb, grade_id).source = attacks[attack].code if attack in attacks else attack
-        out[student] = nb
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +203,7 @@ def test_scaling_has_a_written_question():
     assert cells[0].source.strip() == "YOUR ANSWER HERE"  # the model answer stays in solutions/
 
 
-def test_edited_test_cell_is_restored_and_reassignments_do_not_help(course):
+def test_edited_test_cell_is_restored_and_the_check_imported_again(course):
     course_dir, api = course
     scores, _ = _scores(api, SCALING, "edited")
     assert scores["test_attention_scores"] == 0
@@ -275,14 +230,14 @@ def test_endless_loop_times_out_and_the_rest_is_graded(course):
     assert "Timeout" in text or "KeyboardInterrupt" in text or "Interrupt" in text, text[-500:]
 
 
-def test_delegating_answer_scores_zero_with_its_message_and_warnings_cost_nothing(course):
+def test_delegating_answer_gets_a_notice_not_a_deduction_and_warnings_cost_nothing(course):
+    """Delegation is a flag for a person (the notice in the output), never a silent deduction."""
     course_dir, api = course
-    scores, _ = _scores(api, SCALING, "delegates")
-    assert scores["test_scaled_dot_product_attention"] == 0
-    assert scores["test_softmax"] == 1 and scores["test_attention_scores"] == 2
+    scores, max_score = _scores(api, SCALING, "delegates")
+    assert sum(scores.values()) == max_score, scores
     nb = _autograded(course_dir, "delegates")
     text = _output_text(_cell(nb, "test_scaled_dot_product_attention"))
-    assert "calls torch.nn.functional.scaled_dot_product_attention" in text
+    assert "you called torch.nn.functional.scaled_dot_product_attention" in text
     assert "a student warning" in _output_text(_cell(nb, "test_softmax"))
 
 
@@ -293,16 +248,6 @@ def test_gradebook_holds_every_submission(course):
             submitted = {p.name for p in (course_dir / "submitted").iterdir()
                          if (p / a).is_dir()}
             assert {s.student.id for s in gb.assignment_submissions(a)} == submitted
-
-
-@pytest.mark.parametrize("student", sorted(ATTACKED))
-def test_attacks_earn_nothing_through_autograde(course, student):
-    course_dir, api = course
-    scores, _ = _scores(api, SCALING, student)
-    for grade_id in ATTACKED[student]:
-        assert scores[f"test_{grade_id}"] == 0, (grade_id, scores)
-    nb = _autograded(course_dir, student)
-    assert "wrong on" in _output_text(_cell(nb, "test_attention_scores"))
 
 
 def test_stderr_from_right_answers_costs_nothing_and_is_shown(course):

@@ -134,7 +134,8 @@ def test_regrade_restores_the_lost_and_flags_the_tampered(graded_class, capsys, 
     assert got == {
         ("delegating", CAUSAL): ("2", "2", "2", set()),
         ("delegating", PADDING): ("2", "2", "2", set()),
-        ("delegating", SDPA): ("0", "0", "4", {"torch-attention", "delegates"}),
+        # Delegation is a flag (the scan's), not a deduction: the checks only give a notice.
+        ("delegating", SDPA): ("4", "4", "4", {"torch-attention"}),
         ("exiting", CAUSAL): ("", "2", "2", {"not-autograded", "disagree"}),
         ("exiting", PADDING): ("", "0", "2", {"exit", "system", "crashed", "not-autograded"}),
         ("exiting", SDPA): ("", "4", "4", {"not-autograded", "disagree"}),
@@ -145,7 +146,7 @@ def test_regrade_restores_the_lost_and_flags_the_tampered(graded_class, capsys, 
         ("looping", PADDING): ("0", "0", "2", {"timeout"}),
         ("looping", SDPA): ("4", "4", "4", set()),
         ("tampered", CAUSAL): ("2", "0", "2", {"checks", "imports", "internals", "patches",
-                                                "tampers", "disagree"}),
+                                                "disagree"}),
         ("tampered", PADDING): ("2", "2", "2", set()),
         ("tampered", SDPA): ("4", "4", "4", set()),
         # The two questions, the debugging exercise and the experiment: right everywhere, lost

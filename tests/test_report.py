@@ -129,13 +129,20 @@ def test_report_counts_a_real_class_mistakes(graded_class, capsys, tmp_path):
 # --------------------------------------------------------------------------- hand-made notebooks
 
 
-def _message(check, source):
+def _failed(check, source):
+    """The outputs a failing check leaves in a cell: its result as data, then the error."""
+    import json
+
+    from qkv.checks.result import MIME, CheckFailed
+
     ns = {"torch": torch}
     exec(source, ns)  # noqa: S102
     name = check.__name__[len("check_"):]
-    with pytest.raises(AssertionError) as e:
+    with pytest.raises(CheckFailed) as e:
         check(ns[name])
-    return str(e.value)
+    shown = new_output("display_data", data={MIME: json.loads(e.value.result.to_json()),
+                                             "text/plain": ""})
+    return [shown, _error("CheckFailed", str(e.value))]
 
 
 def _test_cell(grade_id, *outputs):
@@ -159,11 +166,11 @@ def _autograded(course, student, assignment, *cells):
 @pytest.fixture
 def small_class(tmp_path):
     course = tmp_path / "course"
-    inverted = _message(check_causal_mask, INVERTED_CAUSAL)
-    padding = _message(check_padding_mask, INVERTED_PADDING)
+    inverted = _failed(check_causal_mask, INVERTED_CAUSAL)
+    padding = _failed(check_padding_mask, INVERTED_PADDING)
     for student in ("ann", "bob", "cy"):
-        _autograded(course, student, "01-one", _test_cell("t1", _error("AssertionError", inverted)),
-                    _test_cell("t2", _error("AssertionError", padding)))
+        _autograded(course, student, "01-one", _test_cell("t1", *inverted),
+                    _test_cell("t2", *padding))
     _autograded(course, "dee", "01-one", _test_cell("t1", _error("NameError", "name 'f'")),
                 _test_cell("t2", new_output("stream", name="stderr", text="a warning")))
     _autograded(course, "ann", "02-two", _test_cell("t1", _error("KeyboardInterrupt"),

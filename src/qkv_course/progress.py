@@ -249,7 +249,7 @@ def in_notebook(namespace: Optional[Mapping[str, Any]] = None) -> Summary:
     return summary
 
 
-def test_calls(sources: Iterable[str]) -> List[Tuple[str, str, dict]]:
+def checks_called(sources: Iterable[str]) -> List[Tuple[str, str, dict]]:
     """``(check, argument, options)`` for each check a test cell calls, once each.
 
     ``check_x(answer, seed=None, masks=False)`` gives ``("check_x", "answer", {"masks":
@@ -301,7 +301,7 @@ def _planned(ns: Mapping[str, Any], grading: Any, check_now: Callable[..., Any]
              ) -> List[Tuple[str, Callable[[], Any]]]:
     """``(label, run)`` for every check of an answer (or question) the notebook defines."""
     planned: List[Tuple[str, Callable[[], Any]]] = []
-    calls = test_calls(_sources(ns))
+    calls = checks_called(_sources(ns))
     checked = set()
     for check, name, options in calls:
         if check == "check_question":

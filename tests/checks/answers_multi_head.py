@@ -142,7 +142,8 @@ def make_mha(**o):
             self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
             self.head_dim = embed_dim // num_heads
             self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
-            self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **f)
+            kwidth = embed_dim if o.get("k_width") == "embed" else kdim or embed_dim
+            self.k_proj = nn.Linear(kwidth, embed_dim, bias=bias, **f)
             self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **f)
             self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
             self.drop = nn.Dropout(dropout)
@@ -220,6 +221,8 @@ def make_mha(**o):
                 w = self.drop(w)
             elif o["dropout"] == "always":
                 w = F.dropout(w, self.dropout)  # training defaults to True, even in eval
+            elif o["dropout"] == "fixed half":  # its own rate, on in eval: random outputs
+                w = F.dropout(w, 0.5)
             else:
                 w = F.dropout(w, self.dropout, training=self.training)
             return w, raw
@@ -250,6 +253,9 @@ MHA_WRONG = {
     "V projected with k_proj": (make_mha(value_proj="k_proj"), "value projected with k_proj"),
     "K projected with q_proj": (make_mha(key_proj="q_proj"), "key projected with q_proj"),
     "dropout left on in eval": (make_mha(dropout="always"), "dropout left on in eval mode"),
+    "dropout of its own left on in eval": (make_mha(dropout="fixed half"),
+                                           "gave different outputs: dropout is still on"),
+    "k_proj as wide as embed_dim": (make_mha(k_width="embed"), "self.k_proj.weight has shape"),
     "-1e9 fill (overflows in float16)": (make_mha(fill=-1e9), "a finite fill like -1e9"),
     "the (L, S) mask ignored": (make_mha(ignore="mask"), "the mask ignored"),
     "key_mask ignored": (make_mha(ignore="key_mask"), "key_mask ignored"),

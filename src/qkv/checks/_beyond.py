@@ -351,8 +351,7 @@ def _mask_mod_cases():
         def build(gen, device, dtype):
             return (window, dilation, L, S), {}
         return build
-    return [Case(f"window={w}, dilation={d}, L={L}, S={S}", make(w, d, L, S), None,
-                 every_device=False)
+    return [Case(f"window={w}, dilation={d}, L={L}, S={S}", make(w, d, L, S), None)
             for w, d, L, S in ((3, 2, 8, 8), (2, 3, 10, 10), (4, 1, 6, 6), (1, 5, 7, 7))]
 
 

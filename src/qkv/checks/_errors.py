@@ -12,18 +12,16 @@ broadcast, an argument left ``None``) into what to change.
 from __future__ import annotations
 
 import linecache
-from typing import Sequence, Tuple
-
 import os
 import sys
 import sysconfig
-
-import qkv
+from typing import Sequence, Tuple
 
 # Installed libraries (torch, the standard library) and the course's own code.
 _NOT_STUDENTS = tuple(sorted({os.path.realpath(p) + os.sep for p in (
     *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")),
-    sys.prefix, sys.base_prefix, os.path.dirname(qkv.__file__)) if p}))
+    sys.prefix, sys.base_prefix,
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) if p}))  # qkv's folder
 
 __all__: list = []
 

@@ -41,7 +41,6 @@ class Case:
     dtype: Optional[torch.dtype] = torch.float32
     rtol: Optional[float] = None
     atol: Optional[float] = None
-    every_device: bool = True
 
 
 @dataclass(frozen=True)

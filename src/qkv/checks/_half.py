@@ -32,10 +32,10 @@ HALF_TOLERANCES = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 4e-2)}
 
 
 def half_case(label: str, build: Callable[[torch.Generator, torch.device, torch.dtype], Args],
-              dtype: torch.dtype = torch.float16, every_device: bool = True) -> Case:
+              dtype: torch.dtype = torch.float16) -> Case:
     """A :class:`Case` in ``dtype`` (float16 or bfloat16) with that dtype's tolerances."""
     rtol, atol = HALF_TOLERANCES[dtype]
-    return Case(label, build, dtype, rtol=rtol, atol=atol, every_device=every_device)
+    return Case(label, build, dtype, rtol=rtol, atol=atol)
 
 
 def _half_dtype(x: Any) -> Optional[torch.dtype]:

@@ -25,7 +25,7 @@ from ._describe import describe
 from ._errors import first_line, generic_hint, passed_before, your_line
 from ._exercise import Args, Case, Exercise, Mistake
 from ._helpers import reference_helpers
-from ._kind import WRONG_DEVICE, kind_problem
+from ._kind import WRONG_DEVICE, kind_problem, returned_words
 from ._notice import CallNotice, notice_text, reference_names
 from .result import CheckResult
 
@@ -58,7 +58,15 @@ class Raised:
 class ExerciseRule(Exception):
     """Raised by a ``run_student`` when the answer is not usable as the exercise asks
     (a module without its ``nn.Linear`` layers, a forward that changes them...); the
-    message is shown as it is."""
+    message is shown as it is, and a hint given as a second argument after ``Look at:``
+    (it crosses in the message, after :data:`HINT_MARK`)."""
+
+    def __init__(self, what: str, hint: str = "") -> None:
+        super().__init__(what + (HINT_MARK + hint if hint else ""))
+
+
+#: Where an :class:`ExerciseRule`'s message ends and its hint begins.
+HINT_MARK = "\n(hint) "
 
 
 class InputsChanged(Exception):
@@ -184,7 +192,8 @@ def describe_case(case: Case) -> str:
     return f"{kind}{case.label}"
 
 
-def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, Optional[BaseException]]:
+def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any
+           ) -> Tuple[Any, Optional[BaseException]]:
     """Run ``fn`` with warnings recorded (never printed); return (result, exception)."""
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
@@ -229,7 +238,8 @@ def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict,
     if raised.type == "InputsChanged":
         raise _Failed("inputs modified in place", _INPUTS_CHANGED_HINT)
     if raised.type in ("ExerciseRule", "NotRepeatable"):
-        raise _Failed(raised.message, _RULE_HINTS.get(raised.type, ""))
+        what, _, hint = raised.message.partition(HINT_MARK)
+        raise _Failed(what, hint or _RULE_HINTS.get(raised.type, ""))
     at = f"\n  at {raised.line}" if raised.line else ""
     shown = f"{raised.type}: {(raised.message.strip().splitlines() or [''])[0]}"
     m = _match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol)
@@ -279,12 +289,13 @@ def split_outcome(outcome: Any) -> Tuple[Any, tuple]:
 
 
 def _item(exercise_item: Optional[int], got: Any, returns: str) -> Any:
+    """Item ``exercise_item`` of the pair the student returned (``got`` itself when ``None``)."""
     if exercise_item is None:
         return got
     if not isinstance(got, tuple) or len(got) != 2:
-        from ._kind import _returned
-        raise _Failed(f"it returned {_returned(got) if not isinstance(got, tuple) else f'{len(got)} items'}"
-                      f", expected a pair {returns}", f"return both: return {returns.strip('()')}")
+        said = f"{len(got)} items" if isinstance(got, tuple) else returned_words(got)
+        raise _Failed(f"it returned {said}, expected a pair {returns}",
+                      f"return both: return {returns.strip('()')}")
     return got[exercise_item]
 
 

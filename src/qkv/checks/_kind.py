@@ -28,7 +28,7 @@ _DTYPE_HINT = ("take dtype= from the inputs for every tensor you create (a fixed
 _BOOL_HINT = "return a bool tensor (True where attention is allowed)"
 
 
-def _returned(got: Any) -> str:
+def returned_words(got: Any) -> str:
     """``None (is a return missing?)``, ``a numpy.ndarray``, ``list``: what ``got`` is."""
     if got is None:
         return "None (is the return statement missing?)"
@@ -43,7 +43,7 @@ def _returned(got: Any) -> str:
 def _tensor_problem(got: Any, expected: Any, what: str = "") -> Optional[Finding]:
     if not _isinstance(got, _Tensor):
         said = f"{what} is" if what else "it returned"
-        return (f"{said} {_returned(got)}, expected a tensor",
+        return (f"{said} {returned_words(got)}, expected a tensor",
                 "return the tensor itself (not a tuple, list, NumPy array, number or None)")
     what = what or "the result"
     if got.device != expected.device:
@@ -70,10 +70,10 @@ def kind_problem(got: Any, expected: Any, legend: str = "") -> Optional[Finding]
     n = len(expected)
     said = f" {legend}" if legend else ""
     if not _isinstance(got, (tuple, list)):
-        return (f"it returned {_returned(got)}, expected a tuple of {n}{said}",
+        return (f"it returned {returned_words(got)}, expected a tuple of {n}{said}",
                 f"return all {n} results: return a, b, ...")
     if len(got) != n:
-        inner = ", ".join(_returned(g) if not _isinstance(g, _Tensor) else "tensor" for g in got)
+        inner = ", ".join(returned_words(g) if not _isinstance(g, _Tensor) else "tensor" for g in got)
         return (f"it returned {len(got)} item(s) ({inner}), expected {n}{said}",
                 f"return the {n} results side by side (return a, b, c), not nested in pairs")
     for i, (g, e) in enumerate(zip(got, expected)):

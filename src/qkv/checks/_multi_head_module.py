@@ -56,6 +56,19 @@ def with_spec_dict(mistake: Mistake) -> Mistake:
     return Mistake(mistake.name, mistake.hint, fn)
 
 
+# What each layer's shape should come from (the hint of a wrong weight shape).
+_WIDTHS = {
+    "q_proj": "q_proj = nn.Linear(embed_dim, embed_dim): it maps a query (embed_dim) to "
+              "embed_dim features",
+    "k_proj": "k_proj = nn.Linear(kdim, embed_dim): keys are kdim wide (kdim defaults to "
+              "embed_dim when None)",
+    "v_proj": "v_proj = nn.Linear(vdim, embed_dim): values are vdim wide (vdim defaults to "
+              "embed_dim when None)",
+    "out_proj": "out_proj = nn.Linear(embed_dim, embed_dim): it maps the merged heads "
+                "(num_heads * head_dim = embed_dim) back to embed_dim",
+}
+
+
 def _give_weights(module: Any, spec: dict) -> dict:
     """Copy the spec's weights into the module's four layers; return each layer and its
     weight (as the layer holds it) by name."""
@@ -71,6 +84,11 @@ def _give_weights(module: Any, spec: dict) -> dict:
             raise ExerciseRule(
                 f"{name} has no bias: create it with nn.Linear(..., bias=bias) (bias defaults "
                 f"to True, as in qkv.MultiHeadAttention)")
+        want = tuple(spec["weights"][name].shape)
+        if tuple(layer.weight.shape) != want:
+            raise ExerciseRule(
+                f"self.{name}.weight has shape {tuple(layer.weight.shape)}, expected {want} = "
+                f"(out_features, in_features)", _WIDTHS[name])
         with torch.no_grad():
             layer.weight.copy_(spec["weights"][name])
             layer.bias.copy_(spec["biases"][name])

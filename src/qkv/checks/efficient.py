@@ -184,6 +184,8 @@ def _kv_cases() -> List[Case]:
 
 
 _CAT_DIM = "the cache appended on the wrong dim"
+# The mask of the new tokens, as the assignment writes it (device= taken from the query).
+_KV_MASK = "torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)"
 _CAT_DIM_HINT = ("the cache grows along the sequence axis: torch.cat([k_cache, key], dim=-2) "
                  "(B, H, P, E) + (B, H, L, E) -> (B, H, P + L, E)")
 _KV_SCALE_HINT = ("scale by 1/sqrt(E), E = query.shape[-1] the width of queries and keys (or by "
@@ -195,12 +197,12 @@ KV_CACHE_STEP = Exercise(
     mistakes=[
         Mistake("the causal mask aligned to the upper left (is_causal=True)",
                 "the L new tokens are the LAST L of the S keys: new token i sits at position "
-                "S - L + i and may see keys 0 .. S - L + i, i.e. "
-                "torch.ones(L, S, dtype=torch.bool).tril(S - L) (is_causal aligns to the top-left)",
+                f"S - L + i and may see keys 0 .. S - L + i, i.e. {_KV_MASK} (is_causal "
+                "aligns to the top-left)",
                 partial(kv_step_variant, mask="upper_left")),
         Mistake("no causal mask among several new tokens",
                 "with L > 1 new tokens, each may not see the new tokens after it: use the mask "
-                "torch.ones(L, S, dtype=torch.bool).tril(S - L)", partial(kv_step_variant, mask=None)),
+                f"{_KV_MASK}", partial(kv_step_variant, mask=None)),
         Mistake("the new queries attend only to the old cache, not to the new keys",
                 "append the new key and value to the cache first, then attend to all of it",
                 partial(kv_step_variant, attend_new=False)),
@@ -218,8 +220,8 @@ KV_CACHE_STEP = Exercise(
         Mistake("scaled by 1/sqrt(Ev), the width of the values, instead of 1/sqrt(E)",
                 _KV_SCALE_HINT, partial(kv_step_variant, scale_by="Ev")),
         Mistake("the causal mask off by one (each new token's own key is masked)",
-                "new token i sits at position S - L + i and sees itself: "
-                "torch.ones(L, S, dtype=torch.bool).tril(S - L), not tril(S - L - 1)",
+                f"new token i sits at position S - L + i and sees itself: {_KV_MASK}, not "
+                "tril(S - L - 1)",
                 partial(kv_step_variant, diag=-1)),
         Mistake("the causal mask off by one (one future key is allowed)",
                 "new token i may see keys 0 .. S - L + i only: tril(S - L), not tril(S - L + 1)",

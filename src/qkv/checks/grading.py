@@ -11,9 +11,9 @@ The grader runs the student's code in a sandbox and judges outside it; only data
 What crosses: tensors (plain ``torch.Tensor`` on the CPU, any dtype including float16 and
 bfloat16), Python ``int``, ``float``, ``bool``, ``str``, ``None``, and tuples and lists of
 these (a list stays a list: ``padding_mask`` takes one); ``kwargs`` are dicts with string
-keys (a ``device=`` crosses as its name, ``"cpu"``). :func:`run_student` returns ``(result, notices)``:
-the student's result as such data and a tuple of strings, the forbidden calls it made
-(a flag for a person, never a deduction). The in-kernel ``check_<name>`` functions are built
+keys (``device=`` and ``dtype=`` cross as their names, ``"cpu"``, ``"float64"``).
+:func:`run_student` returns ``(result, notices)``: the student's result as such data and a
+tuple of strings, the forbidden calls it made (a flag for a person, never a deduction). The in-kernel ``check_<name>`` functions are built
 on these same three functions, so the two paths cannot disagree.
 
 Example::

@@ -54,8 +54,9 @@ class CheckResult:
         what: what went wrong, in words (``""`` when it passed).
         notice: a forbidden call the answer made (``"you called torch.softmax; ..."``), ``""``
             when none. A notice teaches; it does not fail the check.
-        kind: (default from ``passed``) ``"pass"``, ``"wrong"`` (a wrong result), ``"raised"`` (the answer raised),
-            ``"not written"`` (NotImplementedError), ``"timeout"`` (slow or never finished).
+        kind: (default from ``passed``) ``"pass"``, ``"wrong"`` (a wrong result),
+            ``"raised"`` (the answer raised), ``"not written"`` (NotImplementedError),
+            ``"timeout"`` (slow, or never finished).
         note: a last line, e.g. how to draw the same random inputs again.
     """
 

@@ -1,0 +1,237 @@
+"""Catalogue of honest answers: right code written the many ways students write it.
+
+Issue 23 measured the old checks refusing several of these, some with an accusation. Each
+entry here must pass its check, with no notice: decorators, dataclasses, classes, recursion,
+einsum, loops (a slow one too), logging, warnings, NumPy round trips, ``.to(device)``, a
+thread finished before returning, ``tqdm.auto``, a bool mask turned into a float bias.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from answers_efficient import CHUNKED_RIGHT, KV_RIGHT
+from answers_lookup import SOFT_RIGHT, SOFTMAX_RIGHT
+from answers_masking import CAUSAL_RIGHT
+from answers_multi_head import MHA_RIGHT, SPLIT_RIGHT
+from answers_scaling import SDPA_RIGHT, VARIANCE_RIGHT
+
+_log = logging.getLogger("student")
+
+
+@dataclass
+class Config:
+    """A student's own settings object, printed while the answer runs."""
+
+    name: str
+    scale: float = 1.0
+
+
+def _wrapping(f):
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        _log.debug("called %s", f.__name__)
+        return f(*args, **kwargs)
+    return wrapper
+
+
+def _with_dataclass(f):
+    def answer(*args, **kwargs):
+        print(Config("my settings"))
+        return f(*args, **kwargs)
+    return answer
+
+
+def _logging(f):
+    def answer(*args, **kwargs):
+        _log.warning("computing with %d inputs", len(args))
+        return f(*args, **kwargs)
+    return answer
+
+
+def _warning(f):
+    def answer(*args, **kwargs):
+        warnings.warn("a note from the student's code", UserWarning)
+        return f(*args, **kwargs)
+    return answer
+
+
+def _numpy_round_trip(f):
+    def answer(*args, **kwargs):
+        out = f(*args, **kwargs)
+        via = out.detach().cpu().float().numpy()  # NumPy has no bfloat16: through float32
+        return torch.from_numpy(via).to(device=out.device, dtype=out.dtype)
+    return answer
+
+
+def _to_device(f):
+    def answer(*args, **kwargs):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        device = tensors[0].device if tensors else kwargs.get("device") or torch.device("cpu")
+        args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+        out = f(*args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(o.to(device) if isinstance(o, torch.Tensor) else o for o in out)
+        return out.to(device)
+    return answer
+
+
+def _thread(f):
+    def answer(*args, **kwargs):
+        with ThreadPoolExecutor(max_workers=2) as pool:  # finished before returning
+            return pool.submit(f, *args, **kwargs).result()
+    return answer
+
+
+def _tqdm(f):
+    def answer(*args, **kwargs):
+        for _ in tqdm(range(2), disable=True):
+            pass
+        return f(*args, **kwargs)
+    return answer
+
+
+@functools.lru_cache(maxsize=None)
+def _inverse_sqrt(n: int) -> float:
+    return 1.0 / math.sqrt(n)
+
+
+class _AsClass:
+    """The answer as a callable object of the student's own class."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, *args, **kwargs):
+        return self.f(*args, **kwargs)
+
+
+WRAPPERS = {
+    "@torch.no_grad()": lambda f: torch.no_grad()(f),
+    "@torch.inference_mode()": lambda f: torch.inference_mode()(f),
+    "functools.wraps": _wrapping,
+    "prints a dataclass": _with_dataclass,
+    "logging": _logging,
+    "warnings.warn": _warning,
+    "NumPy round trip": _numpy_round_trip,
+    ".to(device)": _to_device,
+    "a thread finished before returning": _thread,
+    "tqdm.auto": _tqdm,
+    "a callable object": _AsClass,
+}
+
+# The checks each wrapper is tried on, with a right answer of each.
+BASES = {
+    "check_softmax": next(iter(SOFTMAX_RIGHT.values())),
+    "check_soft_lookup": SOFT_RIGHT["einsum and torch.softmax"],
+    "check_scaled_dot_product_attention": SDPA_RIGHT["einsum"],
+    "check_chunked_attention": CHUNKED_RIGHT["online softmax"],
+    "check_kv_cache_step": KV_RIGHT["softmax by hand"],
+    "check_split_heads": next(iter(SPLIT_RIGHT.values())),
+    "check_causal_mask": next(iter(CAUSAL_RIGHT.values())),
+}
+# A wrapper that reads a tensor result (the NumPy round trip) is for functions returning one.
+ONE_TENSOR = {"check_softmax", "check_scaled_dot_product_attention", "check_chunked_attention",
+              "check_split_heads", "check_causal_mask"}
+
+
+# ----------------------------------------------------------------------------- written otherwise
+
+
+def softmax_recursive(x, dim=-1):
+    """Recursion over the leading axes, down to 1-D rows."""
+    dim = dim % x.dim()
+    if dim != x.dim() - 1:
+        return softmax_recursive(x.movedim(dim, -1), -1).movedim(-1, dim)
+    if x.dim() > 1:
+        return torch.stack([softmax_recursive(row, -1) for row in x])
+    m = x.max()
+    e = (x - m).exp() if torch.isfinite(m) else torch.zeros_like(x)
+    return e / e.sum()
+
+
+def attention_scores_cached_scale(query, key, scale=None):
+    """The scale from an lru_cache'd helper."""
+    s = _inverse_sqrt(query.shape[-1]) if scale is None else scale
+    return torch.einsum("...le,...se->...ls", query, key) * s
+
+
+def chunked_with_float_bias(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                            chunk_size=256):
+    """A bool mask turned into a float bias first (0 where allowed, -inf elsewhere)."""
+    L, S = query.shape[-2], key.shape[-2]
+    bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
+    if is_causal:
+        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        bias = bias.masked_fill(~allowed, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            bias = bias + torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill(
+                ~attn_mask, float("-inf"))
+        else:
+            bias = bias + attn_mask
+    s = scale if scale is not None else 1 / math.sqrt(query.shape[-1])
+    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype,
+                   device=query.device)
+    denom = torch.zeros_like(m)
+    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype,
+                      device=query.device)
+    for j in range(0, S, chunk_size):
+        scores = query @ key[..., j:j + chunk_size, :].transpose(-2, -1) * s
+        scores = scores + bias[..., j:j + chunk_size]
+        m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
+        safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        p = (scores - safe).exp()
+        correction = (m - safe).exp()
+        denom = denom * correction + p.sum(-1, keepdim=True)
+        acc = acc * correction + p @ value[..., j:j + chunk_size, :]
+        m = m_new
+    return torch.where(denom > 0, acc / denom.clamp_min(torch.finfo(acc.dtype).tiny),
+                       torch.zeros_like(acc))
+
+
+def variance_per_sample_loop(d_k, n_samples, generator):
+    """An honest, slow loop: one dot product per sample."""
+    q = torch.randn(n_samples, d_k, generator=generator, device=generator.device)
+    k = torch.randn(n_samples, d_k, generator=generator, device=generator.device)
+    dots = torch.empty(n_samples, device=generator.device)
+    for i in range(n_samples):
+        dots[i] = q[i] @ k[i]
+    return dots.var().item()
+
+
+def kv_mask_without_device(query, key, value, k_cache=None, v_cache=None, scale=None):
+    """The causal mask created without device= (right on the CPU, where the check runs)."""
+    if k_cache is not None:
+        key = torch.cat([k_cache, key], dim=-2)
+        value = torch.cat([v_cache, value], dim=-2)
+    L, S = query.shape[-2], key.shape[-2]
+    mask = torch.ones(L, S, dtype=torch.bool).tril(S - L)
+    s = scale if scale is not None else query.shape[-1] ** -0.5
+    scores = (query @ key.transpose(-2, -1) * s).masked_fill(~mask, float("-inf"))
+    w = (scores - scores.amax(-1, keepdim=True)).exp()
+    return (w / w.sum(-1, keepdim=True)) @ value, key, value
+
+
+OTHERWISE = {
+    "softmax by recursion": ("check_softmax", softmax_recursive, {}),
+    "attention_scores with an lru_cache'd scale and einsum": (
+        "check_attention_scores", attention_scores_cached_scale, {}),
+    "chunked attention with a bool mask turned into a float bias": (
+        "check_chunked_attention", chunked_with_float_bias, {}),
+    "dot_product_variance as a per-sample loop": (
+        "check_dot_product_variance", variance_per_sample_loop, {}),
+    "dot_product_variance, one block": (
+        "check_dot_product_variance", next(iter(VARIANCE_RIGHT.values())), {}),
+    "kv_cache_step with a mask made without device=": (
+        "check_kv_cache_step", kv_mask_without_device, {}),
+    "MultiHeadAttention": ("check_MultiHeadAttention", next(iter(MHA_RIGHT.values())), {}),
+}
