@@ -220,7 +220,7 @@ CHECKS.update(_beyond_checks.checks("check_linear_attention", "check_dilated_win
 
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_late,
 # registered in ._beyond_checks).
 
 
