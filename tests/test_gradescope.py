@@ -168,9 +168,10 @@ def _filled(base, solution, answers=None):
 def _masking_submissions(base, solution):
     mistake = {"causal_mask": INVERTED_CAUSAL,
                "scaled_dot_product_attention": sdpa_with_its_own_causal_mask()}
+    # A wrong answer whose visible test is edited away (the autograder puts the test back).
+    # Code that rebinds the checks in its own kernel is qkv grade's business, not this test's.
     tampered = _filled(base, solution, {
-        "causal_mask": INVERTED_CAUSAL + "\nimport qkv.checks\n"
-                       "qkv.checks.__dict__['check_causal_mask'] = lambda *a, **k: None\n",
+        "causal_mask": INVERTED_CAUSAL,
         "scaled_dot_product_attention": sdpa_with_its_own_causal_mask()})
     _cell(tampered, "test_causal_mask").source = "pass"  # an edited visible test
     return {"solution": _filled(base, solution), "blank": base,
@@ -179,12 +180,12 @@ def _masking_submissions(base, solution):
 
 def _scaling_submissions(base, solution):
     filled = _filled(base, solution)
-    variants = _scaling_variants(filled)  # test_nbgrader's: "edited" and the attack corpus
+    variants = _scaling_variants(filled)  # test_nbgrader's: "edited"
     mistake = copy.deepcopy(filled)
     cell = _cell(mistake, "attention_scores")
     cell.source = cell.source.replace("scores = scores * scale", "scores = scores * 1.0")
     return {"solution": filled, "blank": base, "mistake": mistake,
-            "tampered": variants["edited"], "attacker": variants["attacker2"]}
+            "tampered": variants["edited"]}
 
 
 SUBMISSIONS = {MASKING: _masking_submissions, SCALING: _scaling_submissions}
@@ -273,8 +274,7 @@ def test_scores_are_the_ones_each_submission_deserves(graded):
     scaling, otter = scores[SCALING, "mistake"]
     assert scaling["test_attention_scores"] == 0 and scaling["test_softmax"] == 1
     assert "no scaling" in _otter_output(otter, "test_attention_scores")
-    for student in ("tampered", "attacker"):
-        assert scores[SCALING, student][0]["test_attention_scores"] == 0
+    assert scores[SCALING, "tampered"][0]["test_attention_scores"] == 0
 
 
 @pytest.mark.slow

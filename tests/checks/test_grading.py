@@ -12,7 +12,7 @@ import torch
 import answers_beyond
 import qkv
 from qkv.checks import grading
-from qkv.checks._checks import ExerciseCheck
+from qkv.checks.harness._checks import ExerciseCheck
 from qkv.checks.result import CheckFailed, CheckResult
 
 # The reference as a student's answer, per check (options: those of a test cell).

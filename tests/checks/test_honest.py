@@ -9,7 +9,7 @@ import pytest
 
 from answers_honest import BASES, ONE_TENSOR, OTHERWISE, WRAPPERS
 from qkv.checks import grading
-from qkv.checks._checks import check_now
+from qkv.checks.harness._checks import check_now
 
 CASES = [(w, c) for w in WRAPPERS for c in BASES
          if w != "NumPy round trip" or c in ONE_TENSOR]
@@ -26,6 +26,7 @@ def _grade(check, student, **options):
     return grading.judge(check, 1, outcomes, **options)
 
 
+@pytest.mark.filterwarnings("ignore:a note from the student's code")
 @pytest.mark.parametrize("wrapper,check", CASES, ids=lambda x: x)
 def test_a_wrapped_right_answer_passes_without_a_notice(wrapper, check):
     answer = WRAPPERS[wrapper](BASES[check])

@@ -13,10 +13,12 @@ through :mod:`qkv.checks.grading` (the same inputs, call and verdict as here).
 
 One public module per reference module it checks (:mod:`.bottleneck`, :mod:`.lookup`,
 :mod:`.qkv`, :mod:`.scaling`, :mod:`.multi_head`, :mod:`.masking`, :mod:`.position`,
-:mod:`.efficient`, :mod:`.variants`); what they share lives in private modules. A check
+:mod:`.efficient`, :mod:`.variants`); what they share lives in two sub-packages,
+:mod:`.harness` (what an exercise is made of, running and judging it) and :mod:`.mistakes`
+(the catalogues of known mistakes), each used through its public names only. A check
 grades one function: the student's other answers it builds on (its exercise's ``helpers``)
 are the reference's while it runs, so a wrong helper costs only its own test
-(:mod:`._helpers`). A call that takes more than 10 s (``QKV_CHECK_SECONDS``) fails with
+(:mod:`.harness`). A call that takes more than 10 s (``QKV_CHECK_SECONDS``) fails with
 "took more than 10 s".
 """
 

@@ -9,8 +9,8 @@ from typing import Dict
 from . import _beyond as b
 from . import _beyond_early as e
 from . import _beyond_late as v
-from ._checks import Check, single
 from ._experiment import ExperimentCheck
+from .harness import Check, single
 
 __all__: list = []
 

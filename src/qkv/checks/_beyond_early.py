@@ -16,10 +16,9 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import TORCH_ATTENTION
-from ._exercise import Case, Exercise, Mistake
 from ._experiment import Experiment
-from ._inputs import randn
+from .harness import Case, Exercise, Mistake, randn
+from .mistakes.attention import TORCH_ATTENTION
 
 F32, F64 = torch.float32, torch.float64
 

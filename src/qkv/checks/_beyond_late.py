@@ -13,9 +13,9 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import TORCH_ATTENTION, qkv_inputs
-from ._exercise import Case, Exercise, Mistake
 from ._experiment import Experiment
+from .harness import Case, Exercise, Mistake
+from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
 
 # --------------------------------------------------------------- assignment 9: linear, flex
 

@@ -28,11 +28,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from ._checks import Check
-from ._exercise import NOTHING
-from ._harness import Raised, plain, split_outcome
-from ._helpers import reference_helpers
-from ._notice import notice_text, reference_names
+from .harness import (NOTHING, Check, Raised, notice_text, plain, reference_helpers,
+                      reference_names, split_outcome)
 from .result import CheckResult
 
 #: Standard errors of the difference of the means that a right measurement may be off by.

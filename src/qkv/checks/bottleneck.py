@@ -15,11 +15,8 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._inputs import randn
-from ._checks import ExerciseCheck, run_check
-from ._pairs import picked
+from .harness import (Case, Exercise, ExerciseCheck, half_case, Mistake, picked, randn, run_check,
+                      via_float32)
 
 __all__ = [
     "check_bahdanau_attention",

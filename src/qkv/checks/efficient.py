@@ -11,13 +11,10 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
-from ._compare import close
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
-from ._efficient_mistakes import kv_step_variant, online_variant, short_chunks
-from ._inputs import bool_mask
+from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, run_check,
+                      via_float32)
+from .mistakes.efficient import kv_step_variant, online_variant, short_chunks
 
 __all__ = [
     "check_chunked_attention",

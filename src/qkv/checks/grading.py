@@ -13,8 +13,9 @@ bfloat16), Python ``int``, ``float``, ``bool``, ``str``, ``None``, and tuples an
 these (a list stays a list: ``padding_mask`` takes one); ``kwargs`` are dicts with string
 keys (``device=`` and ``dtype=`` cross as their names, ``"cpu"``, ``"float64"``).
 :func:`run_student` returns ``(result, notices)``: the student's result as such data and a
-tuple of strings, the forbidden calls it made (a flag for a person, never a deduction). The in-kernel ``check_<name>`` functions are built
-on these same three functions, so the two paths cannot disagree.
+tuple of strings, the forbidden calls it made (a flag for a person, never a deduction). The
+in-kernel ``check_<name>`` functions are built on these same three functions, so the two
+paths cannot disagree.
 
 Example::
 
@@ -36,8 +37,7 @@ from typing import Any, Dict, List, Tuple
 
 from . import (bottleneck, efficient, heads, lookup, masking, multi_head, position, qkv, scaling,
                variants)
-from ._checks import Check
-from ._harness import ExerciseRule, InputsChanged, NotRepeatable, Raised
+from .harness import Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
 from ._questions import QUESTIONS, judge_first
 from .result import CheckFailed, CheckResult
 

@@ -2,7 +2,7 @@
 
 Each check compares the student's function with the reference in :mod:`qkv`
 and, when they differ, names the mistake (the wrong variants are in
-:mod:`._lookup_mistakes`). ``soft_lookup`` returns a pair ``(output, weights)``:
+:mod:`.mistakes.lookup`). ``soft_lookup`` returns a pair ``(output, weights)``:
 its check runs the harness twice, first on the weights, then on the output.
 """
 
@@ -17,13 +17,10 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._attention import TORCH_ATTENTION
-from ._exercise import Case, Exercise, Forbidden
-from ._half import half_case, via_float32
-from ._checks import ExerciseCheck, checks_of, run_check
-from ._inputs import bool_mask, randn
-from ._lookup_mistakes import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
-from ._pairs import picked
+from .mistakes.attention import TORCH_ATTENTION
+from .harness import (bool_mask, Case, checks_of, Exercise, ExerciseCheck, Forbidden, half_case,
+                      picked, randn, run_check, via_float32)
+from .mistakes.lookup import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
 
 __all__ = [
     "check_additive_score",

@@ -11,9 +11,8 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
-from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._checks import checks_of, run_check
+from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
+from .harness import Case, checks_of, Exercise, Forbidden, Mistake, run_check
 
 __all__ = [
     "check_causal_mask",

@@ -11,15 +11,13 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._attention import TORCH_ATTENTION
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
+from .mistakes.attention import TORCH_ATTENTION
+from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, run_check, via_float32
 from .result import CheckFailed, CheckResult
-from ._inputs import randn
-from ._multi_head_mistakes import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
+from .mistakes.multi_head import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
                                    merge_variant, split_variant)
-from ._multi_head_module import close_pair, mha_cases, reference, run_student, with_spec_dict
+from .mistakes.multi_head_module import (close_pair, mha_cases, reference, run_student,
+                                         with_spec_dict)
 
 __all__ = [
     "check_MultiHeadAttention",

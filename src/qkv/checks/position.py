@@ -11,10 +11,8 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._checks import checks_of, run_check
-from ._inputs import randn
-from ._position_mistakes import alibi_variant, rope_variant, sinusoid_variant
+from .harness import Case, checks_of, Exercise, Forbidden, Mistake, randn, run_check
+from .mistakes.position import alibi_variant, rope_variant, sinusoid_variant
 
 __all__ = [
     "check_alibi_bias",

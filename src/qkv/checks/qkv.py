@@ -18,11 +18,8 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._attention import TORCH_ATTENTION, attend
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
-from ._inputs import randn
+from .mistakes.attention import TORCH_ATTENTION, attend
+from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, run_check, via_float32
 
 __all__ = [
     "check_cross_attention",

@@ -3,7 +3,7 @@ and ``dot_product_variance``.
 
 The attention checks compare the student's function with the reference in
 :mod:`qkv` and, when they differ, name the mistake: the wrong variants (in
-:mod:`._attention`) compute exactly what a student who made it would get. The
+:mod:`.mistakes.attention`) compute exactly what a student who made it would get. The
 variance check is statistical: it compares a measured estimate with ``d_k``
 within a tolerance it states, and checks that the estimate really comes from the
 generator passed in.
@@ -21,21 +21,17 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
-from ._compare import close, is_tensor
-from ._exercise import NOTHING, Case, Exercise
-from ._half import half_case, via_float32
-from ._checks import Check, ExerciseCheck, run_check, single
-from ._harness import Raised, split_outcome, plain
-from ._notice import notice_text, reference_names
-from ._inputs import bool_mask, randn
+from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
+                      is_tensor, notice_text, plain, Raised, randn, reference_names, run_check,
+                      single, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
 
 __all__ = [
     "check_attention_scores",
     "check_attention_with_temperature",
-    "check_max_weight",
     "check_dot_product_variance",
+    "check_max_weight",
     "check_scaled_dot_product_attention",
 ]
 
@@ -373,6 +369,7 @@ CHECKS = {
     "check_dot_product_variance": VARIANCE_CHECK,
 }
 CHECKS.update(_beyond_checks.checks("check_attention_with_temperature", "check_max_weight"))
+
 
 
 # --------------------------------------------------------------------------- beyond the page

@@ -11,12 +11,11 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
-from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
-from ._inputs import randn
-from ._variants_mistakes import bottom_right_variant, gqa_attention_mistake, gqa_variant, repeat_variant
+from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
+from .harness import (Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, run_check,
+                      via_float32)
+from .mistakes.variants import (bottom_right_variant, gqa_attention_mistake, gqa_variant,
+                                repeat_variant)
 
 __all__ = [
     "check_causal_mask_bottom_right",
