@@ -84,8 +84,9 @@ def test_students_notebook_is_nbgraders_release_plus_otters_cell_metadata():
             assert cell.metadata["otter"] == {"ignore": True}  # Otter runs the test file instead
             hosts[_grade_id(cell)] = before.metadata["otter"]["tests"]
     assert hosts == {t: [t] for t in ("test_causal_mask", "test_padding_mask",
-                                      "test_scaled_dot_product_attention", "test_masking_q1",
-                                      "test_masking_q2")}
+                                      "test_scaled_dot_product_attention",
+                                      "test_padded_causal_attention", "test_padding_leak",
+                                      "test_masking_q1", "test_masking_q2")}
 
 
 def _test_files(assignment, time_limit):
@@ -105,15 +106,17 @@ def _namespace(**answers):
     env = {"__name__": "__main__"}
     exec(SETUP, env)  # noqa: S102 (test input)
     for grade_id in ("causal_mask", "padding_mask", "scaled_dot_product_attention",
-                     "masking_q1", "masking_q2"):
+                     "padded_causal_attention", "padding_leak", "masking_q1", "masking_q2"):
         exec(answers.get(grade_id, solution_answer(grade_id)), env)  # noqa: S102
     return env
 
 
-def test_test_files_score_a_cell_as_nbgrader_does():
+def test_test_files_score_a_cell_as_nbgrader_does(monkeypatch, tmp_path):
+    monkeypatch.setenv("QKV_ANSWERS", str(tmp_path / "qkv_answers.json"))  # not in the repository
     files = _test_files(MASKING, time_limit=3)
     points = {"test_causal_mask": 2, "test_padding_mask": 2,
-              "test_scaled_dot_product_attention": 4, "test_masking_q1": 1, "test_masking_q2": 1}
+              "test_scaled_dot_product_attention": 4, "test_padded_causal_attention": 3,
+              "test_padding_leak": 2, "test_masking_q1": 0.5, "test_masking_q2": 0.5}
     for name, text in files.items():
         f = _parsed(text, name)
         assert f.name == name and f.possible == points[name]

@@ -9,6 +9,7 @@ from ._checks import Check, ExerciseCheck, check_now, checks_of, run_check, sing
 from ._compare import close, is_tensor
 from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
 from ._half import HALF, half_case, via_float32
+from ._helpers import reference_helpers
 from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, plain,
                        split_outcome)
 from ._inputs import bool_mask, devices, randn
@@ -19,5 +20,5 @@ __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "bool_mask", "check_now",
     "checks_of", "close", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
-    "randn", "reference_names", "run_check", "single", "split_outcome", "via_float32",
+    "randn", "reference_helpers", "reference_names", "run_check", "single", "split_outcome", "via_float32",
 ]
