@@ -27,7 +27,7 @@ if [ "$what" != bench ]; then
   parallel=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 8")
   timeout "${TESTS_TIMEOUT_S:-300}" python3 -m pytest -q -p no:cacheprovider -m gpu $parallel \
     tests/test_triton_attention.py tests/test_memory_efficient.py tests/test_chunked.py \
-    tests/test_scaling.py tests/test_qkv.py 2>&1 | tee "$out/gpu_tests.txt"
+    tests/test_scaling.py tests/test_qkv.py tests/checks/test_checks_package.py 2>&1 | tee "$out/gpu_tests.txt"
   tests=${PIPESTATUS[0]}
 fi
 if [ "$what" != tests ]; then
