@@ -104,12 +104,12 @@ def _masking_submissions(base, solution):
 
 def _scaling_submissions(base, solution):
     filled = _filled(base, solution)
-    variants = _scaling_variants(filled)  # test_nbgrader's: "edited" and the attack corpus
+    variants = _scaling_variants(filled)  # test_nbgrader's: "edited" (an emptied test cell)
     mistake = copy.deepcopy(filled)
     cell = _cell(mistake, "attention_scores")
     cell.source = cell.source.replace("scores = scores * scale", "scores = scores * 1.0")
     return {"solution": filled, "blank": base, "mistake": mistake,
-            "tampered": variants["edited"], "attacker": variants["attacker2"]}
+            "tampered": variants["edited"]}
 
 
 SUBMISSIONS = {MASKING: _masking_submissions, SCALING: _scaling_submissions}
@@ -195,7 +195,7 @@ def _output(results, test):
 @pytest.mark.slow
 def test_engine_scores_equal_nbgraders_test_by_test(graded):
     scores, _ = graded
-    assert len(scores) == 9
+    assert len(scores) == 8
     for (assignment, student), (nbgrader, engine) in scores.items():
         assert _engine_scores(engine) == nbgrader, (assignment, student, engine["output"])
         assert {t["name"]: t["max_score"] for t in engine["tests"]} == {
@@ -223,8 +223,7 @@ def test_scores_are_the_ones_each_submission_deserves(graded):
     scaling, engine = scores[SCALING, "mistake"]
     assert scaling["test_attention_scores"] == 0 and scaling["test_softmax"] == 1
     assert "no scaling" in _output(engine, "test_attention_scores")
-    for student in ("tampered", "attacker"):
-        assert scores[SCALING, student][0]["test_attention_scores"] == 0
+    assert scores[SCALING, "tampered"][0]["test_attention_scores"] == 0
     assert "graded by hand" in scores[SCALING, "solution"][1]["output"]  # the written answer
 
 
@@ -263,8 +262,8 @@ def test_without_a_sandbox_the_container_is_the_boundary_and_results_say_so(grad
     _, made = graded
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\n"
-                                "exit 1\n")
+    (fake / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     (fake / "bwrap").chmod(0o755)
     base = nbformat.read(str(made[MASKING] / "masking.ipynb"), as_version=4)
     nb = _filled(base, _solution(MASKING), {"causal_mask": INVERTED_CAUSAL})
