@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -200,3 +204,61 @@ def test_no_features_give_uniform_weights_as_in_torch():
     ref = F.scaled_dot_product_attention(q, k, v)
     for f in (qkv.scaled_dot_product_attention, qkv.chunked_attention):
         torch.testing.assert_close(f(q, k, v), ref)
+
+
+# --- Each message blames the argument that is wrong and says how to fix it -------------------
+
+@pytest.mark.parametrize("name", ["query", "key", "value"])
+def test_a_multi_head_module_names_an_input_of_another_dtype(name):
+    m = qkv.MultiHeadAttention(8, 2)  # float32 weights
+    x = torch.randn(2, 3, 8)
+    args = {"query": x, "key": x, "value": x, name: x.double()}
+    with pytest.raises(TypeError) as e:
+        m(**args)
+    msg = str(e.value)
+    assert msg.startswith(f"{name} is torch.float64 but the module's weights are torch.float32"), msg
+    assert f"{name}.to(torch.float32)" in msg and ".to(torch.float64)" in msg, msg
+
+
+def test_self_attention_names_W_q_and_never_a_context_it_was_not_given():
+    x, W = torch.randn(5, 10), torch.randn(8, 10)
+    with pytest.raises(ValueError) as e:
+        qkv.self_attention(x, torch.randn(3, 10), W, W)  # W_q with the wrong number of rows
+    assert str(e.value).startswith("W_q has 3 rows but W_k has 8"), str(e.value)
+    assert "W_k (E, D)" in str(e.value) and "context" not in str(e.value)
+    with pytest.raises(ValueError) as e:
+        qkv.self_attention(x, W, torch.randn(8, 7), W)
+    assert str(e.value).startswith("W_k must have 10 columns (the last dim of x)"), str(e.value)
+
+
+def test_cross_attention_reports_a_batch_mismatch_before_the_weights():
+    x, context = torch.randn(2, 5, 4), torch.randn(3, 7, 6)
+    W_q, W_k, W_v = torch.randn(3, 6), torch.randn(3, 6), torch.randn(2, 6)  # W_q fits context, not x
+    with pytest.raises(ValueError) as e:
+        qkv.cross_attention(x, context, W_q, W_k, W_v)
+    assert str(e.value).startswith("the batch dimensions"), str(e.value)
+    assert "x (2, 5, 4), context (3, 7, 6)" in str(e.value)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_additive_score_refuses_features_beyond_the_memory_limit_before_allocating():
+    # Under an address-space limit of about 1.5 GB more than the interpreter uses, (2000, 8000,
+    # 64) float32 features (4 GB, twice: the sum and its tanh) must be refused by qkv, not tried
+    # (torch's allocator would fail with "can't allocate memory" after a long wait, or the
+    # kernel be killed).
+    code = textwrap.dedent("""
+        import resource, torch, qkv
+        with open("/proc/self/status") as f:
+            used = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmSize:"))
+        resource.setrlimit(resource.RLIMIT_AS, (used + 1500 * 2**20, resource.RLIM_INFINITY))
+        A = 64
+        try:
+            qkv.additive_score(torch.randn(2000, 8), torch.randn(8000, 8), torch.randn(A, 8),
+                               torch.randn(A, 8), torch.randn(A))
+        except ValueError as e:
+            print(e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("the (L, S, A) tanh features of shape (2000, 8000, 64) would need 8.2 GB"), out
+    assert "smaller A" in out.stdout

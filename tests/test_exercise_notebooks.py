@@ -2,7 +2,7 @@
 
 import nbformat
 
-from qkv_course.config import ROOT, repository_url
+from qkv_course.config import ROOT, release_tag, repository_url
 
 
 def _grade_id(cell):
@@ -16,11 +16,12 @@ def test_solution_notebooks_carry_no_outputs():
                    for c in nb.cells if c.cell_type == "code"), nb_path
 
 
-def test_setup_cell_installs_from_the_configured_repository():
+def test_setup_cell_installs_the_chapters_release_from_the_configured_repository():
     url = repository_url()
     for folder in ("solutions", "exercises"):
         for nb_path in (ROOT / folder).glob("*/*.ipynb"):
             setup = nbformat.read(str(nb_path), as_version=4).cells[1]
             assert _grade_id(setup) == "setup" and setup.metadata["nbgrader"]["locked"]
-            assert f'"qkv @ git+{url}"' in setup.source, nb_path
+            # The release the chapters' Colab copies install (tests/test_notebooks.py), not main.
+            assert f'"qkv @ git+{url}@{release_tag()}"' in setup.source, nb_path
             assert 'os.environ.get("NBGRADER_EXECUTION")' in setup.source

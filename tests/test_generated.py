@@ -108,16 +108,22 @@ def test_rendered_cells_carry_nbgrader_metadata_by_kind():
                                      "solution": False}
     assert _meta(by_id["softmax"]) == {**base, "grade": False, "grade_id": "softmax",
                                        "locked": False, "solution": True}
-    assert _meta(by_id["test_softmax"]) == {**base, "grade": True, "grade_id": "test_softmax",
-                                            "locked": True, "solution": False, "points": 1}
+    assert _meta(by_id["test_attention_scores"]) == {
+        **base, "grade": True, "grade_id": "test_attention_scores", "locked": True,
+        "solution": False, "points": 2}
+    assert "test_softmax" not in by_id  # graded in assignment 2, not again
     written = by_id["written_no_scale"]
     assert written.cell_type == "markdown"
     assert _meta(written) == {**base, "grade": True, "grade_id": "written_no_scale",
                               "locked": False, "solution": True, "points": 2}
+    task = by_id["task_interpret_max_weight"]
+    assert task.cell_type == "markdown" and "<!-- BEGIN MARK SCHEME -->" in task.source
+    assert _meta(task) == {"schema_version": 3, "task": True, "grade": False, "solution": False,
+                           "grade_id": "task_interpret_max_weight", "locked": True, "points": 3}
     plain = [c for c in nb.cells if _meta(c) is None]
     assert plain and all(c.id == f"cell-{nb.cells.index(c)}" and not c.metadata for c in plain)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
-    assert "### BEGIN HIDDEN TESTS" in by_id["test_softmax"].source
+    assert "### BEGIN HIDDEN TESTS" in by_id["test_attention_scores"].source
 
 
 def test_setup_cell_is_the_standard_text_plus_the_assignments_lines():
@@ -157,8 +163,13 @@ def _code(options: str, body: str = "x = 1") -> str:
     (_code(":points: 2"), ["points belong on a test cell", "a plain cell"]),
     (_code(":tests: test_softmax"), ["tests 'test_softmax' needs points"]),
     ("+++ {\"written\": \"why\"}\n\nBecause.\n", ["written 'why' needs points"]),
+    ("+++ {\"task\": \"why\", \"points\": 2}\n\nExplain.\n", ["task 'why' needs its rubric",
+                                                         "<!-- BEGIN MARK SCHEME -->"]),
     (_code(":answer: softmax\n:tests: test_softmax\n:points: 1"), ["both answer and tests"]),
     (_code(":setup: mine"), ["`:setup:` takes no value"]),
+    (_code(":tests: t\n:points: 1\n:kind: guesswork"), ["`:kind:` belongs on a test cell",
+                                                         "guesswork"]),
+    (_code(":answer: a\n:kind: debugging"), ["`:kind:` belongs on a test cell"]),
     (_code(":tests: t\n:points: 1\n:from: 02-lookup"), ["`:from:` belongs on an answer cell"]),
     (_code(":answer: softmax\n:from: 02-lookup"), ["empty body"]),
     (_code(":answer: softmax\n:from: 99-nowhere", ""), ["names no assignment", "99-nowhere"]),

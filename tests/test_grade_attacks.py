@@ -23,7 +23,7 @@ from qkv_course.config import ROOT
 
 pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
 
-HARNESS = ROOT / "src" / "qkv" / "checks" / "_harness.py"
+HARNESS = ROOT / "src" / "qkv" / "checks" / "harness" / "_harness.py"
 SUBMISSION_S = 40  # one submission's whole time in the sandbox (the default is 120)
 SLEEP_S = 12  # each of several cells sleeps just under what a cell may take alone
 
@@ -42,7 +42,7 @@ ATTACKS = {
                "        open({gradebook!r}, 'ab').write(b'x' * 4096)\n"
                "    os._exit(0)\n"),
     # Editing the checks' harness, for this run and the next.
-    "harness": ("blank", "import qkv.checks._harness as h\n"
+    "harness": ("blank", "import qkv.checks.harness._harness as h\n"
                 "open({harness!r}, 'a').write('\\n# tampered\\n')\n"
                 "open(h.__file__, 'a').write('\\n# tampered\\n')\n"),
     # In-kernel patches of the checks (the guards had blind spots): any check passes.

@@ -23,7 +23,7 @@ from qkv_course.grade import (Failed, Limits, Missing, NotData, Pool, Raised, Sa
 from qkv_course.grade import protocol, sandbox
 
 REPO = Path(__file__).resolve().parents[1]
-HARNESS = REPO / "src" / "qkv" / "checks" / "_harness.py"
+HARNESS = REPO / "src" / "qkv" / "checks" / "harness" / "_harness.py"
 
 try:
     sandbox.probe()

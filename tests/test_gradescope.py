@@ -93,9 +93,10 @@ def _filled(base, solution, answers=None):
 def _masking_submissions(base, solution):
     mistake = {"causal_mask": INVERTED_CAUSAL,
                "scaled_dot_product_attention": sdpa_with_its_own_causal_mask()}
+    # A wrong answer whose visible test is edited away (the autograder puts the test back).
+    # Code that rebinds the checks in its own kernel is qkv grade's business, not this test's.
     tampered = _filled(base, solution, {
-        "causal_mask": INVERTED_CAUSAL + "\nimport qkv.checks\n"
-                       "qkv.checks.__dict__['check_causal_mask'] = lambda *a, **k: None\n",
+        "causal_mask": INVERTED_CAUSAL,
         "scaled_dot_product_attention": sdpa_with_its_own_causal_mask()})
     _cell(tampered, "test_causal_mask").source = "pass"  # an edited visible test
     return {"solution": _filled(base, solution), "blank": base,

@@ -65,7 +65,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                           scale=scale)
 '''
-    cell = _cell(nb, "softmax")
+    cell = _cell(nb, "dot_product_variance")
     cell.source = "import warnings\n\n" + cell.source.replace(
         "    ### BEGIN SOLUTION", '    warnings.warn("a student warning", UserWarning)\n'
         "    ### BEGIN SOLUTION", 1)
@@ -73,7 +73,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     # Right answers that write to stderr in every way a student's code does.
     nb = copy.deepcopy(sol)
-    cell = _cell(nb, "softmax")
+    cell = _cell(nb, "dot_product_variance")
     cell.source = _NOISY_IMPORTS + cell.source.replace(
         "    ### BEGIN SOLUTION", _NOISY_LINES + "    ### BEGIN SOLUTION", 1)
     out["noisy"] = nb
@@ -124,7 +124,7 @@ def _graded_course(course):
     ex = nbformat.read(str(course / "exercises" / SCALING / "scaling.ipynb"), as_version=4)
     variants = _scaling_variants(sol)
     deleted = copy.deepcopy(ex)
-    deleted.cells = [c for c in deleted.cells if _grade_id(c) != "test_softmax"]
+    deleted.cells = [c for c in deleted.cells if _grade_id(c) != "test_dot_product_variance"]
     variants["deleted"] = deleted
     for student, nb in variants.items():
         _submit(course, student, SCALING, {"scaling.ipynb": nb})
@@ -185,14 +185,20 @@ def test_written_answers_wait_for_a_grader_and_blank_ones_score_zero(course, ass
     _, api = course
     for auto, manual in _written(api, assignment, "solution").values():
         assert auto is None and manual  # a model answer is read by a person
-    for auto, manual in _written(api, assignment, "untouched").values():
-        assert auto == 0 and not manual  # "YOUR ANSWER HERE" unchanged: zero, no grader needed
+    for name, (auto, manual) in _written(api, assignment, "untouched").items():
+        if name.startswith("task_"):  # a task's answer is a plain cell: a person always reads it
+            assert auto is None and manual
+        else:
+            assert auto == 0 and not manual  # "YOUR ANSWER HERE" unchanged: zero, no grader
 
 
 def test_scaling_has_a_written_question():
     nb = nbformat.read(str(ROOT / "exercises" / SCALING / "scaling.ipynb"), as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "markdown"
              and c.metadata.get("nbgrader", {}).get("grade")]
+    tasks = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("task")]
+    assert [_grade_id(c) for c in tasks] == ["task_bugs_found", "task_interpret_max_weight"]
+    assert all("MARK SCHEME" not in c.source and "Rubric" not in c.source for c in tasks)
     assert [_grade_id(c) for c in cells] == ["written_no_scale"]
     assert cells[0].source.strip() == "YOUR ANSWER HERE"  # the model answer stays in solutions/
 
@@ -201,7 +207,7 @@ def test_edited_test_cell_is_restored_and_the_check_imported_again(course):
     course_dir, api = course
     scores, _ = _scores(api, SCALING, "edited")
     assert scores["test_attention_scores"] == 0
-    assert scores["test_softmax"] == 1
+    assert scores["test_dot_product_variance"] == 3
     cell = _cell(_autograded(course_dir, "edited"), "test_attention_scores")
     assert "check_attention_scores(attention_scores)" in cell.source
     assert "no scaling" in _output_text(cell)
@@ -210,8 +216,8 @@ def test_edited_test_cell_is_restored_and_the_check_imported_again(course):
 def test_deleted_test_cell_is_readded_and_scores_zero(course):
     course_dir, api = course
     scores, _ = _scores(api, SCALING, "deleted")
-    assert scores["test_softmax"] == 0 and sum(scores.values()) == 0
-    cell = _cell(_autograded(course_dir, "deleted"), "test_softmax")
+    assert scores["test_dot_product_variance"] == 0 and sum(scores.values()) == 0
+    cell = _cell(_autograded(course_dir, "deleted"), "test_dot_product_variance")
     assert "was missing from the submission" in cell.source
     assert "not written yet" in _output_text(cell)
 
@@ -232,7 +238,7 @@ def test_delegating_answer_gets_a_notice_not_a_deduction_and_warnings_cost_nothi
     nb = _autograded(course_dir, "delegates")
     text = _output_text(_cell(nb, "test_scaled_dot_product_attention"))
     assert "you called torch.nn.functional.scaled_dot_product_attention" in text
-    assert "a student warning" in _output_text(_cell(nb, "test_softmax"))
+    assert "a student warning" in _output_text(_cell(nb, "test_dot_product_variance"))
 
 
 def test_gradebook_holds_every_submission(course):
@@ -249,8 +255,22 @@ def test_stderr_from_right_answers_costs_nothing_and_is_shown(course):
     scores, max_score = _scores(api, SCALING, "noisy")
     assert sum(scores.values()) == max_score, scores
     nb = _autograded(course_dir, "noisy")
-    cell = _cell(nb, "test_softmax")
+    cell = _cell(nb, "test_dot_product_variance")
     assert not [o for o in cell.outputs if o.get("name") == "stderr"], cell.outputs
     text = _output_text(cell)
-    for words in ("noisy: print", "noisy: fd 2", "noisy: warning", "noisy: log", "noisy: bar"):
+    for words in ("noisy: print", "noisy: warning", "noisy: log", "noisy: bar"):
         assert words in text, (words, text[-2000:])
+    # What reaches file descriptor 2 goes wherever the kernel's fd 1 goes (under nbgrader, not
+    # into the notebook: measured), and never into a stderr output that would cost points.
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("name") == "stderr"]
+
+
+def test_a_task_s_rubric_comes_back_for_the_grader(course):
+    """The rubric is cleared from the students' copy and put back when a submission is
+    autograded, so formgrader shows it beside the student's answer."""
+    course_dir, _ = course
+    released = nbformat.read(str(ROOT / "exercises" / SCALING / "scaling.ipynb"), as_version=4)
+    assert "Rubric" not in _cell(released, "task_interpret_max_weight").source
+    for student in ("solution", "untouched"):
+        cell = _cell(_autograded(course_dir, student), "task_interpret_max_weight")
+        assert "<!-- BEGIN MARK SCHEME -->" in cell.source and "Rubric (3 points" in cell.source

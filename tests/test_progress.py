@@ -31,7 +31,7 @@ def test_solution_passes_every_test(capsys):
     assert code == 0, out
     for test in ("test_causal_mask", "test_padding_mask", "test_scaled_dot_product_attention"):
         assert _line(out, test).split()[0] == "pass"
-    assert "total: 10/10 points from the tests (5 of 5 pass)" in out
+    assert "total: 14/14 points from the tests (7 of 7 pass); 3 more graded by hand" in out
 
 
 def test_blank_exercise_fails_and_says_what_is_not_written(capsys):
@@ -39,7 +39,7 @@ def test_blank_exercise_fails_and_says_what_is_not_written(capsys):
     assert code == 1
     assert _line(out, "test_causal_mask").split()[:1] == ["FAIL"]
     assert "causal_mask is not written yet" in out
-    assert "total: 0/10 points from the tests (0 of 5 pass)" in out
+    assert "total: 0/14 points from the tests (0 of 7 pass); 3 more graded by hand" in out
 
 
 def test_known_mistake_in_full_and_a_timeout_and_the_notebook_untouched(capsys, tmp_path):
@@ -146,3 +146,30 @@ def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
     out = capsys.readouterr().out
     assert summary.passed == ["scaled_dot_product_attention(masks=False)"], out
     assert summary.failed == [f"check_question({question!r})"], out
+
+
+def test_a_cells_outcome_is_read_from_the_results_it_holds_not_from_its_text():
+    import json
+
+    from nbformat.v4 import new_code_cell, new_output
+
+    from qkv.checks.result import MIME, CheckResult
+    from qkv_course.graded import FAIL, PASS, TIMEOUT, cell_outcome
+
+    def cell(result, *more):
+        data = {MIME: json.loads(result.to_json()), "text/plain": ""}
+        return new_code_cell("check(f)", execution_count=1,
+                             outputs=[new_output("display_data", data=data), *more])
+
+    error = new_output("error", ename="CheckFailed", evalue="any text at all", traceback=[])
+    wrong = CheckResult("softmax", False, 0, "1-D input", "no-scaling", "no scaling", "scale it",
+                        "the result matches a known mistake: no scaling")
+    outcome = cell_outcome(cell(wrong, error))
+    assert (outcome.status, outcome.mistake) == (FAIL, "no scaling")
+    assert outcome.message == wrong.message()
+    slow = CheckResult("softmax", False, 0, "1-D input", what="took more than 10 s",
+                       kind="timeout")
+    assert cell_outcome(cell(slow, error)).status == TIMEOUT
+    noticed = CheckResult("softmax", True, 0, notice="you called torch.softmax; ...")
+    outcome = cell_outcome(cell(noticed))
+    assert outcome.status == PASS and "you called torch.softmax" in outcome.message

@@ -118,7 +118,7 @@ def test_gradients_reach_every_weight():
         (dict(x=torch.ones(5, 10, dtype=torch.long)), TypeError, "x must have a floating"),
         (dict(W_q=torch.randn(10, 8)), ValueError, "W_q must have 10 columns"),
         (dict(W_k=torch.randn(8, 10, 1)), ValueError, "W_k must be a 2-D matrix"),
-        (dict(W_k=torch.randn(4, 10)), ValueError, "same width E"),
+        (dict(W_k=torch.randn(4, 10)), ValueError, "W_q has 8 rows but W_k has 4"),
         (dict(W_v=torch.randn(8, 10, dtype=torch.float64)), TypeError, "W_v is torch.float64"),
         (dict(W_q=[[1.0]]), TypeError, "W_q must be a torch.Tensor"),
     ],

@@ -23,6 +23,30 @@ def _check_width(name: str, t: Tensor, width: int, batched: bool) -> None:
         )
 
 
+def _check_like_weights(query: Tensor, key: Tensor, value: Tensor, weight: Tensor) -> None:
+    """Raise unless the inputs are floating point with the dtype and device of ``weight``.
+
+    ``nn.Linear`` would refuse a float64 input to float32 weights with torch's own words
+    ("mat1 and mat2 must have the same dtype"), naming neither the argument nor the fix.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _like(name, t, weight)
+
+
+def _like(name: str, t: Tensor, weight: Tensor) -> None:
+    v.require_float(name, t)
+    if t.dtype != weight.dtype:
+        raise TypeError(
+            f"{name} is {t.dtype} but the module's weights are {weight.dtype}; convert the input "
+            f"with {name}.to({weight.dtype}) or the module with .to({t.dtype})"
+        )
+    if t.device != weight.device:
+        raise TypeError(
+            f"{name} is on {t.device} but the module's weights are on {weight.device}; move the "
+            f"input with {name}.to('{weight.device}') or the module with .to('{t.device}')"
+        )
+
+
 def check_inputs(
     query: Tensor, key: Tensor, value: Tensor, embed_dim: int, kdim: int, vdim: int
 ) -> bool:

@@ -142,13 +142,15 @@ def local_global_mask_mod(n: int, window: int, global_tokens: Union[Sequence[int
     device = v.require_device("device", device)
     v.require_fits(f"the (n,) global flags for n={n}", (n,), torch.bool, device or torch.device("cpu"),
                    hint="check n: it is the sequence length")
-    is_global = torch.zeros(n, dtype=torch.bool)
+    # One flag past the end, False: PyTorch 2.5's create_block_mask also asks about positions
+    # up to its block size (128) beyond n, whose answers it drops; clamped there, they read it.
+    is_global = torch.zeros(n + 1, dtype=torch.bool)
     is_global[idx] = True
     is_global = is_global.to(device)
 
     def local_global(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         near = (q_idx - kv_idx).abs() <= window // 2
-        return near | is_global[q_idx] | is_global[kv_idx]
+        return near | is_global[q_idx.clamp(max=n)] | is_global[kv_idx.clamp(max=n)]
 
     return local_global
 

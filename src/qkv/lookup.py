@@ -158,11 +158,12 @@ def soft_lookup(
     return weights @ values, weights
 
 
-def _require_fits(query: Tensor, key: Tensor, *extra: int) -> None:
-    """Refuse, before allocating, an ``(..., L, S, *extra)`` score tensor that cannot fit in memory."""
+def _require_fits(query: Tensor, key: Tensor, *extra: int, copies: int = 1,
+                  what: str = "the (L, S) scores", hint: str = v.CHUNKED_HINT) -> None:
+    """Refuse, before allocating, ``copies`` ``(..., L, S, *extra)`` tensors that cannot fit in memory."""
     batch = v.broadcast_shapes(query.shape[:-2], key.shape[:-2])
     shape = (*batch, query.shape[-2], key.shape[-2], *extra)
-    v.require_fits("the (L, S) scores", shape, query.dtype, query.device)
+    v.require_fits(what, shape, query.dtype, query.device, hint, copies)
 
 
 def _check_scores(query: Tensor, key: Tensor, **params: Tensor) -> None:
@@ -204,8 +205,10 @@ def additive_score(query: Tensor, key: Tensor, W_q: Tensor, W_k: Tensor, v_a: Te
             f"v_a {v.shape_str(v_a)}"
         )
     # (..., L, 1, A) + (..., 1, S, A) broadcasts to every pair: that pairwise tanh is
-    # why additive attention costs L*S*A work and memory, not just L*S.
-    _require_fits(query, key, W_q.shape[0])
+    # why additive attention costs L*S*A work and memory, not just L*S. The sum and its
+    # tanh are held at once, so the peak is two such tensors: refused before either exists.
+    _require_fits(query, key, W_q.shape[0], copies=2, what="the (L, S, A) tanh features",
+                  hint="score shorter sequences (or fewer at a time), or use a smaller A (W_q's rows)")
     features = torch.tanh((query @ W_q.T).unsqueeze(-2) + (key @ W_k.T).unsqueeze(-3))
     return features @ v_a
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from ._mha_args import check_inputs, refuse_torch_names
+from ._mha_args import _check_like_weights, check_inputs, refuse_torch_names
 from ._weights import from_bert_layer, from_torch_module
 from .masking import causal_mask
 from .scaling import scaled_dot_product_attention_with_weights
@@ -185,6 +185,7 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         batched = check_inputs(query, key, value, self.embed_dim, self.kdim, self.vdim)
+        _check_like_weights(query, key, value, self.q_proj.weight)
         if not batched:
             query, key, value = query[None], key[None], value[None]
             if key_mask is not None:

@@ -25,7 +25,7 @@ __all__ = [
 
 _X = "x (..., L, D)"
 _CTX = "context (..., S, Dc)"
-_WEIGHTS = "W_q (E, D), W_k (E, Dc), W_v (Ev, Dc)"
+_WEIGHTS = {"context": "W_q (E, D), W_k (E, Dc), W_v (Ev, Dc)", "x": "W_q (E, D), W_k (E, D), W_v (Ev, D)"}
 
 
 def _check_weight(name: str, w: object, columns: int, columns_from: str, x: Tensor) -> None:
@@ -42,6 +42,29 @@ def _check_weight(name: str, w: object, columns: int, columns_from: str, x: Tens
             f"product is {columns_from} @ {name}.T"
         )
     v.require_like(name, w, "x", x)
+
+
+def _check(x: object, context: object, W_q: object, W_k: object, W_v: object, source: str) -> None:
+    """Check the arguments; ``source`` names where keys and values come from ("context" or "x").
+
+    The inputs are checked before the weights, their batch dims included: when x and context
+    disagree, that is what the message says, not a weight's width that follows from it.
+    """
+    v.require_float_tensor("x", x, _X, min_dim=2)
+    if source == "context":
+        v.require_float_tensor("context", context, _CTX, min_dim=2)
+        v.require_like("context", context, "x", x)
+        v.broadcast_batch(("x", "context"), (x, context), f"{_X} and {_CTX}")
+    _check_weight("W_q", W_q, x.shape[-1], "x", x)
+    _check_weight("W_k", W_k, context.shape[-1], source, x)
+    _check_weight("W_v", W_v, context.shape[-1], source, x)
+    if W_q.shape[0] != W_k.shape[0]:
+        raise ValueError(
+            f"W_q has {W_q.shape[0]} rows but W_k has {W_k.shape[0]}: their rows are the width E "
+            f"of the queries (x @ W_q.T) and of the keys ({source} @ W_k.T), which are compared "
+            f"by a dot product, so W_q and W_k need the same number of rows; got W_q "
+            f"{v.shape_str(W_q)} and W_k {v.shape_str(W_k)}; expected {_WEIGHTS[source]}"
+        )
 
 
 def cross_attention(x: Tensor, context: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> Tensor:
@@ -66,17 +89,7 @@ def cross_attention(x: Tensor, context: Tensor, W_q: Tensor, W_k: Tensor, W_v: T
         - context: ``(S, Dc)`` or batched ``(..., S, Dc)``; batch dims broadcast with x's
         - output: ``(..., L, Ev)``
     """
-    v.require_float_tensor("x", x, _X, min_dim=2)
-    v.require_float_tensor("context", context, _CTX, min_dim=2)
-    v.require_like("context", context, "x", x)
-    _check_weight("W_q", W_q, x.shape[-1], "x", x)
-    _check_weight("W_k", W_k, context.shape[-1], "context", x)
-    _check_weight("W_v", W_v, context.shape[-1], "context", x)
-    v.require_same_size(
-        ("W_q", W_q, 0), ("W_k", W_k, 0),
-        "the same width E (queries and keys are compared by a dot product)", _WEIGHTS,
-    )
-    v.broadcast_batch(("x", "context"), (x, context), f"{_X} and {_CTX}")
+    _check(x, context, W_q, W_k, W_v, "context")
     return scaled_dot_product_attention(x @ W_q.T, context @ W_k.T, context @ W_v.T)
 
 
@@ -99,4 +112,5 @@ def self_attention(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> Tensor:
         - x: ``(L, D)`` or batched ``(..., L, D)``
         - output: ``(..., L, Ev)``
     """
+    _check(x, x, W_q, W_k, W_v, "x")  # first, so that bad input is named x, not context
     return cross_attention(x, x, W_q, W_k, W_v)

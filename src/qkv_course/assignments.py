@@ -31,6 +31,24 @@ code-cell options and markdown-cell metadata:
 
       +++ {"written": "why_scale", "points": 2}
 
+- a task graded by hand against a rubric, worth 3 points: the markdown cell after this line is
+  the prompt, locked; its ``<!-- BEGIN MARK SCHEME -->`` / ``<!-- END MARK SCHEME -->`` region
+  (the rubric and a model answer) is removed from the students' copy, and nbgrader puts it back
+  when it autogrades a submission, so the grader reads it in formgrader beside the student's
+  answer (the plain markdown cell after the prompt)::
+
+      +++ {"task": "interpret_variance", "points": 3}
+
+- what a test's points are for, when it is not a function of the chapter (see
+  :mod:`qkv_course.points`): ``:kind: debugging``, ``variation``, ``experiment`` or
+  ``question`` (the default for a test cell that calls ``check_question``)::
+
+      ```{code-cell} python
+      :tests: test_max_weight
+      :points: 2
+      :kind: experiment
+      ```
+
 - an answer an earlier assignment already asked for, taken from there (its body stays empty, so
   the solution is written once)::
 
@@ -55,21 +73,26 @@ import jupytext
 import nbformat
 from nbformat import NotebookNode
 
-from .config import ROOT, repository_url
+from .config import ROOT, release_tag, repository_url
 from .generate import COMMAND
 from .graded import did_you_mean
 from .setup_cell import GRADE_ID as SETUP_ID
 from .setup_cell import assignment_setup
 
 SOURCES = "solutions/*/*.md"  # one per assignment, beside the notebook it makes
-KINDS = ("setup", "answer", "tests", "written")  # the option or key that names a cell's kind
-OPTIONS = {"code": {"setup", "answer", "tests", "points", "from"}, "markdown": {"written", "points"}}
+KINDS = ("setup", "answer", "tests", "written", "task")  # the option or key that names a cell's kind
+OPTIONS = {"code": {"setup", "answer", "tests", "points", "from", "kind"},
+           "markdown": {"written", "task", "points"}}
+#: What a test's points are for (``:kind:``; default: ``question`` for a conceptual question,
+#: else ``function``); written answers and tasks are ``written`` (see :mod:`.points`).
+POINT_KINDS = ("function", "debugging", "variation", "experiment", "question")
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")  # what nbgrader accepts as a grade id
 METADATA = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
+MARK_BEGIN, MARK_END = "<!-- BEGIN MARK SCHEME -->", "<!-- END MARK SCHEME -->"
 USAGE = ('a code cell takes `:setup:`, `:answer: ID` (with `:from: NN-name` to reuse that '
          'assignment\'s answer), or `:tests: ID` with `:points: N`; '
-         'a markdown cell takes `+++ {"written": "ID", "points": N}`')
+         'a markdown cell takes `+++ {"written": "ID", "points": N}` or `+++ {"task": "ID", "points": N}`')
 
 
 class SourceError(ValueError):
@@ -77,9 +100,9 @@ class SourceError(ValueError):
 
 
 def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False,
-              locked: bool = False, points: Optional[float] = None) -> dict:
+              locked: bool = False, points: Optional[float] = None, task: bool = False) -> dict:
     meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
-            "solution": solution, "task": False}
+            "solution": solution, "task": task}
     if points is not None:
         meta["points"] = points
     return {"nbgrader": meta}
@@ -110,11 +133,14 @@ def _grading(cell: NotebookNode, where: str) -> Optional[dict]:
     if len(kinds) > 1:
         raise SourceError(f"{where}: one cell cannot be both {' and '.join(kinds)}; {USAGE}")
     kind = kinds[0] if kinds else None
-    if "points" in options and kind not in ("tests", "written"):
+    if "points" in options and kind not in ("tests", "written", "task"):
         raise SourceError(f"{where}: points belong on a test cell or a written answer, "
                           f"not on {'an ' + kind if kind else 'a plain'} cell")
     if "from" in options and kind != "answer":
         raise SourceError(f"{where}: `:from:` belongs on an answer cell")
+    if "kind" in options and (kind != "tests" or options["kind"] not in POINT_KINDS):
+        raise SourceError(f"{where}: `:kind:` belongs on a test cell and is one of "
+                          f"{', '.join(POINT_KINDS)}, got {options['kind']!r}")
     if kind is None:
         return None
     if kind == "setup":
@@ -131,6 +157,11 @@ def _grading(cell: NotebookNode, where: str) -> Optional[dict]:
     if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
         raise SourceError(f"{where}: {kind} {grade_id!r} needs points (a positive number), "
                           f"got {points!r}")
+    if kind == "task":  # nbgrader's manually graded task: locked, its mark scheme hidden
+        if MARK_BEGIN not in cell.source or MARK_END not in cell.source:
+            raise SourceError(f"{where}: task {grade_id!r} needs its rubric between "
+                              f"{MARK_BEGIN} and {MARK_END}")
+        return _nbgrader(grade_id, locked=True, points=points, task=True)
     return _nbgrader(grade_id, grade=True, solution=kind == "written", locked=kind == "tests",
                      points=points)
 
@@ -172,7 +203,7 @@ def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
         if "from" in cell.metadata:
             text = _borrowed(path, where, cell.metadata["from"], grading["nbgrader"]["grade_id"], text)
         if grading and grading["nbgrader"]["grade_id"] == SETUP_ID:
-            text = assignment_setup(repository_url(root), text)
+            text = assignment_setup(repository_url(root), release_tag(root), text)
         new = (nbformat.v4.new_code_cell if cell.cell_type == "code"
                else nbformat.v4.new_markdown_cell)(text)
         new.id = f"cell-{index}"

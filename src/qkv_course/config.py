@@ -147,8 +147,10 @@ def _project(root: Path) -> dict:
 def release_tag(root: Path = ROOT) -> str:
     """The tag of the release a chapter's Colab copy installs: ``v`` + pyproject's version.
 
-    A release is made by setting ``version`` in ``pyproject.toml``, regenerating
-    (``python -m qkv_course generate``) and tagging that commit ``v<version>``.
+    A release is made by setting ``version`` in ``pyproject.toml`` and regenerating
+    (``python -m qkv_course generate``); publishing the book tags that commit ``v<version>``
+    when the tag is missing (``.ci/release-tag.sh``, run by ``book.yml``). The exercises'
+    set-up cells install the same release.
     """
     return f"v{_project(root)['version']}"
 

@@ -72,7 +72,8 @@ def targets(root: Path = ROOT) -> Dict[Path, str]:
         folders = sorted({path.parent for path in solutions})
         for folder in folders:
             shutil.copytree(folder, course / "solutions" / folder.name,
-                            ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
+                            ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints",
+                                                          "qkv_answers.json"))
         for path, text in solutions.items():
             (course / "solutions" / path.parent.name / path.name).write_text(text)
         api = nbgrader_api(course)

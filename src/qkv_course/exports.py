@@ -2,7 +2,7 @@
 
 A module adds a public name by listing it in its own ``__all__``; the package's ``__init__.py``
 re-exports it. So a module declares ``__all__`` only for what the package exports (a private
-module too: ``qkv.checks._harness`` exports ``warnings_to_stdout``). The import block of each ``__init__.py`` sits between two markers and is written
+module too: ``qkv.checks._stderr`` exports ``warnings_to_stdout``). The import block of each ``__init__.py`` sits between two markers and is written
 by the generate command, so adding a module or a function never means editing ``__init__.py``
 by hand, and nothing is exported that its module does not declare.
 """

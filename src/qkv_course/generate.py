@@ -71,6 +71,7 @@ GENERATORS: List[Generator] = [
     Generator("toc", "qkv_course.toc", owns=["_toc.yml"]),
     Generator("solutions", "qkv_course.assignments", owns=["solutions/*/*.ipynb"]),
     Generator("exercises", "qkv_course.exercises", owns=["exercises/*/*.ipynb"]),
+    Generator("points", "qkv_course.points", owns=["solutions/POINTS.md"]),
     Generator("colab", "qkv_course.colab", owns=["book/[0-9][0-9]-*.ipynb"]),
     Generator("exports", "qkv_course.exports", owns=["src/qkv/__init__.py", "src/qkv/checks/__init__.py"],
               splices=True),

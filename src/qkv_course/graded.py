@@ -133,7 +133,8 @@ def cell_outcome(cell: Any) -> Outcome:
                        "failure:\n" + stderr.rstrip())
     if cell.get("execution_count") is None and not outputs:
         return Outcome(ERROR, NOT_RUN)
-    return Outcome(PASS)
+    notices = [r.notice for r in _results(outputs) if r.notice]
+    return Outcome(PASS, "\n".join(f"note: {n}" for n in dict.fromkeys(notices)))
 
 
 def _results(outputs: List[Any]) -> list:

@@ -140,9 +140,9 @@ def _is_test(cell: NotebookNode) -> bool:
 
 
 def _grade_ids(nb: NotebookNode, *, written: bool) -> Dict[str, float]:
-    """Graded cells -> points: the autograded tests, or the answers graded by hand."""
+    """Graded cells -> points: the autograded tests, or the answers and tasks graded by hand."""
     return {_meta(c)["grade_id"]: _meta(c)["points"] for c in nb.cells
-            if _meta(c).get("grade") and _is_test(c) != written}
+            if (_meta(c).get("grade") or _meta(c).get("task")) and _is_test(c) != written}
 
 
 def _relative(source: Path, root: Path) -> str:

@@ -26,14 +26,15 @@ from typing import Tuple
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode
 from nbgrader.api import MissingEntry
-from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
+from nbgrader.preprocessors import ClearHiddenTests, ClearMarkScheme, OverwriteCells
 
 
 class OverwriteReleasedCells(OverwriteCells):
     """nbgrader's ``OverwriteCells``, silent for a locked cell that is exactly as released."""
 
     def released_source(self, saved: str) -> str:
-        """What students were given for a locked cell: its saved source without hidden tests.
+        """What students were given for a locked cell: its saved source without hidden tests
+        (a test cell) or mark scheme (a task's prompt: the rubric comes back for the grader).
 
         Args:
             saved: the cell's source as ``generate_assignment`` saved it in the gradebook.
@@ -45,6 +46,7 @@ class OverwriteReleasedCells(OverwriteCells):
         cell = NotebookNode(source=saved, cell_type="code", metadata=NotebookNode())
         # The private method is the one generate_assignment runs: one definition of "cleared".
         ClearHiddenTests(parent=self)._remove_hidden_test_region(cell)
+        ClearMarkScheme(parent=self)._remove_mark_scheme_region(cell)
         return cell.source
 
     def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict,

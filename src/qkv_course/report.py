@@ -14,7 +14,10 @@ depth, e.g. one folder per submission): each keeps the whole record under
   ``error`` (another exception, e.g. a NameError when the answer is missing); sorted by
   assignment, test, then count (most first);
 - ``report.html``: one page, working offline: per assignment, a bar chart of those counts
-  and each test's pass rate.
+  and each test's pass rate;
+- ``similarity.html``: pairs of submissions with near-identical answer code, and answers that
+  match the public model solution or reference source, both codes side by side
+  (:mod:`.similarity`).
 
 Nothing in ``COURSE_DIR`` is written, moved or deleted.
 """
@@ -38,7 +41,7 @@ COLUMNS = ("assignment", "test", "mistake", "students")
 GRADES = "qkv-grades"  # qkv grade's result files (qkv_course.grade.records.FOLDER)
 STATUSES = (PASS, FAIL, ERROR, TIMEOUT)
 #: What ``qkv report`` writes into ``--out``.
-OUTPUTS = ("mistakes.csv", "report.html")
+OUTPUTS = ("mistakes.csv", "report.html", "similarity.html")
 
 
 @dataclass
@@ -88,12 +91,16 @@ def run(args: argparse.Namespace) -> int:
             write_csv(tmp, assignments)
         with outdir.atomic(out / "report.html") as tmp:
             write_html(tmp, assignments)
+        from . import similarity  # copydetect: only when a report is made
+
+        with outdir.atomic(out / "similarity.html") as tmp:
+            similarity.write_html(tmp, similarity.find(autograded))
         outdir.record(out, OUTPUTS)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
     print(f"{len(assignments)} assignment(s), "
           f"{len({s for a in assignments for s in a.students})} student(s): wrote "
-          f"{out / 'mistakes.csv'} and {out / 'report.html'}")
+          f"{out / 'mistakes.csv'}, {out / 'report.html'} and {out / 'similarity.html'}")
     return 0
 
 

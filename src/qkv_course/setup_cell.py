@@ -81,19 +81,22 @@ def _module(requirement: str) -> str:
     return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].replace("-", "_").lower()
 
 
-def assignment_setup(url: str, extra: str = "") -> str:
+def assignment_setup(url: str, tag: str, extra: str = "") -> str:
     """The locked set-up cell of an assignment.
 
     Args:
         url: the repository address ``qkv`` is installed from (``config.repository_url``).
+        tag: the release installed (``config.release_tag``), the one the chapters' Colab
+            copies install: the checks a student meets are those of the chapters they read.
         extra: the assignment's own lines (say ``from torch import nn``), appended at the end.
 
     Returns:
         The cell's text, without leading or trailing blank lines.
     """
-    head = ("# Set-up: run this cell first. Where the course package qkv is missing (Colab, say),\n"
-            "# it is installed from the course repository; under the autograder it does nothing.\n")
-    body = _install({"qkv": qkv_requirement(url)}, grading=True) + _ASSIGNMENT_TAIL
+    head = (f"# Set-up: run this cell first. Where the course package qkv is missing (Colab, say),\n"
+            f"# its release {tag} is installed from the course repository; under the autograder\n"
+            f"# it does nothing.\n")
+    body = _install({"qkv": qkv_requirement(url, tag=tag)}, grading=True) + _ASSIGNMENT_TAIL
     return (head + body + extra).strip("\n")
 
 

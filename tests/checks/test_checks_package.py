@@ -54,17 +54,44 @@ def _imports(tree: ast.Module):
             yield 0, "", [a.name for a in node.names]
 
 
-@pytest.mark.parametrize("path", sorted(Path(checks.__file__).parent.glob("*.py")),
-                         ids=lambda p: p.name)
-def test_check_modules_are_leaves_that_use_only_public_names(path):
+CHECKS_DIR = Path(checks.__file__).parent
+SUBPACKAGES = ("harness", "mistakes")  # (and the question banks, _question*.py)
+
+
+def _where(path: Path) -> str:
+    """The sub-package a module of the checks belongs to ("" for the top level)."""
+    parts = path.relative_to(CHECKS_DIR).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+@pytest.mark.parametrize("path", sorted(CHECKS_DIR.rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(CHECKS_DIR)))
+def test_check_modules_use_only_public_names_across_packages(path):
+    """A check module imports no other check module; across sub-packages (harness, mistakes)
+    only public names of the sub-package itself cross; qkv only through qkv.__all__."""
     tree = ast.parse(path.read_text())
+    here = _where(path)
     for level, module, names in _imports(tree):
-        assert level <= 1, f"{path.name} imports from qkv's modules: use qkv.<name>"
         assert not (level == 0 and module.startswith("qkv")), f"{path.name}: from {module} import"
-        if level == 1 and path.name not in ("__init__.py", "grading.py"):
-            for target in ([module] if module else names):
-                assert target.startswith("_") or target == "result", \
-                    f"{path.name} imports the public check module {target}"
+        if level == 0:
+            continue
+        # From the top level, level 1 is the checks; from a sub-package, level 1 is itself
+        # and level 2 the checks. Anything higher is qkv's own modules.
+        assert level <= (2 if here else 1), f"{path.name} imports from qkv's modules: use qkv.<name>"
+        if (here and level == 1) or path.name == "__init__.py":
+            continue  # inside its own (sub-)package: private modules are fine
+        target = module.split(".")[0] if module else ""
+        if target in SUBPACKAGES:
+            assert not any(part.startswith("_") for part in module.split(".")), \
+                f"{path.name} reaches into a private module of {target}: {module}"
+            assert not any(n.startswith("_") for n in names), \
+                f"{path.name} imports private names of {target}: {names}"
+        elif here:  # a sub-package uses only the result type from the top level
+            assert target == "result", f"{path.name} imports {module or names} from the top"
+        elif path.name != "grading.py":
+            for t in ([module] if module else names):  # the top level's own private modules
+                assert t.startswith("_") or t == "result", \
+                    f"{path.name} imports the public check module {t}"
     private = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                and isinstance(n.value, ast.Name) and n.value.id == "qkv"
                and n.attr not in qkv.__all__ + ["__all__"]]
@@ -121,7 +148,7 @@ def test_alias_taken_before_the_check_is_noticed_and_the_reference_untouched():
         return my_attention(*args, **kwargs)
 
     from qkv.checks import grading
-    from qkv.checks._checks import check_now
+    from qkv.checks.harness._checks import check_now
 
     result = check_now(grading.CHECKS["check_scaled_dot_product_attention"], sdpa, 0)
     assert result.passed and "qkv.scaled_dot_product_attention" in result.notice
@@ -138,7 +165,7 @@ def test_caught_delegation_is_still_noticed():
             return make_sdpa()(q, k, v, attn_mask, dropout_p, is_causal, scale)
 
     from qkv.checks import grading
-    from qkv.checks._checks import check_now
+    from qkv.checks.harness._checks import check_now
 
     result = check_now(grading.CHECKS["check_scaled_dot_product_attention"], sdpa, 0)
     assert "torch.nn.functional.scaled_dot_product_attention" in result.notice
@@ -155,7 +182,7 @@ def test_the_message_quoted_for_instructors_is_the_real_one():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_checks_run_on_cuda_and_catch_host_tensors_there():
-    from qkv.checks._inputs import devices
+    from qkv.checks.harness._inputs import devices
 
     assert torch.device("cuda") in devices()
     check_scaled_dot_product_attention(SDPA_RIGHT["einsum"])

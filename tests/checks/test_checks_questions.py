@@ -12,17 +12,36 @@ import torch.nn as nn
 import qkv
 from qkv import checks
 from qkv.checks import check_question
-from qkv.checks._question import Choice, Number
+from qkv.checks import _answers
+from qkv.checks._question import Choice, Computed, Number
 from qkv.checks._questions import QUESTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "solutions").glob("*/*.md"))
 CHOICES = [q for q in QUESTIONS.values() if isinstance(q, Choice)]
 NUMBERS = [q for q in QUESTIONS.values() if isinstance(q, Number)]
+COMPUTED = [q for q in QUESTIONS.values() if isinstance(q, Computed)]
 
 
 def _ids(q):
     return q.id
+
+
+@pytest.fixture(autouse=True)
+def _record(tmp_path, monkeypatch):
+    """Each test records first answers in a file of its own."""
+    monkeypatch.setenv(_answers.ENV, str(tmp_path / "answers.json"))
+    return tmp_path
+
+
+def _fresh(monkeypatch, tmp_path, name):
+    """A new, empty record: the next answer is a first answer."""
+    monkeypatch.setenv(_answers.ENV, str(tmp_path / f"{name}.json"))
+
+
+def _letter(q):
+    (right,) = [k for k in q.choices if q.right(k)]
+    return right
 
 
 def test_check_question_is_exported():
@@ -30,45 +49,122 @@ def test_check_question_is_exported():
 
 
 @pytest.mark.parametrize("q", CHOICES, ids=_ids)
-def test_every_wrong_choice_is_explained(q):
-    assert q.answer in q.choices and len(q.choices) >= 3
-    assert set(q.wrong) == set(q.choices) - {q.answer}
-    for text in [q.why, *q.wrong.values()]:
+def test_every_choice_is_explained_and_exactly_one_is_right(q):
+    assert len(q.choices) >= 3 and set(q.explain) == set(q.choices)
+    assert len([k for k in q.choices if q.right(k)]) == 1
+    for text in q.explain.values():
         assert text.strip() and not text.endswith("."), text  # the message adds the full stop
 
 
 @pytest.mark.parametrize("q", NUMBERS, ids=_ids)
-def test_every_typical_wrong_number_is_explained_and_differs_from_the_answer(q):
+def test_every_typical_wrong_number_is_explained_and_is_wrong(q):
     wrong = q.wrong()
     assert len(wrong) >= 3 and q.hint and not q.hint.endswith(".")
     for value, why in wrong.items():
-        assert not q._same(value, q.answer()), (value, why)
+        assert not q.right(value), (value, why)
         assert why.strip() and not why.endswith("."), why
 
 
+def test_the_package_holds_no_answer_key_in_plain_text():
+    for q in CHOICES + NUMBERS:
+        assert not hasattr(q, "answer")
+        assert len(q.key) == 24 and all(c in "0123456789abcdef" for c in q.key)
+
+
 @pytest.mark.parametrize("q", CHOICES, ids=_ids)
-def test_choices_right_passes_and_each_wrong_fails_with_its_explanation(q, capsys):
-    for spelled in (q.answer, q.answer.upper(), f"({q.answer})"):
+def test_choices_right_passes_and_each_wrong_fails_explaining_both(q, capsys, monkeypatch,
+                                                                    tmp_path):
+    right = _letter(q)
+    for i, spelled in enumerate((right, right.upper(), f"({right})")):
+        _fresh(monkeypatch, tmp_path, f"right{i}")
         check_question(q.id, spelled)
         out = capsys.readouterr().out
-        assert out.count("\n") == 1 and f"{q.id}: right, ({q.answer})" in out and q.why in out
-    for letter, why in q.wrong.items():
+        assert f"{q.id}: right, ({right})" in out and q.explain[right] in out
+        assert f"your first answer, recorded and graded: {right!r}" in out
+    for letter in set(q.choices) - {right}:
+        _fresh(monkeypatch, tmp_path, f"wrong{letter}")
         with pytest.raises(AssertionError) as info:
             check_question(q.id, letter)
-        assert str(info.value) == f"{q.id}: Not ({letter}): {why}. Try again."
+        message = str(info.value)
+        assert f"{q.id}: Not ({letter}): {q.explain[letter]}." in message
+        assert f"The answer is ({right}) {q.choices[right]}: {q.explain[right]}." in message
 
 
 @pytest.mark.parametrize("q", NUMBERS, ids=_ids)
-def test_numbers_right_passes_and_each_wrong_fails_with_its_explanation(q, capsys):
-    right = q.answer()
-    for spelled in (right, float(right), torch.tensor(float(right))):
+def test_numbers_right_passes_and_each_wrong_fails_with_its_explanation(q, capsys, monkeypatch,
+                                                                        tmp_path):
+    right = RIGHT_NUMBERS[q.id]()
+    for i, spelled in enumerate((right, float(right), torch.tensor(float(right)))):
+        _fresh(monkeypatch, tmp_path, f"right{i}")
         check_question(q.id, spelled)
         assert f"{q.id}: right" in capsys.readouterr().out
-    for value, why in q.wrong().items():
-        with pytest.raises(AssertionError, match=re.escape(f"{why}. Try again.")):
+    for i, (value, why) in enumerate(q.wrong().items()):
+        _fresh(monkeypatch, tmp_path, f"wrong{i}")
+        with pytest.raises(AssertionError, match=re.escape(f"{why}. The reasoning: {q.why}.")):
             check_question(q.id, value)
-    with pytest.raises(AssertionError, match=re.escape(f"Not 12345.678: {q.hint}. Try again.")):
+    _fresh(monkeypatch, tmp_path, "other")
+    with pytest.raises(AssertionError, match=re.escape(f"Not 12345.678: {q.hint}.")):
         check_question(q.id, 12345.678)
+
+
+def test_the_first_answer_is_graded_and_a_later_one_is_not(capsys):
+    with pytest.raises(AssertionError, match=r"Not \(a\).*The answer is \(b\)"):
+        check_question("scaling_q2", "a")
+    with pytest.raises(AssertionError) as info:
+        check_question("scaling_q2", "b")
+    assert "you now answer 'b'; a question is graded on its first answer" in str(info.value)
+    assert "your first answer, recorded and graded: 'a'" in str(info.value)
+    check_question("scaling_q1", 64)
+    check_question("scaling_q1", 8)  # the first answer, 64, stands
+    out = capsys.readouterr().out
+    assert "scaling_q1: right, 64" in out and "you now answer 8.0" in out
+
+
+@pytest.mark.parametrize("q", COMPUTED, ids=_ids)
+def test_a_per_student_question_computes_its_answer_from_the_student_s_parameters(
+        q, capsys, monkeypatch, tmp_path):
+    for embed_dim in (64, 192, 512):
+        right = q.answer(embed_dim=embed_dim)
+        _fresh(monkeypatch, tmp_path, f"right{embed_dim}")
+        check_question(q.id, right, embed_dim=embed_dim)
+        assert f"{q.id} (embed_dim = {embed_dim}): right" in capsys.readouterr().out
+        for i, (value, why) in enumerate(q.wrong(embed_dim=embed_dim).items()):
+            assert not q.right(value, embed_dim=embed_dim)
+            _fresh(monkeypatch, tmp_path, f"wrong{embed_dim}-{i}")
+            with pytest.raises(AssertionError, match=re.escape(why)):
+                check_question(q.id, value, embed_dim=embed_dim)
+    _fresh(monkeypatch, tmp_path, "classmate")
+    with pytest.raises(AssertionError, match="Not"):  # a classmate's number is no answer
+        check_question(q.id, q.answer(embed_dim=512), embed_dim=64)
+    with pytest.raises(ValueError, match="takes the parameters embed_dim"):
+        check_question(q.id, 1)
+    with pytest.raises(AssertionError, match="embed_dim must be a positive int"):
+        check_question(q.id, 1, embed_dim="64")
+    with pytest.raises(ValueError, match="takes no parameters"):
+        check_question("scaling_q1", 64, d_k=64)
+
+
+def test_an_unanswered_question_says_so_and_records_nothing(_record):
+    for answer in (None, "?", "", ...):
+        with pytest.raises(AssertionError, match="masking_q1: not answered yet"):
+            check_question("masking_q1", answer)
+    with pytest.raises(AssertionError, match="scaling_q1: not answered yet"):
+        check_question("scaling_q1", None)
+    assert not (_record / "answers.json").exists()
+
+
+def test_the_record_stays_out_of_an_instructor_s_source_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv(_answers.ENV)
+    (tmp_path / "scaling.md").write_text("source")
+    (tmp_path / "scaling.ipynb").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    check_question("scaling_q1", 64)
+    assert not (tmp_path / _answers.FILE).exists()
+    other = tmp_path / "student"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    check_question("scaling_q1", 64)
+    assert (other / _answers.FILE).exists()
 
 
 def test_an_answer_of_the_wrong_kind_says_what_was_expected():
@@ -79,7 +175,7 @@ def test_an_answer_of_the_wrong_kind_says_what_was_expected():
         check_question("masking_q1", "e")
     with pytest.raises(AssertionError, match=r"multi_head_q1: expected a number \(an int or a "
                                              r"float\), got str '1050624'"):
-        check_question("multi_head_q1", "1050624")
+        check_question("multi_head_q1", "1050624", embed_dim=512)
     with pytest.raises(AssertionError, match="expected a number .* got bool True"):
         check_question("scaling_q1", True)
     with pytest.raises(AssertionError, match="expected a single number"):
@@ -88,20 +184,42 @@ def test_an_answer_of_the_wrong_kind_says_what_was_expected():
         check_question("masking_q9", "a")
 
 
-def test_check_question_leaves_the_random_state_alone():
+def test_check_question_leaves_the_random_state_alone(monkeypatch, tmp_path):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
     for q in NUMBERS:
-        check_question(q.id, q.answer())
+        _fresh(monkeypatch, tmp_path, q.id)
+        check_question(q.id, RIGHT_NUMBERS[q.id]())
     assert torch.equal(torch.rand(3), expected)
 
 
 # --- the right answers are facts of the reference (so the bank cannot drift from it) ---
 
+def _params(make):
+    with torch.device("meta"):
+        return sum(p.numel() for p in make().parameters())
+
+
+# Each numeric question's right answer, computed from the reference (the key must match).
+RIGHT_NUMBERS = {
+    "bottleneck_q1": lambda: _params(lambda: qkv.AdditiveAttention(64, 32, 16)),
+    "scaling_q1": lambda: 64,
+    "position_q2": lambda: float(qkv.alibi_slopes(8)[0]),
+    "efficient_q1": lambda: 4096 * 4096 * torch.finfo(torch.float32).bits / 8 / 2**20,
+    "variants_q1": lambda: 2 * 32 * 8 * 128 * torch.finfo(torch.bfloat16).bits // 8,
+}
+
+
+def test_every_numeric_key_is_the_reference_s_number():
+    assert set(RIGHT_NUMBERS) == {q.id for q in NUMBERS}
+    for q in NUMBERS:
+        assert q.right(RIGHT_NUMBERS[q.id]()), q.id
+
+
 def _right(question_id):
     q = QUESTIONS[question_id]
-    return q.choices[q.answer]
+    return q.choices[_letter(q)]
 
 
 def test_the_shapes_are_the_reference_s():
@@ -138,10 +256,12 @@ def test_self_attention_is_permutation_equivariant():
 
 
 def test_the_parameter_counts_match_pytorch_and_the_variance_is_measured():
-    assert QUESTIONS["multi_head_q1"].answer() == sum(
-        p.numel() for p in nn.MultiheadAttention(512, 8).parameters())
+    for embed_dim in (64, 512):
+        assert QUESTIONS["multi_head_q1"].right(sum(
+            p.numel() for p in nn.MultiheadAttention(embed_dim, 8).parameters()),
+            embed_dim=embed_dim)
     measured = qkv.dot_product_variance(64, 200_000, torch.Generator().manual_seed(0))
-    assert abs(measured - QUESTIONS["scaling_q1"].answer()) < 2
+    assert abs(measured - RIGHT_NUMBERS["scaling_q1"]()) < 2
 
 
 def test_the_masks():
@@ -149,7 +269,7 @@ def test_the_masks():
     choices = QUESTIONS["masking_q1"].choices
     masks = {k: eval(v, {"ones": ones}) for k, v in choices.items()}  # noqa: S307
     right = [k for k, m in masks.items() if torch.equal(m, qkv.causal_mask(4))]
-    assert right == [QUESTIONS["masking_q1"].answer]
+    assert right == [_letter(QUESTIONS["masking_q1"])]
     # key_padding_mask=~keep gives the attention of the real tokens only.
     torch.manual_seed(0)
     mha, x = nn.MultiheadAttention(8, 2, batch_first=True).eval(), torch.randn(1, 5, 8)
@@ -172,7 +292,7 @@ def test_rope_scores_depend_on_the_offset_only_and_alibi_slopes():
     assert _right("position_q1") == "m - n"
     torch.testing.assert_close(score(7, 3), score(4, 0))
     assert not torch.allclose(score(7, 3), score(3, 7))
-    assert QUESTIONS["position_q2"].answer() == 2 ** (-8 / 8)
+    assert QUESTIONS["position_q2"].right(2 ** (-8 / 8))
 
 
 def test_the_online_softmax_rescale():
@@ -196,12 +316,12 @@ def _question_cells(path):
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.parent.name)
-def test_every_assignment_asks_two_questions_worth_a_point_each(path):
+def test_every_assignment_asks_two_questions_worth_half_a_point_each(path):
     answers, tests, markdown = _question_cells(path)
     assert len(answers) >= 2, f"{path.name} asks {answers}"
     for qid in answers:
         points, source = tests[f"test_{qid}"]
-        assert points == 1 and f'check_question("{qid}", {qid})' in source
+        assert points == 0.5 and f'check_question("{qid}", {qid}' in source
         q = QUESTIONS[qid]
         assert f"(`{qid}`)" in markdown
         for letter, text in getattr(q, "choices", {}).items():

@@ -1,4 +1,4 @@
-"""What a check says when a wrong answer matches no known mistake (``qkv.checks._describe``).
+"""What a check says when a wrong answer matches no known mistake (``qkv.checks.harness._describe``).
 
 Each test runs a wrong answer through a check, real or (where no real check can reach the
 finding past its named mistakes) a small exercise of its own with no mistakes, and asserts
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from qkv.checks import check_luong_score, check_scaled_dot_product_attention, check_soft_lookup
-from qkv.checks._describe import describe
-from qkv.checks._exercise import Case, Exercise
-from qkv.checks._checks import run_check
-from qkv.checks._inputs import bool_mask, randn
+from qkv.checks.harness._describe import describe
+from qkv.checks.harness._exercise import Case, Exercise
+from qkv.checks.harness._checks import run_check
+from qkv.checks.harness._inputs import bool_mask, randn
 
 
 def _message(check, answer) -> str:
@@ -153,7 +153,7 @@ def test_a_shape_mismatch_that_is_no_permutation_gives_the_legend():
 
 
 def test_a_bool_mask_names_its_fault():
-    from qkv.checks._findings import describe_bool
+    from qkv.checks.harness._findings import describe_bool
 
     tril = torch.ones(3, 5, dtype=torch.bool).tril(2)
     assert "inverted" in describe_bool(~tril, tril)[0]

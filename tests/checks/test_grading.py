@@ -9,9 +9,10 @@ import json
 import pytest
 import torch
 
+import answers_beyond
 import qkv
 from qkv.checks import grading
-from qkv.checks._checks import ExerciseCheck
+from qkv.checks.harness._checks import ExerciseCheck
 from qkv.checks.result import CheckFailed, CheckResult
 
 # The reference as a student's answer, per check (options: those of a test cell).
@@ -40,9 +41,22 @@ REFERENCES = {
     "check_repeat_kv": qkv.repeat_kv,
     "check_grouped_query_attention": qkv.grouped_query_attention,
     "check_causal_mask_bottom_right": qkv.causal_mask_bottom_right,
+    "check_attention_forward": qkv.attention_forward,
+    "check_block_forward": qkv.block_forward,
+    "check_ablation": lambda seed, steps=200: (
+        {"window": 4}, qkv.ablation_loss({"window": 4}, seed, steps, progress=False)),
+    # The exercises beyond the page (debugging, variations, experiments): a student's answers.
+    **{f"check_{name}": getattr(answers_beyond, name) for name in (
+        "attention_with_temperature", "max_weight", "padded_causal_attention", "padding_leak",
+        "streaming_attention", "fp16_overflow_rate", "linear_attention", "linear_gap",
+        "dilated_window_mask_mod", "padded_bahdanau_weights", "top_k_lookup", "lookup_entropy",
+        "self_attention_no_self", "self_weight", "multi_head_self_attention", "apply_rope_scaled",
+        "mean_ablate", "repeat_loss")},
+    "check_alibi_far_weight": answers_beyond.alibi_far_weight,
 }
 OPTIONS = [(name, {}) for name in REFERENCES] + [
-    ("check_scaled_dot_product_attention", {"masks": False})]
+    ("check_scaled_dot_product_attention", {"masks": False}),
+    ("check_scaled_dot_product_attention", {"masks": "only"})]
 
 
 def _wire(x):
@@ -100,8 +114,8 @@ def test_calls_are_data_and_deterministic(check, options):
 
 def _single_exercise_checks():
     for name, check in grading.CHECKS.items():
-        if isinstance(check, ExerciseCheck) and not check.items and name != \
-                "check_MultiHeadAttention":
+        if isinstance(check, ExerciseCheck) and not check.items and name not in (
+                "check_MultiHeadAttention", "check_dilated_window_mask_mod"):  # built, then called
             for options in ({}, {"masks": False}) if check.options else ({},):
                 yield name, options
 

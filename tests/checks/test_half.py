@@ -6,7 +6,7 @@ import torch
 
 import qkv
 from qkv.checks import bottleneck, efficient, lookup, multi_head, qkv as qkv_checks, scaling
-from qkv.checks._half import HALF, via_float32
+from qkv.checks.harness._half import HALF, via_float32
 
 EXERCISES = [
     bottleneck.BAHDANAU_WEIGHTS, bottleneck.BAHDANAU_CONTEXT,

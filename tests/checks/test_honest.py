@@ -9,7 +9,7 @@ import pytest
 
 from answers_honest import BASES, ONE_TENSOR, OTHERWISE, WRAPPERS
 from qkv.checks import grading
-from qkv.checks._checks import check_now
+from qkv.checks.harness._checks import check_now
 
 CASES = [(w, c) for w in WRAPPERS for c in BASES
          if w != "NumPy round trip" or c in ONE_TENSOR]

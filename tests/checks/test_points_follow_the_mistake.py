@@ -8,6 +8,7 @@ raises ``NotImplementedError``, for the others) and the answer's test cells, hid
 included, as nbgrader would.
 """
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -33,7 +34,8 @@ def _cases():
         tests = [c for c in sol.cells if _meta(c).get("grade") and c.cell_type == "code"
                  and "check_" in c.source]
         for answer in answers:
-            mine = [t for t in tests if f"check_{answer.source.split('(')[0].split()[-1]}" in t.source]
+            name = answer.source.split('(')[0].split()[-1]
+            mine = [t for t in tests if re.search(rf"\bcheck_{name}\b", t.source)]
             for test in mine:
                 cells = [sol.cells[1].source] + [
                     a.source if a is answer else stubs[_meta(a)["grade_id"]] for a in answers]

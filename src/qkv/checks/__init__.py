@@ -13,10 +13,12 @@ through :mod:`qkv.checks.grading` (the same inputs, call and verdict as here).
 
 One public module per reference module it checks (:mod:`.bottleneck`, :mod:`.lookup`,
 :mod:`.qkv`, :mod:`.scaling`, :mod:`.multi_head`, :mod:`.masking`, :mod:`.position`,
-:mod:`.efficient`, :mod:`.variants`); what they share lives in private modules. A check
+:mod:`.efficient`, :mod:`.variants`); what they share lives in two sub-packages,
+:mod:`.harness` (what an exercise is made of, running and judging it) and :mod:`.mistakes`
+(the catalogues of known mistakes), each used through its public names only. A check
 grades one function: the student's other answers it builds on (its exercise's ``helpers``)
 are the reference's while it runs, so a wrong helper costs only its own test
-(:mod:`._helpers`). A call that takes more than 10 s (``QKV_CHECK_SECONDS``) fails with
+(:mod:`.harness`). A call that takes more than 10 s (``QKV_CHECK_SECONDS``) fails with
 "took more than 10 s".
 """
 
@@ -29,34 +31,55 @@ from ._stderr import (  # noqa: F401
 )
 from .bottleneck import (  # noqa: F401
     check_bahdanau_attention,
+    check_padded_bahdanau_weights,
+)
+from .capstone import (  # noqa: F401
+    check_ablation,
+    check_attention_forward,
+    check_block_forward,
 )
 from .efficient import (  # noqa: F401
     check_chunked_attention,
+    check_fp16_overflow_rate,
     check_kv_cache_step,
+    check_streaming_attention,
+)
+from .heads import (  # noqa: F401
+    check_mean_ablate,
+    check_repeat_loss,
 )
 from .lookup import (  # noqa: F401
     check_additive_score,
+    check_lookup_entropy,
     check_luong_score,
     check_soft_lookup,
     check_softmax,
+    check_top_k_lookup,
 )
 from .masking import (  # noqa: F401
     check_causal_mask,
+    check_padded_causal_attention,
+    check_padding_leak,
     check_padding_mask,
 )
 from .multi_head import (  # noqa: F401
     check_MultiHeadAttention,
     check_merge_heads,
+    check_multi_head_self_attention,
     check_split_heads,
 )
 from .position import (  # noqa: F401
     check_alibi_bias,
+    check_alibi_far_weight,
     check_apply_rope,
+    check_apply_rope_scaled,
     check_sinusoidal_encoding,
 )
 from .qkv import (  # noqa: F401
     check_cross_attention,
     check_self_attention,
+    check_self_attention_no_self,
+    check_self_weight,
 )
 from .result import (  # noqa: F401
     CheckFailed,
@@ -64,12 +87,17 @@ from .result import (  # noqa: F401
 )
 from .scaling import (  # noqa: F401
     check_attention_scores,
+    check_attention_with_temperature,
     check_dot_product_variance,
+    check_max_weight,
     check_scaled_dot_product_attention,
 )
 from .variants import (  # noqa: F401
     check_causal_mask_bottom_right,
+    check_dilated_window_mask_mod,
     check_grouped_query_attention,
+    check_linear_attention,
+    check_linear_gap,
     check_repeat_kv,
 )
 
@@ -77,29 +105,51 @@ __all__ = [
     "CheckFailed",
     "CheckResult",
     "check_MultiHeadAttention",
+    "check_ablation",
     "check_additive_score",
     "check_alibi_bias",
+    "check_alibi_far_weight",
     "check_apply_rope",
+    "check_attention_forward",
+    "check_apply_rope_scaled",
     "check_attention_scores",
+    "check_attention_with_temperature",
     "check_bahdanau_attention",
+    "check_block_forward",
     "check_causal_mask",
     "check_causal_mask_bottom_right",
     "check_chunked_attention",
     "check_cross_attention",
+    "check_dilated_window_mask_mod",
     "check_dot_product_variance",
+    "check_fp16_overflow_rate",
     "check_grouped_query_attention",
     "check_kv_cache_step",
+    "check_linear_attention",
+    "check_linear_gap",
+    "check_lookup_entropy",
     "check_luong_score",
+    "check_max_weight",
+    "check_mean_ablate",
     "check_merge_heads",
+    "check_multi_head_self_attention",
+    "check_padded_bahdanau_weights",
+    "check_padded_causal_attention",
+    "check_padding_leak",
     "check_padding_mask",
     "check_question",
     "check_repeat_kv",
+    "check_repeat_loss",
     "check_scaled_dot_product_attention",
     "check_self_attention",
+    "check_self_attention_no_self",
+    "check_self_weight",
     "check_sinusoidal_encoding",
     "check_soft_lookup",
     "check_softmax",
     "check_split_heads",
+    "check_streaming_attention",
+    "check_top_k_lookup",
     "warnings_to_stdout",
 ]
 # --- end of exports ---

@@ -1,22 +1,39 @@
 """One conceptual question of an assignment, and how an answer to it is judged.
 
-A question is multiple choice (:class:`Choice`) or numeric (:class:`Number`). Its feedback is
-the point: a wrong answer is told why *that* answer is wrong ("Not (b): ... Try again."), a
-right one why it is right. A numeric answer is computed when asked, from :mod:`qkv` where it
-can be (a parameter count from an instance), so the question cannot drift from the reference.
+A question is multiple choice (:class:`Choice`) or numeric (:class:`Number`). The installed
+package holds no answer key in plain text: a question keeps a salted hash (:func:`digest`) of
+its right answer, normalised (a lower-case letter; a number to 10 significant digits), and an
+answer is right when its own hash matches. ``tests/checks/test_checks_questions.py`` checks
+every key against :mod:`qkv`, so the keys cannot drift from the reference.
+
+Feedback comes once: the first answer is the one graded (:mod:`._answers` records it), and the
+explanation (why that answer is wrong, and what the right one is and why) is shown after it,
+so there is no unlimited "try again". The explanations are plain text: they are shown anyway.
 The banks (:mod:`._questions_early`, :mod:`._questions_late`) hold the questions and
 :func:`qkv.checks.check_question` looks them up.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Dict, Mapping, Tuple
 
 import torch
 
-_TRY = "Try again."
+NOT_ANSWERED = "not answered yet"
+
+
+def digest(question_id: str, normalised: str) -> str:
+    """The salted hash a question keeps of its right answer (and compares answers by)."""
+    return hashlib.sha256(f"qkv-question:{question_id}:{normalised}".encode()).hexdigest()[:24]
+
+
+def number_key(value: float) -> str:
+    """A number as the key normalises it: 10 significant digits (so 0.5 and 0.50000000001
+    are the same answer, and an int and its float too)."""
+    return format(float(value), ".10g")
 
 
 def _shown(answer: object) -> str:
@@ -68,6 +85,13 @@ def _letter_fix(question_id: str, answer: object, choices: Mapping[str, str]) ->
     return ""
 
 
+def _not_answered(question_id: str, example: str) -> None:
+    """A placeholder (None, ``"?"``, ``...``) is no answer: nothing is recorded."""
+    __tracebackhide__ = True
+    raise AssertionError(f"{question_id}: {NOT_ANSWERED}: write your answer in the answer cell, "
+                         f"e.g. {question_id} = {example}, and run it")
+
+
 def _number_fix(question_id: str, answer: object) -> str:
     """How to write a number for an answer that is not one."""
     if type(answer) is str:
@@ -91,29 +115,27 @@ class Choice:
     Attributes:
         id: the question's id, also the name of the student's variable (``masking_q1``).
         choices: letter -> the choice as the assignment prints it (``"a" -> "(4, 10)"``).
-        answer: the right letter.
-        why: why the right choice is right (the confirmation), without a final full stop.
-        wrong: for every other letter, why that choice is wrong, without a final full stop.
+        key: :func:`digest` of the right letter.
+        explain: for every letter, why that choice is right or wrong, without a final full stop.
     """
 
     id: str
     choices: Mapping[str, str]
-    answer: str
-    why: str
-    wrong: Mapping[str, str]
+    key: str
+    explain: Mapping[str, str]
 
-    def judge(self, answer: object) -> str:
-        """The one-line confirmation of a right answer.
-
-        Args:
-            answer: a letter, ``"b"`` (``"B"`` and ``"(b)"`` are read as ``"b"``).
-
-        Returns:
-            "<id>: right, (b) <the choice> - <why>".
+    def normalise(self, answer: object) -> str:
+        """The letter an answer gives (``"B"`` and ``"(b)"`` are read as ``"b"``).
 
         Raises:
-            AssertionError: not one of the letters, or a wrong one (saying why it is wrong).
+            AssertionError: no answer yet, or not one of the letters (saying how to write one);
+                such an answer is not recorded.
         """
+        __tracebackhide__ = True
+        example = f'"{next(iter(self.choices))}"'
+        if answer is None or answer is Ellipsis or (type(answer) is str and str.strip(answer) in (
+                "", "?", "...")):
+            _not_answered(self.id, example)
         letters = ", ".join(f'"{k}"' for k in self.choices)
         # Only a str itself: a subclass's strip, lower or __eq__ could say anything.
         letter = str.lower(str.strip(str.strip(answer), "()")) if type(answer) is str else None
@@ -121,13 +143,28 @@ class Choice:
             raise AssertionError(f"{self.id}: expected one of {letters} (a str), "
                                  f"got {_shown(answer)}"
                                  f"{_letter_fix(self.id, answer, self.choices)}")
-        if letter != self.answer:
-            raise AssertionError(f"{self.id}: Not ({letter}): {self.wrong[letter]}. {_TRY}")
-        return f"{self.id}: right, ({letter}) {self.choices[letter]} - {self.why}."
+        return letter
+
+    def right(self, letter: str) -> bool:
+        """Whether a normalised answer is the right one."""
+        return digest(self.id, letter) == self.key
+
+    def feedback(self, letter: str) -> str:
+        """What the student reads after answering ``letter``: right and why, or why not and
+        which choice is right, and why."""
+        if self.right(letter):
+            return f"{self.id}: right, ({letter}) {self.choices[letter]} - {self.explain[letter]}."
+        answer = next((k for k in self.choices if self.right(k)), None)
+        told = (f" The answer is ({answer}) {self.choices[answer]}: {self.explain[answer]}."
+                if answer else "")
+        return f"{self.id}: Not ({letter}): {self.explain[letter]}.{told}"
 
 
 def _as_number(question_id: str, answer: object) -> float:
     """The student's numeric answer as a float (an int, a float or a one-element tensor)."""
+    __tracebackhide__ = True
+    if answer is None or answer is Ellipsis:
+        _not_answered(question_id, "42")
     if not _plain_number(answer):
         raise AssertionError(f"{question_id}: expected a number (an int or a float), "
                              f"got {_shown(answer)}{_number_fix(question_id, answer)}")
@@ -142,20 +179,20 @@ def _as_number(question_id: str, answer: object) -> float:
 
 @dataclass(frozen=True)
 class Number:
-    """A numeric question: the answer within a relative tolerance.
+    """A numeric question.
 
     Attributes:
         id: the question's id, also the name of the student's variable.
-        answer: computes the right number (from :mod:`qkv` where it can).
-        why: why it is that number (the confirmation), without a final full stop.
+        key: :func:`digest` of the right number, normalised by :func:`number_key`.
+        why: why it is that number (shown after the first answer), without a final full stop.
         wrong: computes the typical wrong numbers -> what each comes from (forgetting the
             bias, counting one head...), without a final full stop.
         hint: what to look at for any other wrong number, without a final full stop.
-        rel_tol: how close counts as equal, relative to the right number.
+        rel_tol: how close a typical wrong number must be to be recognised.
     """
 
     id: str
-    answer: Callable[[], float]
+    key: str
     why: str
     wrong: Callable[[], Mapping[float, str]]
     hint: str
@@ -164,20 +201,87 @@ class Number:
     def _same(self, a: float, b: float) -> bool:
         return math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=1e-12)
 
-    def judge(self, answer: object) -> str:
-        """The one-line confirmation of a right answer.
-
-        Args:
-            answer: a number.
-
-        Returns:
-            "<id>: right, <number> - <why>".
+    def normalise(self, answer: object) -> float:
+        """The answer as a float.
 
         Raises:
-            AssertionError: not a number, or a wrong one (saying what it comes from, or a hint).
+            AssertionError: no answer yet, or not a number; such an answer is not recorded.
         """
-        got, right = _as_number(self.id, answer), float(self.answer())
-        if self._same(got, right):
-            return f"{self.id}: right, {answer!r} - {self.why}."
-        why = next((w for value, w in self.wrong().items() if self._same(got, value)), self.hint)
-        raise AssertionError(f"{self.id}: Not {answer!r}: {why}. {_TRY}")
+        __tracebackhide__ = True
+        value = _as_number(self.id, answer)
+        if not math.isfinite(value):
+            raise AssertionError(f"{self.id}: expected a finite number, got {value!r}")
+        return value
+
+    def right(self, value: float) -> bool:
+        """Whether a normalised answer is the right one."""
+        return digest(self.id, number_key(value)) == self.key
+
+    def feedback(self, value: float) -> str:
+        """What the student reads after answering ``value``."""
+        shown = int(value) if float(value).is_integer() else value
+        if self.right(value):
+            return f"{self.id}: right, {shown!r} - {self.why}."
+        why = next((w for v, w in self.wrong().items() if self._same(value, v)), self.hint)
+        return f"{self.id}: Not {shown!r}: {why}. The reasoning: {self.why}."
+
+
+@dataclass(frozen=True)
+class Computed:
+    """A numeric question whose numbers differ per student: its parameters come from the
+    student's seed (the assignment shows how), and the check computes the answer from them, so
+    a classmate's number is no answer and there is no key to find.
+
+    Attributes:
+        id: the question's id, also the name of the student's variable.
+        params: the names of its parameters, as ``check_question`` takes them (positive ints).
+        answer: computes the right number from the parameters (from :mod:`qkv`).
+        why: the reasoning, from the parameters, without a final full stop.
+        wrong: computes the typical wrong numbers -> what each comes from, from the parameters.
+        hint: what to look at for any other wrong number, without a final full stop.
+    """
+
+    id: str
+    params: Tuple[str, ...]
+    answer: Callable[..., float]
+    why: Callable[..., str]
+    wrong: Callable[..., Mapping[float, str]]
+    hint: str
+    rel_tol: float = 1e-6
+
+    def _same(self, a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=1e-12)
+
+    def parameters(self, given: Mapping[str, object]) -> Dict[str, int]:
+        """The parameters as ints, checked: the names this question takes, each a positive int."""
+        __tracebackhide__ = True
+        if set(given) != set(self.params):
+            raise ValueError(f"{self.id}: takes the parameters {', '.join(self.params)}, got "
+                             f"{', '.join(sorted(given)) or 'none'}")
+        out = {}
+        for name, value in given.items():
+            if type(value) is not int or value <= 0:
+                raise AssertionError(f"{self.id}: {name} must be a positive int (from your "
+                                     f"seed, as the question says), got {_shown(value)}")
+            out[name] = value
+        return out
+
+    def normalise(self, answer: object) -> float:
+        """The answer as a float (see :meth:`Number.normalise`)."""
+        __tracebackhide__ = True
+        value = _as_number(self.id, answer)
+        if not math.isfinite(value):
+            raise AssertionError(f"{self.id}: expected a finite number, got {value!r}")
+        return value
+
+    def right(self, value: float, **params: int) -> bool:
+        return self._same(value, float(self.answer(**params)))
+
+    def feedback(self, value: float, **params: int) -> str:
+        shown = int(value) if float(value).is_integer() else value
+        where = ", ".join(f"{k} = {v}" for k, v in sorted(params.items()))
+        if self.right(value, **params):
+            return f"{self.id} ({where}): right, {shown!r} - {self.why(**params)}."
+        why = next((w for v, w in self.wrong(**params).items() if self._same(value, v)),
+                   self.hint)
+        return f"{self.id} ({where}): Not {shown!r}: {why}. The reasoning: {self.why(**params)}."

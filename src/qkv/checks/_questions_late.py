@@ -1,4 +1,4 @@
-"""The conceptual questions of assignments 6 to 9 (see :mod:`._question`).
+"""The conceptual questions of assignments 6 to 10 (see :mod:`._question`).
 
 Each assignment asks its questions in a markdown cell that prints the choices as written here
 (``tests/checks/test_checks_questions.py`` checks that, and checks every right answer against
@@ -7,19 +7,15 @@ Each assignment asks its questions in a markdown cell that prints the choices as
 
 from __future__ import annotations
 
-import torch
-
-import qkv
-
 from ._question import Choice, Number
 
 MASKING_Q1 = Choice(
     id="masking_q1",
     choices={"a": "ones(4, 4).tril()", "b": "ones(4, 4).triu()", "c": "ones(4, 4).tril(-1)",
              "d": "ones(4, 4).tril(1)"},
-    answer="a",
-    why="query i may see keys 0..i: the lower triangle, diagonal included",
-    wrong={
+    key="2fbb535072efc019c18570cc",
+    explain={
+        "a": "query i may see keys 0..i: the lower triangle, diagonal included",
         "b": "the upper triangle allows the future and hides the past: it is the causal "
              "mask read in the other convention (True = blocked)",
         "c": "that hides the diagonal too: no query could see its own token, and query 0 "
@@ -31,12 +27,12 @@ MASKING_Q1 = Choice(
 MASKING_Q2 = Choice(
     id="masking_q2",
     choices={"a": "keep", "b": "~keep", "c": "keep.float()", "d": "keep.T"},
-    answer="b",
-    why="nn.MultiheadAttention's key_padding_mask is True where a key is ignored, the "
-        "opposite of the course's (and SDPA's) True = allowed",
-    wrong={
+    key="09a585581b7a24bfb9bcfa36",
+    explain={
         "a": "key_padding_mask is True where a key is ignored: keep would hide the real "
              "tokens and attend to the padding",
+        "b": "nn.MultiheadAttention's key_padding_mask is True where a key is ignored, the "
+             "opposite of the course's (and SDPA's) True = allowed",
         "c": "a float mask is added to the scores: adding 1 to the real tokens hides nothing",
         "d": "both are (B, S): the convention is the problem, not the layout",
     },
@@ -46,12 +42,12 @@ POSITION_Q1 = Choice(
     id="position_q1",
     choices={"a": "m + n", "b": "m - n", "c": "m alone", "d": "nothing: RoPE leaves scores as "
              "they are"},
-    answer="b",
-    why="q is rotated by angles proportional to m, k by angles proportional to n, and their "
-        "dot product sees only the difference of the angles",
-    wrong={
+    key="5dd5d621082f821741b9a6ad",
+    explain={
         "a": "the two rotations meet in the dot product as R(m)^T R(n) = R(n - m): their "
              "angles subtract",
+        "b": "q is rotated by angles proportional to m, k by angles proportional to n, and their "
+             "dot product sees only the difference of the angles",
         "c": "the key is rotated too, by its own position n",
         "d": "the score of rotated vectors depends on the angle between the rotations: "
              "that is how RoPE gives attention position",
@@ -60,8 +56,8 @@ POSITION_Q1 = Choice(
 
 POSITION_Q2 = Number(
     id="position_q2",
-    answer=lambda: float(qkv.alibi_slopes(8)[0]),
-    why="ALiBi's slopes are 2^(-8h/H) for h = 1..H: head 0 gets 2^-1",
+    key="a0fedc9cb1f23f073846c288",
+    why="ALiBi's slopes are 2^(-8(h+1)/H) for heads h = 0..H-1: head 0 gets 2^-1",
     wrong=lambda: {
         2.0 ** -8: "2^-8 is the last head's slope: head 0 gets the steepest, 2^-1",
         1.0: "2^0 counts the heads from 0 in the exponent; they count from 1",
@@ -72,7 +68,7 @@ POSITION_Q2 = Number(
 
 EFFICIENT_Q1 = Number(
     id="efficient_q1",
-    answer=lambda: 4096 * 4096 * torch.finfo(torch.float32).bits / 8 / 2**20,
+    key="9a47ebc8cc08729bd888e80f",
     why="4096 * 4096 scores of 4 bytes each is 2^26 bytes, 64 MiB, for every head and "
         "every sequence of the batch",
     wrong=lambda: {
@@ -89,10 +85,10 @@ EFFICIENT_Q2 = Choice(
     id="efficient_q2",
     choices={"a": "multiplied by exp(m - m')", "b": "multiplied by exp(m' - m)",
              "c": "left as it is", "d": "reset to zero"},
-    answer="a",
-    why="its terms were exp(s - m); against the new max they are exp(s - m') = "
-        "exp(s - m) exp(m - m')",
-    wrong={
+    key="e38fd65854bd85a5cf0b06a1",
+    explain={
+        "a": "its terms were exp(s - m); against the new max they are exp(s - m') = "
+             "exp(s - m) exp(m - m')",
         "b": "that makes it larger, but m' > m makes every exp(s - m') smaller than exp(s - m)",
         "c": "its terms were computed against the old max m, and the new chunk's against m': "
              "the sum would mix two scales",
@@ -102,7 +98,7 @@ EFFICIENT_Q2 = Choice(
 
 VARIANTS_Q1 = Number(
     id="variants_q1",
-    answer=lambda: 2 * 32 * 8 * 128 * torch.finfo(torch.bfloat16).bits // 8,
+    key="2d1e626e1473470dff82f81c",
     why="keys and values (2) in each of 32 layers, for 8 key/value heads of 128 dims, "
         "2 bytes each",
     wrong=lambda: {
@@ -120,16 +116,47 @@ VARIANTS_Q1 = Number(
 VARIANTS_Q2 = Choice(
     id="variants_q2",
     choices={"a": "key 0 only", "b": "keys 0 to 3", "c": "all 5 keys", "d": "keys 3 and 4"},
-    answer="b",
-    why="it is token 3 of the sequence: the 3 cached keys and itself (the bottom-right "
-        "alignment)",
-    wrong={
+    key="2eb94f1b8be021f453a8a55a",
+    explain={
         "a": "that is the top-left alignment of is_causal=True, right without a cache; "
              "here query 0 is token 3 of the sequence",
+        "b": "it is token 3 of the sequence: the 3 cached keys and itself (the bottom-right "
+             "alignment)",
         "c": "key 4 is the second new token, in the first one's future",
         "d": "the cached keys 0 to 2 are its past, which it may see; key 4 is its future",
     },
 )
 
+HEADS_Q1 = Choice(
+    id="heads_q1",
+    choices={"a": "head h's output, and nothing else", "b": "head h's attention weights",
+             "c": "every head of that layer", "d": "the queries of head h"},
+    key="35a33524523caa1c3352e14b",
+    explain={
+        "a": "a head reaches the residual stream only through its slice of W^O, the columns "
+             "that read its output: zero them and its contribution is 0, the rest untouched",
+        "b": "the head still computes its weights; only what it writes is lost",
+        "c": "each head owns its own columns of W^O; the others' columns are untouched",
+        "d": "the queries come from W_q, which is untouched; the head still attends",
+    },
+)
+
+HEADS_Q2 = Choice(
+    id="heads_q2",
+    choices={"a": "the key just before it (t - 1)", "b": "the first token of the sequence",
+             "c": "the key just after the previous occurrence of token t",
+             "d": "the previous occurrence of token t itself"},
+    key="8bf95a905a2a4ce5d990ba1f",
+    explain={
+        "a": "that is a previous-token head, the induction head's partner in the layer below",
+        "b": "some heads park their weight on the first token when they have nothing to do; "
+             "an induction head has something to do on a repeat",
+        "c": "it looks for an earlier key whose previous token was the current token (written "
+             "there by the previous-token head) and copies the token after it: A B ... A -> B",
+        "d": "copying that key would predict the current token again; the prediction is the "
+             "token that followed it",
+    },
+)
+
 QUESTIONS = (MASKING_Q1, MASKING_Q2, POSITION_Q1, POSITION_Q2, EFFICIENT_Q1, EFFICIENT_Q2,
-             VARIANTS_Q1, VARIANTS_Q2)
+             VARIANTS_Q1, VARIANTS_Q2, HEADS_Q1, HEADS_Q2)

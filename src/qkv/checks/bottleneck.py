@@ -10,16 +10,18 @@ from functools import partial
 from typing import Any, Callable, List, Optional
 
 import torch
+from torch import Tensor
 
 import qkv
 
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._inputs import randn
-from ._checks import ExerciseCheck, run_check
-from ._pairs import picked
+from . import _beyond_checks
+from .harness import (Case, Exercise, ExerciseCheck, half_case, Mistake, picked, randn, run_check,
+                      via_float32)
 
-__all__ = ["check_bahdanau_attention"]
+__all__ = [
+    "check_bahdanau_attention",
+    "check_padded_bahdanau_weights",
+]
 
 
 def bahdanau_variant(query, keys, W_q, W_k, v_a, *, dim=-1, norm="softmax", context="weighted",
@@ -120,3 +122,22 @@ CHECKS = {
         "check_bahdanau_attention", lambda: (BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT),
         items=(1, 0), returns="(context, weights)"),
 }
+CHECKS.update(_beyond_checks.checks("check_padded_bahdanau_weights"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
+
+
+def check_padded_bahdanau_weights(padded_bahdanau_weights: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``padded_bahdanau_weights(s, keys, W_q, W_k, v_a, lengths)``: additive
+    attention's ``(B, S)`` weights, the padded encoder states at 0; a bug of the printed
+    version left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_padded_bahdanau_weights"], padded_bahdanau_weights, seed)

@@ -10,15 +10,18 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
-from ._compare import close
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
-from ._efficient_mistakes import kv_step_variant, online_variant, short_chunks
-from ._inputs import bool_mask
+from . import _beyond_checks
+from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, run_check,
+                      via_float32)
+from .mistakes.efficient import kv_step_variant, online_variant, short_chunks
 
-__all__ = ["check_chunked_attention", "check_kv_cache_step"]
+__all__ = [
+    "check_chunked_attention",
+    "check_fp16_overflow_rate",
+    "check_kv_cache_step",
+    "check_streaming_attention",
+]
 
 _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multiply both the "
                  "running sum l and the running output acc by exp(m - m_new) before adding the "
@@ -243,3 +246,33 @@ def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] =
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP)
+CHECKS.update(_beyond_checks.checks("check_streaming_attention", "check_fp16_overflow_rate"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
+# registered in ._beyond_checks).
+
+
+def check_streaming_attention(streaming_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``streaming_attention(query, key, value, block)``: exact attention with a
+    running max, sum and output over blocks of keys; a bug of the printed version left in is
+    named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_streaming_attention"], streaming_attention, seed)
+
+
+def check_fp16_overflow_rate(fp16_overflow_rate: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``fp16_overflow_rate(spread, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_fp16_overflow_rate"], fp16_overflow_rate, seed)

@@ -13,8 +13,9 @@ bfloat16), Python ``int``, ``float``, ``bool``, ``str``, ``None``, and tuples an
 these (a list stays a list: ``padding_mask`` takes one); ``kwargs`` are dicts with string
 keys (``device=`` and ``dtype=`` cross as their names, ``"cpu"``, ``"float64"``).
 :func:`run_student` returns ``(result, notices)``: the student's result as such data and a
-tuple of strings, the forbidden calls it made (a flag for a person, never a deduction). The in-kernel ``check_<name>`` functions are built
-on these same three functions, so the two paths cannot disagree.
+tuple of strings, the forbidden calls it made (a flag for a person, never a deduction). The
+in-kernel ``check_<name>`` functions are built on these same three functions, so the two
+paths cannot disagree.
 
 Example::
 
@@ -34,10 +35,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from . import bottleneck, efficient, lookup, masking, multi_head, position, qkv, scaling, variants
-from ._checks import Check
-from ._harness import ExerciseRule, InputsChanged, NotRepeatable, Raised
-from ._questions import QUESTIONS, check_question
+from . import (bottleneck, capstone, efficient, heads, lookup, masking, multi_head, position, qkv,
+               variants)
+from .harness import Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
+from ._questions import QUESTIONS, judge_first
 from .result import CheckFailed, CheckResult
 
 __all__ = ["CHECKS", "CheckResult", "Raised", "calls", "judge", "question", "run_student"]
@@ -45,7 +46,7 @@ __all__ = ["CHECKS", "CheckResult", "Raised", "calls", "judge", "question", "run
 #: Every check the grader knows, by the name test cells call it.
 CHECKS: Dict[str, Check] = {}
 for _module in (bottleneck, lookup, qkv, scaling, multi_head, masking, position, efficient,
-                variants):
+                variants, heads, capstone):
     CHECKS.update(_module.CHECKS)
 
 # The exceptions run_student raises itself (their names arrive in a Raised's type).
@@ -111,11 +112,14 @@ def judge(check: str, seed: int, outcomes: list, **options: Any) -> CheckResult:
 
 
 def question(name: str, answer: object) -> CheckResult:
-    """A question variable's value (JSON data: a string, a number, a list) judged.
+    """A question's recorded first answer (JSON data, as ``qkv_answers.json`` beside the
+    submitted notebook holds it: a letter, a number, or for a per-student question a dict of
+    the answer and its parameters) judged. Nothing is recorded: the grader judges what the
+    student answered first.
 
     Args:
-        name: the question's name, e.g. ``"q_scale_grows"``.
-        answer: the student's value.
+        name: the question's name, e.g. ``"masking_q1"``.
+        answer: the student's first answer.
 
     Returns:
         the :class:`CheckResult` (``exercise`` is the question's name, ``seed`` ``None``).
@@ -126,10 +130,12 @@ def question(name: str, answer: object) -> CheckResult:
     if name not in QUESTIONS:
         raise KeyError(f"no question named {name!r}")
     try:
-        check_question(name, answer)
-    except AssertionError as e:
-        return CheckResult(name, False, None, what=str(e), kind="wrong")
-    return CheckResult(name, True, None)
+        right, message = judge_first(name, answer)
+    except (AssertionError, ValueError) as e:
+        kind = "not written" if "not answered yet" in str(e) else "wrong"
+        return CheckResult(name, False, None, what=str(e), kind=kind)
+    return CheckResult(name, True, None) if right else CheckResult(name, False, None,
+                                                                   what=message, kind="wrong")
 
 
 # CheckFailed is what check_<name> raises in the kernel; listed for the grader's imports.

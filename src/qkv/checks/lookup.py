@@ -2,7 +2,7 @@
 
 Each check compares the student's function with the reference in :mod:`qkv`
 and, when they differ, names the mistake (the wrong variants are in
-:mod:`._lookup_mistakes`). ``soft_lookup`` returns a pair ``(output, weights)``:
+:mod:`.mistakes.lookup`). ``soft_lookup`` returns a pair ``(output, weights)``:
 its check runs the harness twice, first on the weights, then on the output.
 """
 
@@ -16,15 +16,20 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import TORCH_ATTENTION
-from ._exercise import Case, Exercise, Forbidden
-from ._half import half_case, via_float32
-from ._checks import ExerciseCheck, checks_of, run_check
-from ._inputs import bool_mask, randn
-from ._lookup_mistakes import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
-from ._pairs import picked
+from . import _beyond_checks
+from .mistakes.attention import TORCH_ATTENTION
+from .harness import (bool_mask, Case, checks_of, Exercise, ExerciseCheck, Forbidden, half_case,
+                      picked, randn, run_check, via_float32)
+from .mistakes.lookup import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
 
-__all__ = ["check_additive_score", "check_luong_score", "check_soft_lookup", "check_softmax"]
+__all__ = [
+    "check_additive_score",
+    "check_lookup_entropy",
+    "check_luong_score",
+    "check_soft_lookup",
+    "check_softmax",
+    "check_top_k_lookup",
+]
 
 # A softmax from torch under any name, or from torch's attention (which computes one).
 TORCH_SOFTMAX = Forbidden({
@@ -228,3 +233,32 @@ CHECKS = {
                                        lambda: (SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT),
                                        items=(1, 0), returns="(output, weights)"),
 }
+CHECKS.update(_beyond_checks.checks("check_top_k_lookup", "check_lookup_entropy"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
+
+
+def check_top_k_lookup(top_k_lookup: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``top_k_lookup(query, keys, values, k)``: a soft lookup over each query's ``k`` best
+    keys only; a bug of the printed version left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_top_k_lookup"], top_k_lookup, seed)
+
+
+def check_lookup_entropy(lookup_entropy: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``lookup_entropy(temperature, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_lookup_entropy"], lookup_entropy, seed)

@@ -10,11 +10,16 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
-from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._checks import checks_of, run_check
+from . import _beyond_checks
+from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
+from .harness import Case, checks_of, Exercise, Forbidden, Mistake, run_check
 
-__all__ = ["check_causal_mask", "check_padding_mask"]
+__all__ = [
+    "check_causal_mask",
+    "check_padded_causal_attention",
+    "check_padding_leak",
+    "check_padding_mask",
+]
 
 _CONVENTION = ("a bool mask is True where attention is allowed (SDPA's convention; "
                "nn.MultiheadAttention uses the opposite)")
@@ -140,3 +145,33 @@ def check_padding_mask(padding_mask: Callable[..., Tensor], seed: Optional[int] 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK)
+CHECKS.update(_beyond_checks.checks("check_padded_causal_attention", "check_padding_leak"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
+# registered in ._beyond_checks).
+
+
+def check_padded_causal_attention(padded_causal_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``padded_causal_attention(query, key, value, lengths)``: query ``i`` of
+    sequence ``b`` sees keys ``j <= i`` with ``j < lengths[b]``; a bug of the printed version
+    left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_padded_causal_attention"], padded_causal_attention, seed)
+
+
+def check_padding_leak(padding_leak: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``padding_leak(length, S, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_padding_leak"], padding_leak, seed)

@@ -10,17 +10,21 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import TORCH_ATTENTION
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
+from . import _beyond_checks
+from .mistakes.attention import TORCH_ATTENTION
+from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, run_check, via_float32
 from .result import CheckFailed, CheckResult
-from ._inputs import randn
-from ._multi_head_mistakes import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
+from .mistakes.multi_head import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
                                    merge_variant, split_variant)
-from ._multi_head_module import close_pair, mha_cases, reference, run_student, with_spec_dict
+from .mistakes.multi_head_module import (close_pair, mha_cases, reference, run_student,
+                                         with_spec_dict)
 
-__all__ = ["check_MultiHeadAttention", "check_merge_heads", "check_split_heads"]
+__all__ = [
+    "check_MultiHeadAttention",
+    "check_merge_heads",
+    "check_multi_head_self_attention",
+    "check_split_heads",
+]
 
 _TRANSPOSE_FIRST = "transposing before the reshape (the features and positions are mixed)"
 _TRANSPOSE_FIRST_HINT = ("split the features first, then move the heads: x.reshape(B, L, H, D // H)"
@@ -188,3 +192,21 @@ def check_MultiHeadAttention(MultiHeadAttention: Any, seed: Optional[int] = 0) -
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION)
+CHECKS.update(_beyond_checks.checks("check_multi_head_self_attention"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
+
+
+def check_multi_head_self_attention(multi_head_self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads)``; a bug of
+    the printed version left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_multi_head_self_attention"], multi_head_self_attention, seed)

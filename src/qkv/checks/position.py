@@ -10,12 +10,17 @@ from torch import Tensor
 
 import qkv
 
-from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._checks import checks_of, run_check
-from ._inputs import randn
-from ._position_mistakes import alibi_variant, rope_variant, sinusoid_variant
+from . import _beyond_checks
+from .harness import Case, checks_of, Exercise, Forbidden, Mistake, randn, run_check
+from .mistakes.position import alibi_variant, rope_variant, sinusoid_variant
 
-__all__ = ["check_alibi_bias", "check_apply_rope", "check_sinusoidal_encoding"]
+__all__ = [
+    "check_alibi_bias",
+    "check_alibi_far_weight",
+    "check_apply_rope",
+    "check_apply_rope_scaled",
+    "check_sinusoidal_encoding",
+]
 
 # Ready-made encodings in the libraries a student has at hand (Hugging Face's
 # apply_rotary_pos_emb and build_alibi_tensor, create_sinusoidal_positions, ...).
@@ -214,3 +219,32 @@ def check_alibi_bias(alibi_bias: Callable[..., Tensor], seed: Optional[int] = 0)
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SINUSOIDAL_ENCODING, APPLY_ROPE, ALIBI_BIAS)
+CHECKS.update(_beyond_checks.checks("check_apply_rope_scaled", "check_alibi_far_weight"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
+
+
+def check_apply_rope_scaled(apply_rope_scaled: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``apply_rope_scaled(x, factor)``: RoPE with position interpolation (row ``t`` at
+    position ``t / factor``); a bug of the printed version left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_apply_rope_scaled"], apply_rope_scaled, seed)
+
+
+def check_alibi_far_weight(alibi_far_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``alibi_far_weight(head, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_alibi_far_weight"], alibi_far_weight, seed)

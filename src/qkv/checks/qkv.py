@@ -17,13 +17,16 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import TORCH_ATTENTION, attend
-from ._exercise import Case, Exercise, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
-from ._inputs import randn
+from . import _beyond_checks
+from .mistakes.attention import TORCH_ATTENTION, attend
+from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, run_check, via_float32
 
-__all__ = ["check_cross_attention", "check_self_attention"]
+__all__ = [
+    "check_cross_attention",
+    "check_self_attention",
+    "check_self_attention_no_self",
+    "check_self_weight",
+]
 
 _LAYOUT = ("the weights are (out_features, in_features), as nn.Linear's weight: Q = x @ W_q.T, "
            "K = context @ W_k.T, V = context @ W_v.T")
@@ -192,3 +195,32 @@ def check_cross_attention(cross_attention: Callable[..., Tensor], seed: Optional
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SELF_ATTENTION, CROSS_ATTENTION)
+CHECKS.update(_beyond_checks.checks("check_self_attention_no_self", "check_self_weight"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
+# registered in ._beyond_checks).
+
+
+def check_self_attention_no_self(self_attention_no_self: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check the fixed ``self_attention_no_self(x, W_q, W_k, W_v)``: self-attention in which
+    no token attends to itself; a bug of the printed version left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_self_attention_no_self"], self_attention_no_self, seed)
+
+
+def check_self_weight(self_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``self_weight(shared, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_self_weight"], self_weight, seed)

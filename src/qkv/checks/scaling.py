@@ -3,7 +3,7 @@ and ``dot_product_variance``.
 
 The attention checks compare the student's function with the reference in
 :mod:`qkv` and, when they differ, name the mistake: the wrong variants (in
-:mod:`._attention`) compute exactly what a student who made it would get. The
+:mod:`.mistakes.attention`) compute exactly what a student who made it would get. The
 variance check is statistical: it compares a measured estimate with ``d_k``
 within a tolerance it states, and checks that the estimate really comes from the
 generator passed in.
@@ -20,19 +20,18 @@ from torch import Tensor
 
 import qkv
 
-from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
-from ._compare import close, is_tensor
-from ._exercise import NOTHING, Case, Exercise
-from ._half import half_case, via_float32
-from ._checks import Check, ExerciseCheck, run_check, single
-from ._harness import Raised, split_outcome, plain
-from ._notice import notice_text, reference_names
-from ._inputs import bool_mask, randn
+from . import _beyond_checks
+from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
+                      is_tensor, notice_text, plain, Raised, randn, reference_names, run_check,
+                      single, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
 
 __all__ = [
     "check_attention_scores",
+    "check_attention_with_temperature",
     "check_dot_product_variance",
+    "check_max_weight",
     "check_scaled_dot_product_attention",
 ]
 
@@ -138,6 +137,15 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     helpers={"causal_mask": qkv.causal_mask},
 )
 
+# Assignment 6 grades only what it adds to assignment 4's function: the inputs with a mask.
+MASKED_ATTENTION = Exercise(
+    name="scaled_dot_product_attention",
+    reference=via_float32(qkv.scaled_dot_product_attention),
+    cases=[c for c in _attention_cases() if "mask" in c.label or "is_causal" in c.label],
+    mistakes=attention_mistakes(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
+    error_hints=_SDPA_HINTS, helpers={"causal_mask": qkv.causal_mask},
+)
+
 # Assignment 4: no masks, built on the student's attention_scores and softmax.
 UNMASKED_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
@@ -160,7 +168,7 @@ def check_attention_scores(attention_scores: Callable[..., Tensor],
 
 
 def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..., Tensor],
-                                       seed: Optional[int] = 0, *, masks: bool = True) -> None:
+                                       seed: Optional[int] = 0, *, masks: object = True) -> None:
     """Check a student's ``scaled_dot_product_attention`` against the reference.
 
     With ``masks`` (assignment 6), the signature of :func:`qkv.scaled_dot_product_attention`
@@ -168,7 +176,8 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..
     default), so dropout may be left out. Without (assignment 4), ``(query, key, value,
     scale=None)`` and no masks. While it runs, the student's ``attention_scores`` and
     ``softmax`` (assignment 4) or ``causal_mask`` (assignment 6) are the reference's: a
-    mistake there costs only that function's test.
+    mistake there costs only that function's test. ``masks="only"`` (assignment 6, which
+    builds on assignment 4's function) runs the inputs with a mask only.
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -354,7 +363,39 @@ CHECKS = {
     "check_attention_scores": single(ATTENTION_SCORES),
     "check_scaled_dot_product_attention": ExerciseCheck(
         "check_scaled_dot_product_attention",
-        lambda masks: (SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
+        lambda masks: (MASKED_ATTENTION if masks == "only" else
+                       SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
         options={"masks": True}),
     "check_dot_product_variance": VARIANCE_CHECK,
 }
+CHECKS.update(_beyond_checks.checks("check_attention_with_temperature", "check_max_weight"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# Assignment 4's debugging exercise and experiment (specified in ._beyond, registered in
+# ._beyond_checks).
+
+
+def check_attention_with_temperature(attention_with_temperature: Callable[..., Tensor],
+                                     seed: Optional[int] = 0) -> None:
+    """Check the fixed ``attention_with_temperature(query, key, value, temperature=1.0)``:
+    ``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``; a bug of the printed version
+    left in is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_attention_with_temperature"], attention_with_temperature, seed)
+
+
+def check_max_weight(max_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``max_weight(d_k, scaled, generator)`` as a measurement (see
+    :mod:`._experiment`): at d_k = 16 and 512, scaled, and 512 unscaled.
+
+    Raises:
+        CheckFailed: naming the setting it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_max_weight"], max_weight, seed)

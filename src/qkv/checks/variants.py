@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
 import torch
 from torch import Tensor
 
 import qkv
 
-from ._attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
-from ._exercise import Case, Exercise, Forbidden, Mistake
-from ._half import half_case, via_float32
-from ._checks import checks_of, run_check
-from ._inputs import randn
-from ._variants_mistakes import bottom_right_variant, gqa_attention_mistake, gqa_variant, repeat_variant
+from . import _beyond_checks
+from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
+from .harness import (Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, run_check,
+                      via_float32)
+from .mistakes.variants import (bottom_right_variant, gqa_attention_mistake, gqa_variant,
+                                repeat_variant)
 
-__all__ = ["check_causal_mask_bottom_right", "check_grouped_query_attention", "check_repeat_kv"]
+__all__ = [
+    "check_causal_mask_bottom_right",
+    "check_dilated_window_mask_mod",
+    "check_grouped_query_attention",
+    "check_linear_attention",
+    "check_linear_gap",
+    "check_repeat_kv",
+]
 
 _GROUPING_HINT = ("query head h uses key/value head h // G (G = Hq // Hkv): the copies of a head "
                   "sit next to each other, [a, a, b, b] = x.repeat_interleave(G, dim=1); "
@@ -206,3 +213,45 @@ def check_causal_mask_bottom_right(causal_mask_bottom_right: Callable[..., Tenso
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(REPEAT_KV, GROUPED_QUERY_ATTENTION, CAUSAL_MASK_BOTTOM_RIGHT)
+CHECKS.update(_beyond_checks.checks("check_linear_attention", "check_dilated_window_mask_mod",
+                                    "check_linear_gap"))
+
+
+
+# --------------------------------------------------------------------------- beyond the page
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_late,
+# registered in ._beyond_checks).
+
+
+def check_linear_attention(linear_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``linear_attention(query, key, value, is_causal=False)`` with the feature map
+    ``elu(x) + 1``, against :func:`qkv.linear_attention`.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_linear_attention"], linear_attention, seed)
+
+
+def check_dilated_window_mask_mod(dilated_window_mask_mod: Callable[..., Any], seed: Optional[int] = 0) -> None:
+    """Check ``dilated_window_mask_mod(window, dilation)``: the FlexAttention ``mask_mod`` of a
+    dilated causal window (``window`` keys, ``dilation`` apart, the query's own included),
+    evaluated on every (query, key) pair.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_dilated_window_mask_mod"], dilated_window_mask_mod, seed)
+
+
+def check_linear_gap(linear_gap: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``linear_gap(E, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        AssertionError: naming the setting it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_linear_gap"], linear_gap, seed)

@@ -19,8 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-from ._exercise import Forbidden, Mistake
-from ._inputs import randn
+from ..harness import Forbidden, Mistake, randn
 
 # Torch's own attention, forbidden in every attention exercise: by name, and any torch function,
 # aten operator or library function whose name says attention (SDPA's kernels, its choice of

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .result import mistake_id
+from ..result import mistake_id
 
 Args = Tuple[tuple, dict]
 

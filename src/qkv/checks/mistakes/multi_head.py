@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 import qkv
 
-from ._attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED, FILL_HINT, attend
-from ._exercise import Mistake
+from .attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED, FILL_HINT, attend
+from ..harness import Mistake
 
 TRANSPOSE_HINT = ("reshape to (B, L, H, D // H) first, then transpose(1, 2); a reshape alone "
                   "puts features of different positions into one head")

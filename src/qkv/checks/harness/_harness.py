@@ -27,7 +27,7 @@ from ._exercise import Args, Case, Exercise, Mistake
 from ._helpers import reference_helpers
 from ._kind import WRONG_DEVICE, kind_problem, returned_words
 from ._notice import CallNotice, notice_text, reference_names
-from .result import CheckResult
+from ..result import CheckResult
 
 __all__: list = []
 

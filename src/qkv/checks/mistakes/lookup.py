@@ -14,9 +14,8 @@ from typing import List
 
 import torch
 
-from ._attention import transposed_key
-from ._exercise import Mistake
-from ._pairs import picked
+from .attention import transposed_key
+from ..harness import Mistake, picked
 
 KEY_HINT = ("transpose only the last two axes of the keys: keys.transpose(-2, -1) (.T reverses "
             "every axis of a batched tensor)")

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ._attention import attend
+from .attention import attend
 
 
 def repeat_variant(x, n_rep, *, how="interleave", dim=-3):

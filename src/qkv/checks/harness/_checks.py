@@ -21,7 +21,7 @@ from . import _harness
 from ._exercise import Args, Exercise
 from ._harness import Raised
 from ._kind import WRONG_DEVICE
-from .result import CheckFailed, CheckResult, show
+from ..result import CheckFailed, CheckResult, show
 
 __all__: list = []
 

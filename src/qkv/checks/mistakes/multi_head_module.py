@@ -21,11 +21,8 @@ from torch import Tensor, nn
 
 import qkv
 
-from ._compare import close
-from ._exercise import Case, Mistake
-from ._half import half_case
-from ._harness import ExerciseRule, NotRepeatable
-from ._inputs import bool_mask, randn
+from ..harness import (bool_mask, Case, close, ExerciseRule, half_case, Mistake, NotRepeatable,
+                       randn)
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 

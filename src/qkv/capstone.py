@@ -1,0 +1,274 @@
+"""The capstone: a :class:`qkv.transformer.DecoderLM` trained on text and measured on held-out text.
+
+Batches are random windows of the training text; the validation loss is the mean
+next-token cross-entropy on fixed, evenly spaced windows of the validation text, so two
+models (an ablation and its baseline) are measured on exactly the same characters. The
+learning rate is constant after a short warm-up, so a run stopped early is the same run
+as a longer one up to that step: an ablation trained for ``n`` steps compares with the
+baseline's measurement at step ``n``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import _validate as v
+from .text_data import TextSplit, load_corpus
+from .transformer import Block, CausalSelfAttention, DecoderLM
+
+__all__ = ["TrainLog", "ablation_baseline", "ablation_loss", "attention_forward", "block_forward", "evaluate",
+           "random_windows", "train_lm"]
+
+#: The capstone's model and training: small enough for a minute on one CPU core.
+BASELINE: Dict[str, Any] = dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, d_ff=None,
+                                dropout=0.1, position="rope", scale=True, window=None)
+CONTEXT = 64  # characters per training window
+BATCH_SIZE = 32
+LR = 3e-3
+WARMUP = 20  # steps of linear warm-up
+ABLATION_STEPS = 200
+
+
+class TrainLog(NamedTuple):
+    """What :func:`train_lm` measured.
+
+    Shape:
+        - step: ``(N,)``, the steps after which the model was measured
+        - train_loss: ``(N,)``, the mean training loss since the previous measurement
+          (at step 0, the loss of the untrained model on the first batch)
+        - valid_loss: ``(N,)``, :func:`evaluate` on the validation text
+    """
+
+    step: Tensor
+    train_loss: Tensor
+    valid_loss: Tensor
+
+
+def random_windows(data: Tensor, batch_size: int, context: int,
+                   generator: torch.Generator) -> tuple:
+    """``batch_size`` random windows of ``context + 1`` ids, as inputs and next-id targets.
+
+    Args:
+        data: the text's ids.
+        batch_size: windows ``B``.
+        context: positions per window ``T``.
+        generator: where the windows start.
+
+    Returns:
+        ``(inputs, targets)``, targets shifted by one.
+
+    Shape:
+        - data: ``(N,)``; inputs and targets ``(B, T)``
+    """
+    v.require_int("batch_size", batch_size)
+    v.require_int("context", context)
+    if data.dim() != 1 or data.numel() <= context + 1:
+        raise ValueError(f"data must be a 1-D tensor of more than context + 1 = {context + 1} ids, "
+                         f"got shape {v.shape_str(data)}")
+    start = torch.randint(0, data.numel() - context - 1, (batch_size, 1), generator=generator)
+    idx = start + torch.arange(context + 1)
+    chunk = data[idx]
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+@torch.no_grad()
+def evaluate(model: DecoderLM, data: Tensor, context: int = CONTEXT, windows: int = 128) -> float:
+    """Mean next-token cross-entropy (nats) on ``windows`` evenly spaced windows of ``data``.
+
+    The windows are the same for every model, so differences are the models'. The model
+    is evaluated in eval mode (no dropout) and put back in the mode it was in.
+
+    Args:
+        model: the model.
+        data: ids, e.g. :attr:`TextSplit.valid`.
+        context: positions per window.
+        windows: how many windows.
+
+    Returns:
+        The loss, a float.
+    """
+    v.require_int("windows", windows)
+    was_training = model.training
+    model.eval()
+    start = torch.linspace(0, data.numel() - context - 1, windows).long()[:, None]
+    chunk = data[start + torch.arange(context + 1)]
+    logits = model(chunk[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten()).item()
+    model.train(was_training)
+    return loss
+
+
+def train_lm(model: DecoderLM, split: TextSplit, steps: int, seed: int = 0,
+             eval_every: int = 50, context: int = CONTEXT, batch_size: int = BATCH_SIZE,
+             lr: float = LR, progress: bool = True, desc: str = "training") -> TrainLog:
+    """Train with AdamW on random windows of ``split.train``, measuring on ``split.valid``.
+
+    Args:
+        model: trained in place (left in eval mode).
+        split: the text, from :func:`qkv.text_data.load_corpus`.
+        steps: optimiser steps.
+        seed: seed of the windows (the model's initialisation is the caller's).
+        eval_every: steps between measurements (step 0 and the last are always measured).
+        context, batch_size, lr: the windows' length, their number per step, the peak
+            learning rate (reached after a short warm-up, then constant).
+        progress: show a progress bar (tqdm).
+        desc: the bar's label.
+
+    Returns:
+        A :class:`TrainLog`.
+    """
+    v.require_instance("model", model, DecoderLM, "a qkv.transformer.DecoderLM")
+    v.require_int("steps", steps, minimum=0)
+    v.require_int("eval_every", eval_every)
+    v.require_positive_number("lr", lr)
+    from tqdm.auto import tqdm
+
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    warm = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / WARMUP))
+    model.train()
+    log, running = [], []
+    for step in tqdm(range(steps + 1), desc=desc, disable=not progress, mininterval=1.0):
+        if step % eval_every == 0 or step == steps:
+            if not running:  # step 0: the untrained model's loss on a first batch
+                x, y = random_windows(split.train, batch_size, context, torch.Generator().manual_seed(seed))
+                with torch.no_grad():
+                    running = [F.cross_entropy(model(x).flatten(0, 1), y.flatten()).item()]
+            log.append((step, sum(running) / len(running), evaluate(model, split.valid, context)))
+            running = []
+        if step == steps:
+            break
+        x, y = random_windows(split.train, batch_size, context, gen)
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        warm.step()
+        running.append(loss.item())
+    model.eval()
+    step, train_loss, valid_loss = zip(*log)
+    return TrainLog(torch.tensor(step), torch.tensor(train_loss), torch.tensor(valid_loss))
+
+
+def ablation_baseline() -> Dict[str, Any]:
+    """The settings of the baseline model that an ablation may change (a copy of :data:`BASELINE`).
+
+    Returns:
+        ``{setting: value}``, keyword arguments of :class:`qkv.transformer.DecoderLM`.
+    """
+    return dict(BASELINE)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_split() -> TextSplit:
+    """The corpus, read once per process (reading it imports some 80 modules)."""
+    return load_corpus()
+
+
+def ablation_loss(options: Dict[str, Any], seed: int, steps: int = ABLATION_STEPS,
+                  split: Optional[TextSplit] = None, progress: bool = True) -> float:
+    """Train the baseline with ``options`` changed, from ``seed``; return its validation loss.
+
+    The model is :data:`BASELINE` with ``options`` replacing some of its settings,
+    initialised from ``torch.manual_seed(seed)`` and trained on windows drawn from the
+    same seed for ``steps`` steps. The same options and seed give the same loss on the
+    same machine and Python version (up to rounding in the thread scheduling).
+
+    Args:
+        options: settings of :class:`qkv.transformer.DecoderLM` to change, e.g.
+            ``{"window": 8}`` or ``{"position": "none"}``.
+        seed: the run's seed.
+        steps: optimiser steps.
+        split: the text; ``None`` loads :func:`qkv.text_data.load_corpus`.
+        progress: show a progress bar.
+
+    Returns:
+        The validation loss after training (nats per character).
+    """
+    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+        raise TypeError(f"options must be a dict of DecoderLM settings, got {options!r}")
+    unknown = sorted(set(options) - set(BASELINE))
+    if unknown:
+        raise ValueError(f"options has settings DecoderLM's baseline does not have: {unknown}; "
+                         f"choose among {sorted(BASELINE)}")
+    v.require_int("seed", seed, minimum=0)
+    split = _default_split() if split is None else split
+    torch.manual_seed(seed)
+    model = DecoderLM(split.tokenizer.vocab_size, **{**BASELINE, **options})
+    log = train_lm(model, split, steps, seed=seed, eval_every=max(steps, 1), progress=progress,
+                   desc=f"{options or 'baseline'}, seed {seed}")
+    return float(log.valid_loss[-1])
+
+
+def chance_loss(vocab_size: int) -> float:
+    """The loss of a uniform guess over ``vocab_size`` tokens, ``log V`` nats."""
+    return math.log(vocab_size)
+
+
+def _sizes(params: Dict[str, Tensor], prefix: str, num_heads: int,
+           num_kv_heads: Optional[int]) -> Tuple[int, int]:
+    """``(D, num_kv_heads)`` read from a state dict, with the names checked."""
+    if not isinstance(params, dict) or not all(isinstance(t, Tensor) for t in params.values()):
+        raise TypeError("params must be a dict of tensors (a module's state_dict())")
+    name = f"{prefix}q_proj.weight"
+    if name not in params:
+        raise ValueError(f"params has no {name!r}: pass the state_dict() of the module, got keys "
+                         f"{sorted(params)[:4]}...")
+    v.require_int("num_heads", num_heads)
+    return params[name].shape[1], num_heads if num_kv_heads is None else num_kv_heads
+
+
+def attention_forward(x: Tensor, params: Dict[str, Tensor], num_heads: int,
+                      num_kv_heads: Optional[int] = None, k_cache: Optional[Tensor] = None,
+                      v_cache: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """:class:`qkv.transformer.CausalSelfAttention` (RoPE, scaled, causal) as a function of its weights.
+
+    Args:
+        x: the new positions' stream (already normalised).
+        params: the module's ``state_dict()``: ``q_proj.weight``, ``k_proj.weight``,
+            ``v_proj.weight``, ``out_proj.weight``.
+        num_heads, num_kv_heads: as for the module.
+        k_cache, v_cache: keys (RoPE applied) and values of the ``P`` earlier positions, or ``None``.
+
+    Returns:
+        ``(output, k_cache, v_cache)``, the caches with the new positions appended.
+
+    Shape:
+        - x: ``(B, L, D)``; output ``(B, L, D)``
+        - k_cache, v_cache: ``(B, Hkv, P, E)``, returned with ``P + L`` positions
+    """
+    D, hkv = _sizes(params, "", num_heads, num_kv_heads)
+    module = CausalSelfAttention(D, num_heads, hkv).to(device=x.device, dtype=x.dtype)
+    module.load_state_dict(params)
+    if (k_cache is None) != (v_cache is None):
+        raise ValueError("k_cache and v_cache must both be tensors or both be None")
+    out, (k, val) = module(x, None if k_cache is None else (k_cache, v_cache))
+    return out, k, val
+
+
+def block_forward(x: Tensor, params: Dict[str, Tensor], num_heads: int,
+                  num_kv_heads: Optional[int] = None) -> Tensor:
+    """A :class:`qkv.transformer.Block` (RoPE, scaled, causal, no dropout) as a function of its weights.
+
+    Args:
+        x: the residual stream.
+        params: the block's ``state_dict()`` (``norm1.weight``, ``attn.q_proj.weight``, ...,
+            ``mlp.up.weight``, ``mlp.down.weight``).
+        num_heads, num_kv_heads: as for the block.
+
+    Returns:
+        The block's output.
+
+    Shape:
+        - x: ``(B, L, D)``; output ``(B, L, D)``
+    """
+    D, hkv = _sizes(params, "attn.", num_heads, num_kv_heads)
+    block = Block(D, num_heads, hkv, d_ff=params["mlp.up.weight"].shape[0])
+    block.to(device=x.device, dtype=x.dtype).load_state_dict(params)
+    return block.eval()(x)[0]

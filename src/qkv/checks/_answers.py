@@ -1,0 +1,74 @@
+"""The first answer to each conceptual question, recorded beside the notebook.
+
+A question is graded on its first answer: :func:`first` stores the first normalised answer to
+each question in ``qkv_answers.json`` in the kernel's working directory (the notebook's folder,
+which nbgrader collects with the notebook), or in the file the environment variable
+``QKV_ANSWERS`` names, and returns it on every later call. Answers that are not answers (no
+value yet, a letter that is not a choice) are never recorded. The test cell also prints the
+recorded answer, so the notebook's output says which one was graded.
+
+An instructor's source folder (``solutions/<NN-name>/``, which holds the assignment's ``.md``
+beside its notebook) gets no record: there, the model answers would be released with the
+notebook, or copied over a student's record when nbgrader autogrades. A notebook run there
+records in the temporary directory instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Union
+
+#: The record's name in the notebook's folder, and the variable that moves it.
+FILE = "qkv_answers.json"
+ENV = "QKV_ANSWERS"
+
+Answer = Union[str, float, dict]  # a dict: a per-student question's answer and parameters
+
+
+def _is_source_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds an assignment's source: a ``.md`` beside a same-named notebook."""
+    try:
+        return any(md.with_suffix(".ipynb").is_file() for md in folder.glob("*.md"))
+    except OSError:
+        return False
+
+
+def path() -> Path:
+    """Where the record is."""
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    if _is_source_folder(Path.cwd()):
+        return Path(tempfile.gettempdir()) / f"qkv_answers_{os.getpid()}.json"
+    return Path(FILE)
+
+
+def _read(where: Path) -> dict:
+    try:
+        data = json.loads(where.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def first(question_id: str, answer: Answer) -> Answer:
+    """The first answer recorded for ``question_id``; ``answer`` when there is none yet (it is
+    recorded then). A record that cannot be written is no reason to lose the answer: it is
+    judged all the same (and the next call records it).
+    """
+    where = path()
+    data = _read(where)
+    if question_id in data and type(data[question_id]) in (str, int, float, dict):
+        return data[question_id]
+    data[question_id] = answer
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=where.parent or ".", delete=False,
+                                         prefix=".qkv_answers.", suffix=".tmp") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(f.name, where)  # whole or not at all: a record is never half written
+    except OSError:
+        pass
+    return answer

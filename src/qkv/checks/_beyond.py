@@ -1,0 +1,269 @@
+"""Exercises that copying a page cannot answer: debugging, variations and experiments.
+
+- **Debugging**: the assignment prints a function with bugs from the course's catalogue of
+  mistakes (``key.T`` on a batch, a scale of ``1/E``, the softmax over the wrong axis, a mask
+  applied after the softmax, a running sum not rescaled...). The student writes the fixed
+  function; the check compares it with the right one and, when a bug is left, the known wrong
+  variant it matches names that bug (each :class:`Mistake` below is the fixed function with one
+  bug put back).
+- **Variations**: a function the reference does not contain (attention with a temperature, a
+  dilated window as a FlexAttention ``mask_mod``), checked against one built here from
+  :mod:`qkv`'s public functions.
+- **Experiments**: a measurement from a generator (:mod:`._experiment`), judged as a
+  measurement against the same experiment written with :mod:`qkv`.
+
+Every check is seeded inputs -> the student's function -> outputs judged against a reference.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+from torch import Tensor
+
+import qkv
+
+from ._experiment import Experiment
+from .harness import Case, Exercise, Mistake
+from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
+
+# --------------------------------------------------------------- assignment 4: a temperature
+
+
+def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature: float = 1.0, *,
+                          key_t: bool = False, scale_power: float = 0.5, dim: int = -1,
+                          stable: bool = True, multiply: bool = False) -> Tensor:
+    """``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``, or one bug of the buggy
+    version put back (``key_t``: ``key.T``; ``scale_power=1``: ``/ E``; ``dim=-2``: the softmax
+    over the queries; ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``)."""
+    E = query.shape[-1]
+    kt = key.permute(*reversed(range(key.dim()))) if key_t else key.transpose(-2, -1)
+    t = 1.0 / temperature if multiply else temperature
+    scores = (query @ kt) / (E ** scale_power * t)
+    if stable:
+        scores = scores - scores.amax(dim=dim, keepdim=True)
+    e = scores.exp()
+    return (e / e.sum(dim=dim, keepdim=True)) @ value
+
+
+def _temperature_cases():
+    def make(batch, L, S, E, Ev, big=0.0, **kw):
+        def build(gen, device, dtype):
+            return qkv_inputs(gen, device, dtype, batch, L, S, E, Ev, big), kw
+        return build
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("unbatched input with L=3, S=5, E=4, Ev=6 (temperature left out)",
+             make((), 3, 5, 4, 6), f32),
+        Case("unbatched input with L=4, S=4, E=16, Ev=3 and temperature=0.5",
+             make((), 4, 4, 16, 3, temperature=0.5), f64),
+        Case("batched input (B=2, H=3) with L=5, S=7, E=8, Ev=3 and temperature=2.0",
+             make((2, 3), 5, 7, 8, 3, temperature=2.0), f64),
+        Case("input with large logits (scores near 800) and temperature=1.0",
+             make((2,), 4, 5, 4, 3, big=40.0, temperature=1.0), f64),
+    ]
+
+
+ATTENTION_WITH_TEMPERATURE = Exercise(
+    name="attention_with_temperature", reference=temperature_attention,
+    cases=_temperature_cases(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
+    mistakes=[
+        Mistake("scale 1/E instead of 1/sqrt(E) (a bug of the printed function)",
+                "the scores are divided by sqrt(E) * temperature", partial(
+                    temperature_attention, scale_power=1.0)),
+        Mistake("softmax over the queries (dim=-2) (a bug of the printed function)",
+                "each query's weights over the keys sum to one: reduce over dim=-1",
+                partial(temperature_attention, dim=-2)),
+        Mistake("no maximum subtracted: exp overflows (a bug of the printed function)",
+                "subtract each row's maximum before exp", partial(temperature_attention,
+                                                                  stable=False)),
+        Mistake("temperature multiplies the scores instead of dividing them",
+                "a high temperature flattens the weights: divide by it",
+                partial(temperature_attention, multiply=True)),
+    ],
+    error_hints=[("size of tensor", "key.T reverses every axis of a batched tensor: "
+                  "key.transpose(-2, -1)"), ("mat1 and mat2", "key.T reverses every axis of a "
+                                             "batched tensor: key.transpose(-2, -1)")],
+)
+
+
+def max_weight(d_k: int, scaled: bool, generator: torch.Generator) -> float:
+    """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k)."""
+    q = torch.randn(32, d_k, generator=generator)
+    k = torch.randn(32, d_k, generator=generator)
+    scores = q @ k.T / (math.sqrt(d_k) if scaled else 1.0)
+    return torch.softmax(scores, dim=-1).max(dim=-1).values.mean().item()
+
+
+MAX_WEIGHT = Experiment(
+    name="max_weight", reference=max_weight,
+    settings=((16, True), (512, True), (512, False)),
+    quantity="mean largest weight", helpers={"softmax": qkv.softmax},
+    hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
+         "scores by sqrt(d_k) only when scaled, and return the mean over the queries of each "
+         "row's largest softmax weight")
+
+# --------------------------------------------------------------- assignment 6: two masks at once
+
+
+def padded_causal(query: Tensor, key: Tensor, value: Tensor, lengths: Tensor, *,
+                  future: bool = False, inclusive: bool = False, after: bool = False,
+                  invert: bool = False) -> Tensor:
+    """Attention where query ``i`` of sequence ``b`` sees keys ``j <= i`` with ``j <
+    lengths[b]``; or one bug of the printed version put back (``future``: ``triu``;
+    ``inclusive``: ``<=``; ``after``: weights zeroed after the softmax; ``invert``: the mask's
+    meaning flipped)."""
+    L, S = query.shape[-2], key.shape[-2]
+    ones = torch.ones(L, S, dtype=torch.bool, device=query.device)
+    causal = ones.triu() if future else ones.tril()
+    pos = torch.arange(S, device=query.device)[None, :]
+    real = pos <= lengths[:, None] if inclusive else pos < lengths[:, None]
+    allowed = causal & real[:, None, None, :]
+    if invert:
+        allowed = ~allowed
+    if not (future or inclusive or after or invert):
+        mask = (qkv.causal_mask(L, S, device=query.device)
+                & qkv.padding_mask(lengths, S)[:, None, None, :])
+        return qkv.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if after:
+        return torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0) @ value
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ value
+
+
+def _padded_cases():
+    def make(B, H, L, E, Ev, lengths):
+        def build(gen, device, dtype):
+            q, k, v = qkv_inputs(gen, device, dtype, (B, H), L, L, E, Ev)
+            return (q, k, v, torch.tensor(lengths, device=device)), {}
+        return build
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("B=2, H=1, L=S=4, E=4, Ev=3, lengths=[4, 2]", make(2, 1, 4, 4, 3, [4, 2]), f64),
+        Case("B=3, H=2, L=S=6, E=8, Ev=5, lengths=[6, 3, 1]", make(3, 2, 6, 8, 5, [6, 3, 1]), f32),
+        Case("B=2, H=4, L=S=5, E=4, Ev=2, lengths=[2, 5]", make(2, 4, 5, 4, 2, [2, 5]), f64),
+    ]
+
+
+PADDED_CAUSAL_ATTENTION = Exercise(
+    name="padded_causal_attention", reference=padded_causal, cases=_padded_cases(),
+    forbid=TORCH_ATTENTION, legend="(B, H, L, Ev)",
+    mistakes=[
+        Mistake("the future allowed instead of the past (triu) (a bug of the printed function)",
+                "query i may see keys 0..i: torch.tril", partial(padded_causal, future=True)),
+        Mistake("one padding key allowed (<= lengths) (a bug of the printed function)",
+                "keys 0..length-1 are real: arange(S) < lengths", partial(padded_causal,
+                                                                          inclusive=True)),
+        Mistake("weights zeroed after the softmax (a bug of the printed function)",
+                "mask the scores with -inf before the softmax, so each row still sums to one",
+                partial(padded_causal, after=True)),
+        Mistake("the mask inverted (True marks what is hidden)",
+                "True is allowed: masked_fill(~allowed, -inf)", partial(padded_causal, invert=True)),
+    ],
+    error_hints=[("same device", "build the masks on query.device")],
+)
+
+
+def padding_leak(length: int, S: int, generator: torch.Generator) -> float:
+    """Without a padding mask, the mean weight 8 queries give to the ``S - length`` padded keys."""
+    q = torch.randn(8, 16, generator=generator)
+    k = torch.randn(S, 16, generator=generator)
+    weights = torch.softmax(q @ k.T / 4.0, dim=-1)
+    return weights[:, length:].sum(dim=-1).mean().item()
+
+
+PADDING_LEAK = Experiment(
+    name="padding_leak", reference=padding_leak, settings=((4, 16), (12, 16)),
+    quantity="weight on the padding",
+    hint="draw 8 queries (8, 16) and S keys (S, 16) from the generator, take the softmax of "
+         "q @ k.T / 4 with no mask, and return the mean over the queries of the weight on keys "
+         "length..S-1")
+
+# --------------------------------------------------------------- assignment 8: streaming softmax
+
+
+def streaming(query: Tensor, key: Tensor, value: Tensor, block: int, *, rescale_sum: bool = True,
+              sign: int = 1, drop_last: bool = False, zero_start: bool = False) -> Tensor:
+    """Attention visiting the keys ``block`` at a time with a running max, sum and output; or
+    one bug of the printed version put back."""
+    scale = 1.0 / math.sqrt(query.shape[-1])
+    shape = query.shape[:-1] + (1,)
+    m = (torch.zeros if zero_start else partial(torch.full, fill_value=float("-inf")))(
+        shape, dtype=query.dtype, device=query.device)
+    l = torch.zeros(shape, dtype=query.dtype, device=query.device)
+    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype,
+                      device=query.device)
+    S = key.shape[-2]
+    stop = S - block if drop_last else S
+    for start in range(0, stop, block):
+        s = query @ key[..., start:start + block, :].transpose(-2, -1) * scale
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        p = (s - m_new).exp()
+        c = (sign * (m - m_new)).exp()
+        l = (l * c if rescale_sum else l) + p.sum(dim=-1, keepdim=True)
+        acc = acc * c + p @ value[..., start:start + block, :]
+        m = m_new
+    return acc / l
+
+
+def _streaming_cases():
+    def make(batch, L, S, E, Ev, block, shift=0.0):
+        def build(gen, device, dtype):
+            q, k, v = qkv_inputs(gen, device, dtype, batch, L, S, E, Ev)
+            if shift:  # every score far below 0: a max that starts at 0 underflows
+                q = q * 0.1
+                k = k * 0.1
+                q[..., 0], k[..., 0] = shift, -shift
+            return (q, k, v, block), {}
+        return build
+    f32, f64 = torch.float32, torch.float64
+    return [
+        Case("batched input (B=2) with L=3, S=8, E=4, Ev=3 and block=4", make((2,), 3, 8, 4, 3, 4),
+             f64),
+        Case("batched input (B=2, H=2) with L=5, S=10, E=8, Ev=3 and block=3 (S not a multiple)",
+             make((2, 2), 5, 10, 8, 3, 3), f64),
+        Case("unbatched input with L=4, S=6, E=4, Ev=2 and block=1", make((), 4, 6, 4, 2, 1), f32),
+        Case("unbatched input with L=4, S=6, E=4, Ev=2 and block=16 (one block)",
+             make((), 4, 6, 4, 2, 16), f32),
+        Case("input whose scores are all near -1000 (L=3, S=8, block=4)",
+             make((1,), 3, 8, 4, 3, 4, shift=63.0), f64),
+    ]
+
+
+STREAMING_ATTENTION = Exercise(
+    name="streaming_attention",
+    reference=lambda q, k, v, block: qkv.scaled_dot_product_attention(q, k, v),
+    cases=_streaming_cases(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
+    mistakes=[
+        Mistake("the running max starts at 0 instead of -inf (a bug of the printed function)",
+                "start the max at -inf: with every score far below 0, exp(s - 0) underflows to 0",
+                partial(streaming, zero_start=True)),
+        Mistake("the running sum is not rescaled when the max grows (a bug of the printed "
+                "function)", "l = l * exp(m - m_new) + p.sum(-1)", partial(streaming,
+                                                                           rescale_sum=False)),
+        Mistake("the rescale factor is exp(m_new - m), upside down (a bug of the printed "
+                "function)", "old terms shrink when the max grows: exp(m - m_new)",
+                partial(streaming, sign=-1)),
+        Mistake("the last block of keys is skipped (a bug of the printed function)",
+                "range(0, S, block) visits every key, the last (shorter) block included",
+                partial(streaming, drop_last=True)),
+    ],
+)
+
+
+def fp16_overflow_rate(spread: float, generator: torch.Generator) -> float:
+    """The fraction of 256 rows of 64 logits ~ N(0, spread^2) whose softmax, computed naively
+    (no max subtracted) in float16, holds a non-finite weight."""
+    x = (torch.randn(256, 64, generator=generator) * spread).half()
+    w = x.exp() / x.exp().sum(dim=-1, keepdim=True)
+    return (~torch.isfinite(w)).any(dim=-1).float().mean().item()
+
+
+FP16_OVERFLOW_RATE = Experiment(
+    name="fp16_overflow_rate", reference=fp16_overflow_rate, settings=((4.0,), (6.0,)),
+    quantity="fraction of rows that overflow",
+    hint="draw 256 rows of 64 standard normal logits from the generator, multiply by spread, "
+         "convert to float16 (.half()), compute x.exp() / x.exp().sum(-1, keepdim=True) and "
+         "return the fraction of rows holding an inf or NaN")

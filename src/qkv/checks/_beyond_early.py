@@ -1,0 +1,280 @@
+"""Assignments 1, 2, 3, 5 and 7: exercises that copying a page cannot answer (see :mod:`._beyond`).
+
+Each debugging exercise prints a function with bugs from the course's catalogue; the check
+compares the student's corrected function with the right one (written here with torch, or
+:mod:`qkv`), and each :class:`Mistake` is the right function with one bug put back. Each
+experiment is a measurement judged by :mod:`._experiment`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+from torch import Tensor
+
+import qkv
+
+from ._experiment import Experiment
+from .harness import Case, Exercise, Mistake, randn
+from .mistakes.attention import TORCH_ATTENTION
+
+F32, F64 = torch.float32, torch.float64
+
+
+def _inputs(*shapes, extra=(), **kw):
+    """A case builder: seeded normal tensors of ``shapes``, then ``extra`` arguments."""
+    def build(gen, device, dtype):
+        return tuple(randn(gen, *s, device=device, dtype=dtype) for s in shapes) + tuple(
+            torch.tensor(e, device=device) if isinstance(e, list) else e for e in extra), kw
+    return build
+
+# --------------------------------------------------------------- assignment 1: padded encoder
+
+
+def padded_bahdanau(s: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor,
+                    lengths: Tensor, *, dim: int = -1, after: bool = False,
+                    no_tanh: bool = False) -> Tensor:
+    """(B, S) additive-attention weights with the padded encoder states (``j >= lengths[b]``)
+    at 0; or one bug of the printed version put back."""
+    hidden = (s @ W_q.T)[:, None, :] + keys @ W_k.T
+    scores = (hidden if no_tanh else torch.tanh(hidden)) @ v_a
+    real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None]
+    if after:
+        return torch.softmax(scores, dim=dim) * real
+    return torch.softmax(scores.masked_fill(~real, float("-inf")), dim=dim)
+
+
+def _bahdanau_case(B, S, Dq, Dk, A, lengths):
+    return _inputs((B, Dq), (B, S, Dk), (A, Dq), (A, Dk), (A,), extra=(lengths,))
+
+
+PADDED_BAHDANAU_WEIGHTS = Exercise(
+    name="padded_bahdanau_weights", reference=padded_bahdanau, legend="(B, S)",
+    cases=[Case("B=2, S=5, query_dim=4, key_dim=3, attn_dim=6, lengths=[5, 2]",
+                _bahdanau_case(2, 5, 4, 3, 6, [5, 2]), F64),
+           Case("B=3, S=4, query_dim=5, key_dim=5, attn_dim=3, lengths=[1, 4, 3]",
+                _bahdanau_case(3, 4, 5, 5, 3, [1, 4, 3]), F32),
+           Case("B=1, S=6, query_dim=2, key_dim=4, attn_dim=8, lengths=[4]",
+                _bahdanau_case(1, 6, 2, 4, 8, [4]), F64)],
+    mistakes=[
+        Mistake("softmax over the batch (dim=0) (a bug of the printed function)",
+                "each sequence's weights over its encoder states sum to one: dim=-1",
+                partial(padded_bahdanau, dim=0)),
+        Mistake("padding zeroed after the softmax (a bug of the printed function)",
+                "put -inf on the padded scores before the softmax, so the weights still sum "
+                "to one", partial(padded_bahdanau, after=True)),
+        Mistake("tanh left out", "the score is v_a . tanh(W_q s + W_k h_j)",
+                partial(padded_bahdanau, no_tanh=True)),
+    ],
+    error_hints=[("size of tensor", "W_q s is (B, attn_dim) and W_k h is (B, S, attn_dim): add "
+                  "a key axis to the first, (s @ W_q.T)[:, None, :]")],
+)
+
+# --------------------------------------------------------------- assignment 2: top-k lookup
+
+
+def top_k(query: Tensor, keys: Tensor, values: Tensor, k: int, *, renormalise: bool = True,
+          strict: bool = False) -> Tensor:
+    """A soft lookup over each query's ``k`` best keys only (dot-product scores); or a bug of
+    the printed version put back (``renormalise=False``: the softmax of all scores, cut;
+    ``strict``: the k-th key dropped)."""
+    scores = query @ keys.transpose(-2, -1)
+    kth = scores.topk(k, dim=-1).values[..., -1:]
+    keep = scores > kth if strict else scores >= kth
+    if not renormalise:
+        return (torch.softmax(scores, dim=-1) * keep) @ values
+    return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1) @ values
+
+
+TOP_K_LOOKUP = Exercise(
+    name="top_k_lookup", reference=top_k, legend="(..., L, Ev)", forbid=TORCH_ATTENTION,
+    helpers={"softmax": qkv.softmax},
+    cases=[Case("L=3 queries, S=6 keys, E=4, Ev=2, k=2", _inputs((3, 4), (6, 4), (6, 2),
+                                                               extra=(2,)), F64),
+           Case("batched (B=2), L=4, S=8, E=3, Ev=5, k=3",
+                _inputs((2, 4, 3), (2, 8, 3), (2, 8, 5), extra=(3,)), F32),
+           Case("L=2, S=5, E=4, Ev=3, k=1 (the hard lookup)",
+                _inputs((2, 4), (5, 4), (5, 3), extra=(1,)), F64),
+           Case("L=2, S=5, E=4, Ev=3, k=5 (every key: the soft lookup)",
+                _inputs((2, 4), (5, 4), (5, 3), extra=(5,)), F64)],
+    mistakes=[
+        Mistake("the softmax of all the scores, cut to the top k (a bug of the printed "
+                "function)", "the kept weights must sum to one: mask the other scores with "
+                "-inf before the softmax", partial(top_k, renormalise=False)),
+        Mistake("the k-th best key dropped (> instead of >=) (a bug of the printed function)",
+                "keep scores >= the k-th largest", partial(top_k, strict=True)),
+    ],
+    error_hints=[("selected index k out of range", "topk along the keys: dim=-1")],
+)
+
+
+def lookup_entropy(temperature: float, generator: torch.Generator) -> float:
+    """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8)."""
+    q = torch.randn(16, 8, generator=generator)
+    k = torch.randn(32, 8, generator=generator)
+    w = torch.softmax(q @ k.T / temperature, dim=-1)
+    return -(w * w.clamp_min(1e-30).log()).sum(dim=-1).mean().item()
+
+
+LOOKUP_ENTROPY = Experiment(
+    name="lookup_entropy", reference=lookup_entropy, settings=((0.1,), (1.0,), (10.0,)),
+    quantity="mean entropy of the weights", helpers={"softmax": qkv.softmax},
+    hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
+         "q @ k.T / temperature over the keys and return the mean over the queries of "
+         "-sum(w * log w), in nats")
+
+# --------------------------------------------------------------- assignment 3: no self-attention
+
+
+def no_self(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, *, untransposed: bool = False,
+            scale_by_input: bool = False, fill: float = float("-inf")) -> Tensor:
+    """Self-attention where no token attends to itself (diagonal masked); or a bug put back."""
+    if untransposed:
+        q, k, v = x @ W_q, x @ W_k, x @ W_v
+    else:
+        q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    width = x.shape[-1] if scale_by_input else q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(width)
+    eye = torch.eye(x.shape[-2], dtype=torch.bool, device=x.device)
+    return torch.softmax(scores.masked_fill(eye, fill), dim=-1) @ v
+
+
+SELF_ATTENTION_NO_SELF = Exercise(
+    name="self_attention_no_self", reference=no_self, legend="(..., L, d_v)",
+    forbid=TORCH_ATTENTION,
+    cases=[Case("x (L=4, d=6), W_q and W_k (3, 6), W_v (5, 6)",
+                _inputs((4, 6), (3, 6), (3, 6), (5, 6)), F64),
+           Case("batched x (B=2, L=5, d=4), W_q and W_k (8, 4), W_v (4, 4)",
+                _inputs((2, 5, 4), (8, 4), (8, 4), (4, 4)), F32),
+           Case("x (L=3, d=5), square weights (5, 5)", _inputs((3, 5), (5, 5), (5, 5), (5, 5)),
+                F64)],
+    mistakes=[
+        Mistake("the diagonal filled with 0 instead of -inf (a bug of the printed function)",
+                "a score of 0 still gets weight: fill the diagonal with -inf",
+                partial(no_self, fill=0.0)),
+        Mistake("scaled by sqrt of x's width instead of the queries' (a bug of the printed "
+                "function)", "the scores are divided by sqrt(d_k), d_k = W_q.shape[0]",
+                partial(no_self, scale_by_input=True)),
+        Mistake("x @ W instead of x @ W.T (a bug of the printed function)",
+                "W_q is (d_k, d): the queries are x @ W_q.T", partial(no_self, untransposed=True)),
+    ],
+    error_hints=[("cannot be multiplied", "W_q is (d_k, d): the queries are x @ W_q.T")],
+)
+
+
+def self_weight(shared: bool, generator: torch.Generator) -> float:
+    """The mean weight 16 random tokens (d=16) give themselves, with W_k = W_q (``shared``) or
+    an independent W_k; weights of shape (8, 16), standard normal / 4."""
+    x = torch.randn(16, 16, generator=generator)
+    W_q = torch.randn(8, 16, generator=generator) / 4
+    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / 4
+    scores = (x @ W_q.T) @ (x @ W_k.T).T / math.sqrt(8)
+    return torch.softmax(scores, dim=-1).diagonal().mean().item()
+
+
+SELF_WEIGHT = Experiment(
+    name="self_weight", reference=self_weight, settings=((True,), (False,)),
+    quantity="mean weight a token gives itself",
+    hint="draw x (16, 16), then W_q (8, 16), then (only when not shared) W_k (8, 16) from the "
+         "generator, divide the weights by 4, and return the mean of the diagonal of "
+         "softmax((x W_q^T)(x W_k^T)^T / sqrt(8))")
+
+# --------------------------------------------------------------- assignment 5: heads, functionally
+
+
+def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int, *,
+         no_transpose: bool = False, full_scale: bool = False,
+         merge_no_transpose: bool = False) -> Tensor:
+    """Multi-head self-attention as one function; or a bug of the printed version put back."""
+    B, L, D = x.shape
+    d = D // num_heads
+
+    def split(t):
+        return t.reshape(B, num_heads, L, d) if no_transpose else qkv.split_heads(t, num_heads)
+    q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x @ W_v.T)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D if full_scale else d)
+    out = torch.softmax(scores, dim=-1) @ v
+    merged = out.reshape(B, L, D) if merge_no_transpose else qkv.merge_heads(out)
+    return merged @ W_o.T
+
+
+def _mhsa_case(B, L, D, H):
+    return _inputs((B, L, D), (D, D), (D, D), (D, D), (D, D), extra=(H,))
+
+
+MULTI_HEAD_SELF_ATTENTION = Exercise(
+    name="multi_head_self_attention", reference=mhsa, legend="(B, L, D)", forbid=TORCH_ATTENTION,
+    helpers={"split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads},
+    cases=[Case("B=2, L=3, D=8, 2 heads", _mhsa_case(2, 3, 8, 2), F64),
+           Case("B=1, L=5, D=12, 3 heads", _mhsa_case(1, 5, 12, 3), F32),
+           Case("B=2, L=4, D=8, 4 heads", _mhsa_case(2, 4, 8, 4), F64)],
+    mistakes=[
+        Mistake("heads split by reshape alone (positions mixed into heads) (a bug of the "
+                "printed function)", "view (B, L, H, d), then transpose(1, 2) to (B, H, L, d)",
+                partial(mhsa, no_transpose=True)),
+        Mistake("scaled by sqrt(D) instead of the head's width (a bug of the printed function)",
+                "each head's scores are divided by sqrt(D / num_heads)",
+                partial(mhsa, full_scale=True)),
+        Mistake("heads merged by reshape alone (a bug of the printed function)",
+                "transpose(1, 2) back to (B, L, H, d) before reshaping to (B, L, D)",
+                partial(mhsa, merge_no_transpose=True)),
+    ],
+)
+
+# --------------------------------------------------------------- assignment 7: scaled RoPE
+
+
+def rope_scaled(x: Tensor, factor: float, *, inverse: bool = False, wrong_freq: bool = False,
+                sign: int = 1) -> Tensor:
+    """RoPE with position interpolation: row ``t`` at position ``t / factor`` (interleaved
+    pairs, base 10000); or a bug of the printed version put back."""
+    L, E = x.shape[-2], x.shape[-1]
+    pos = torch.arange(L, dtype=F64, device=x.device) * (factor if inverse else 1.0 / factor)
+    i = torch.arange(E // 2, dtype=F64, device=x.device)
+    freq = 10000.0 ** (-(i if wrong_freq else 2 * i) / E)
+    angles = pos[:, None] * freq[None, :]
+    cos, sin = angles.cos(), sign * angles.sin()
+    a, b = x.to(F64)[..., 0::2], x.to(F64)[..., 1::2]
+    out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    return out.to(x.dtype)
+
+
+APPLY_ROPE_SCALED = Exercise(
+    name="apply_rope_scaled", reference=rope_scaled, legend="(..., L, E)",
+    cases=[Case("x (L=5, E=4), factor=2.0", _inputs((5, 4), extra=(2.0,)), F64),
+           Case("x (B=2, H=2, L=6, E=8), factor=4.0", _inputs((2, 2, 6, 8), extra=(4.0,)), F32),
+           Case("x (L=3, E=6), factor=1.0 (plain RoPE)", _inputs((3, 6), extra=(1.0,)), F64)],
+    mistakes=[
+        Mistake("positions multiplied by the factor instead of divided (a bug of the printed "
+                "function)", "interpolation squeezes positions: t / factor",
+                partial(rope_scaled, inverse=True)),
+        Mistake("frequencies base^(-i/E) instead of base^(-2i/E) (a bug of the printed "
+                "function)", "pair i turns at base ** (-2 * i / E)",
+                partial(rope_scaled, wrong_freq=True)),
+        Mistake("rotation the wrong way (sin negated) (a bug of the printed function)",
+                "(a cos - b sin, a sin + b cos)", partial(rope_scaled, sign=-1)),
+    ],
+)
+
+
+def alibi_far_weight(head: int, generator: torch.Generator) -> float:
+    """With ALiBi (8 heads) added to random scores of 64 queries and keys (E=16), the mean
+    weight the last 32 queries give to keys more than 16 positions back, in ``head``."""
+    q = torch.randn(64, 16, generator=generator)
+    k = torch.randn(64, 16, generator=generator)
+    scores = q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]
+    scores = scores.masked_fill(~qkv.causal_mask(64), float("-inf"))
+    w = torch.softmax(scores, dim=-1)[32:]
+    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] > 16)[32:]
+    return (w * far).sum(dim=-1).mean().item()
+
+
+ALIBI_FAR_WEIGHT = Experiment(
+    name="alibi_far_weight", reference=alibi_far_weight, settings=((0,), (4,), (7,)),
+    helpers={"alibi_bias": qkv.alibi_bias},
+    quantity="mean weight beyond 16 positions",
+    hint="draw q then k (64, 16) from the generator; scores q @ k.T / 4 plus your ALiBi bias of "
+         "8 heads for that head, causal mask; return, over queries 32..63, the mean total weight "
+         "on keys more than 16 positions back")

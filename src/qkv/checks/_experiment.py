@@ -1,0 +1,165 @@
+"""Checking an experiment: the student's function measures a quantity from a generator, and the
+check judges the numbers it returns as *measurements*, not against a literal.
+
+An :class:`Experiment` names the student's function, the reference measurement (the same
+experiment, written with :mod:`qkv`) and the settings it is run at. Its check
+(:class:`ExperimentCheck`) calls the student's ``f(*setting, generator)`` on many seeds and the
+reference on as many other seeds, then asks, per setting:
+
+- the same seed gives the same number (the randomness comes from the generator passed in);
+- the numbers vary from seed to seed when the reference's do (a measurement, not a formula);
+- their mean agrees with the reference's within 5 standard errors of the difference of two
+  means, and their spread is within a factor of 4 of the reference's: a right measurement fails
+  by chance far less than once in a million, a measurement of something else fails.
+
+Every step is data in, data out (:mod:`qkv.checks.grading`): the inputs are the setting and a
+seed (:meth:`ExperimentCheck.calls`), the sandbox makes the generator and calls the student's
+function (:meth:`ExperimentCheck.run_student`), and the verdict compares the numbers that come
+back with the reference's (:meth:`ExperimentCheck.judge`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from .harness import (NOTHING, Check, Raised, notice_text, plain, reference_helpers,
+                      reference_names, split_outcome)
+from .result import CheckResult
+
+#: Standard errors of the difference of the means that a right measurement may be off by.
+SIGMAS = 5.0
+#: How far the spread over seeds may be from the reference's (a factor either way).
+SPREAD_FACTOR = 4.0
+_GENERATOR_HINT = ("draw every random number from the generator passed in: "
+                   "torch.randn(..., generator=generator)")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment a student writes and runs.
+
+    Args:
+        name: the student's function, ``name(*setting, generator) -> float``.
+        reference: the same measurement from :mod:`qkv` (same signature).
+        settings: the positional arguments before the generator, one tuple per setting checked.
+        quantity: what the number is, in words ("the mean largest weight of a row").
+        hint: what to look at when the numbers are not the reference's.
+        seeds: seeds per setting.
+        helpers: the student's other answers the experiment may call (name -> the
+            reference's): while it runs they are the reference's, so that a missing or wrong
+            helper costs only its own test (see :mod:`._helpers`).
+    """
+
+    name: str
+    reference: Callable[..., float]
+    settings: Tuple[tuple, ...]
+    quantity: str
+    hint: str
+    seeds: int = 12
+    helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+def _number(got: Any) -> Optional[float]:
+    if type(got) in (int, float):
+        return float(got)
+    if type(got) is torch.Tensor and got.numel() == 1 and got.is_floating_point():
+        return float(got.detach().reshape(()).item())
+    return None
+
+
+def _where(exp: Experiment, setting: tuple) -> str:
+    args = ", ".join(repr(a) for a in setting)
+    return f"{exp.name}({args}{', ' if args else ''}generator)"
+
+
+def reference_values(exp: Experiment, setting: tuple, seed: int) -> List[float]:
+    """The reference's numbers at ``setting`` on ``exp.seeds`` seeds other than the student's."""
+    return [float(exp.reference(*setting, torch.Generator().manual_seed(10**6 + 1000 * seed + k)))
+            for k in range(exp.seeds)]
+
+
+def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
+                 reference: Sequence[float]) -> Optional[Tuple[str, str]]:
+    """``(what, hint)`` unless ``values`` (the student's, with the first seed repeated last)
+    behave as a measurement of the reference's quantity; ``None`` when they do."""
+    mine = list(values[:-1])
+    if values[-1] != values[0]:
+        return "two calls with identically seeded generators gave different numbers", \
+            _GENERATOR_HINT
+    ref_sd, my_sd = statistics.stdev(reference), statistics.stdev(mine)
+    if ref_sd > 0 and my_sd == 0:
+        return (f"every seed gave {mine[0]:.4g}: this is not a measurement",
+                "draw the inputs from the generator and measure; do not return a formula")
+    n = len(mine)
+    mean, ref_mean = statistics.fmean(mine), statistics.fmean(reference)
+    allowed = SIGMAS * math.sqrt((my_sd ** 2 + ref_sd ** 2) / n) + 1e-9 * (1 + abs(ref_mean))
+    if abs(mean - ref_mean) > allowed:
+        return (f"over {n} seeds your {exp.quantity} averages {mean:.4g}, where the experiment "
+                f"as described averages {ref_mean:.4g} (more than {SIGMAS:g} standard errors "
+                "away)", exp.hint)
+    if ref_sd > 0 and not ref_sd / SPREAD_FACTOR <= my_sd <= ref_sd * SPREAD_FACTOR:
+        return (f"over {n} seeds your numbers spread by {my_sd:.3g}, where the experiment's "
+                f"spread by about {ref_sd:.3g}: measure once per call, with the sizes given",
+                exp.hint)
+    return None
+
+
+class ExperimentCheck(Check):
+    """The check of an :class:`Experiment` (see the module docstring).
+
+    Its inputs are ``(*setting, generator seed)``: per setting, ``exp.seeds`` seeds and the
+    first one again; :meth:`run_student` makes the generator.
+    """
+
+    def __init__(self, exp: Experiment) -> None:
+        super().__init__(f"check_{exp.name}", every_device=False)
+        self.exp = exp
+
+    def plan(self, seed: int) -> List[Tuple[tuple, int]]:
+        return [(setting, 1000 * seed + 17 * i + k) for i, setting in enumerate(self.exp.settings)
+                for k in [*range(self.exp.seeds), 0]]
+
+    def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
+        self.resolve(options)
+        return [((*setting, s), {}) for setting, s in self.plan(seed)]
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        *setting, s = args
+        with reference_helpers(student, self.exp.helpers):
+            got = student(*setting, torch.Generator().manual_seed(s))
+        return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, {}))
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        exp, plan, values, notices = self.exp, self.plan(seed), [], []
+        for i, (setting, _) in enumerate(plan):
+            fail = partial(CheckResult, exp.name, False, seed, _where(exp, setting))
+            if i >= len(outcomes):
+                return fail(what=f"your {exp.name} did not finish on {_where(exp, setting)}",
+                            kind="timeout")
+            if isinstance(outcomes[i], Raised):
+                raised = outcomes[i]
+                if raised.type == "NotImplementedError":
+                    return fail(kind="not written")
+                first = (raised.message.strip().splitlines() or [""])[0]
+                return fail(what=f"it raised {raised.type}: {first}", kind="raised")
+            got, noticed = split_outcome(outcomes[i])
+            notices += [n for n in noticed if n not in notices]
+            value = _number(got)
+            if value is None or not math.isfinite(value):
+                return fail(what=f"it returned {got!r}, expected one finite number",
+                            hint="return the measurement as a float (e.g. tensor.mean().item())")
+            values.append(value)
+        n = exp.seeds + 1
+        for i, setting in enumerate(exp.settings):
+            found = judge_values(exp, setting, values[i * n:(i + 1) * n],
+                                 reference_values(exp, setting, seed))
+            if found:
+                return CheckResult(exp.name, False, seed, _where(exp, setting), what=found[0],
+                                   hint=found[1])
+        return CheckResult(exp.name, True, seed, notice=notice_text(notices))

@@ -1,0 +1,297 @@
+"""Checks for the capstone: a block's attention with its cache, the pre-norm block, an ablation.
+
+``attention_forward`` and ``block_forward`` are functions of data: the stream ``x``, the
+weights as a ``state_dict`` (a dict of tensors) and the head counts. The check draws those
+from a seed, calls the student's function, and compares with
+:func:`qkv.capstone.attention_forward` / :func:`qkv.capstone.block_forward`; when they
+differ it names the mistake among wrong versions written here (post-norm, a residual
+missing, no causal mask, the cache not appended, RoPE positions not offset...). The
+ablation is a measurement: :func:`check_ablation` checks the reported loss is one the
+run could give and, with ``rerun=True`` (when grading), trains the same run again.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+import qkv
+
+from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, randn, run_check,
+                      split_outcome)
+from .mistakes.attention import TORCH_ATTENTION
+from .mistakes.capstone import attention_variant, block_variant
+from .result import NOT_WRITTEN, CheckResult
+
+__all__ = ["check_ablation", "check_attention_forward", "check_block_forward"]
+
+
+# ----------------------------------------------------------------------------- inputs
+def _weights(gen, device, dtype, D: int, H: int, Hkv: int, prefix: str = "") -> Dict[str, Tensor]:
+    E = D // H
+    shapes = {"q_proj.weight": (H * E, D), "k_proj.weight": (Hkv * E, D),
+              "v_proj.weight": (Hkv * E, D), "out_proj.weight": (D, H * E)}
+    return {prefix + n: randn(gen, *s, device=device, dtype=dtype) / math.sqrt(s[1])
+            for n, s in shapes.items()}
+
+
+def _attention_case(B: int, L: int, P: int, D: int, H: int, Hkv: int):
+    def build(gen, device, dtype):
+        params = _weights(gen, device, dtype, D, H, Hkv)
+        x = randn(gen, B, L, D, device=device, dtype=dtype)
+        kwargs = {}
+        if P:
+            E = D // H
+            kwargs = {"k_cache": randn(gen, B, Hkv, P, E, device=device, dtype=dtype),
+                      "v_cache": randn(gen, B, Hkv, P, E, device=device, dtype=dtype)}
+        return (x, params, H, Hkv), kwargs
+    return build
+
+
+def _block_case(B: int, L: int, D: int, H: int, Hkv: int):
+    def build(gen, device, dtype):
+        params = _weights(gen, device, dtype, D, H, Hkv, "attn.")
+        # gains away from 1, so that a norm swapped for the other shows
+        params["norm1.weight"] = 1 + 0.5 * randn(gen, D, device=device, dtype=dtype)
+        params["norm2.weight"] = 1 + 0.5 * randn(gen, D, device=device, dtype=dtype)
+        params["mlp.up.weight"] = randn(gen, 4 * D, D, device=device, dtype=dtype) / math.sqrt(D)
+        params["mlp.down.weight"] = randn(gen, D, 4 * D, device=device, dtype=dtype) / math.sqrt(4 * D)
+        return (3 * randn(gen, B, L, D, device=device, dtype=dtype), params, H, Hkv), {}
+    return build
+
+
+# ----------------------------------------------------------------------------- exercises
+def _triple_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    return (isinstance(got, (tuple, list)) and len(got) == 3
+            and all(close(g, e, rtol, atol) for g, e in zip(got, expected)))
+
+
+_MASK_HINT = ("the L new positions are the LAST L of the S = P + L keys: new position i may see "
+              "keys 0 .. P + i, torch.ones(L, S, dtype=torch.bool).tril(S - L) (chapter 9's "
+              "causal_mask_bottom_right)")
+_ATT = partial(partial, attention_variant)
+#: The pieces of earlier assignments the capstone's answers may use, from the course.
+_PIECES = {"apply_rope": qkv.apply_rope, "repeat_kv": qkv.repeat_kv,
+           "split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads,
+           "causal_mask_bottom_right": qkv.causal_mask_bottom_right}
+
+ATTENTION_FORWARD = Exercise(
+    name="attention_forward",
+    reference=qkv.attention_forward,
+    cases=[
+        Case("a prompt, no cache: B=2, L=5, D=16, 4 query heads sharing 2 key/value heads",
+             _attention_case(2, 5, 0, 16, 4, 2), torch.float64),
+        Case("L=3 new positions after P=4 cached ones, 4 query heads, 2 key/value heads",
+             _attention_case(2, 3, 4, 16, 4, 2), torch.float64),
+        Case("one new position after P=6 cached ones, multi-head (4 key/value heads)",
+             _attention_case(1, 1, 6, 16, 4, 4), torch.float32),
+        Case("L=2 new positions after P=3 cached ones, multi-query (1 key/value head)",
+             _attention_case(2, 2, 3, 24, 4, 1), torch.float32),
+    ],
+    mistakes=[
+        Mistake("no causal mask (each position sees the positions after it)", _MASK_HINT,
+                _ATT(mask="none")),
+        Mistake("the causal mask aligned to the top left (is_causal=True) with a cache",
+                _MASK_HINT, _ATT(mask="top_left")),
+        Mistake("the cache not appended: the new positions attend to themselves only",
+                "torch.cat([k_cache, k], dim=-2) (and the same for the values) before attending",
+                _ATT(cache="ignored")),
+        Mistake("the new keys and values put before the cache instead of after it",
+                "the newest positions go last: torch.cat([k_cache, k], dim=-2)",
+                _ATT(cache="before")),
+        Mistake("the old caches returned instead of the appended ones",
+                "return (output, k, v) with k and v the caches with the new positions appended",
+                _ATT(return_old=True)),
+        Mistake("RoPE positions not offset by the cache's length",
+                "new position i sits at position P + i: apply_rope(q, offset=P), apply_rope(k, "
+                "offset=P) with P = k_cache.shape[-2] (0 without a cache)", _ATT(rope="no_offset")),
+        Mistake("no RoPE", "rotate the queries and the keys (not the values) with apply_rope",
+                _ATT(rope="none")),
+        Mistake("key/value heads tiled ([a, b, a, b]) instead of repeated in place ([a, a, b, b])",
+                "query head h uses key/value head h // (num_heads // num_kv_heads): "
+                "repeat_kv(k, n_rep) (repeat_interleave on the heads' dim), not .repeat",
+                _ATT(repeat="tile")),
+        Mistake("no scaling", "multiply the scores by 1/sqrt(E), E = D // num_heads",
+                _ATT(scale=False)),
+        Mistake("the caches returned with the key/value heads repeated",
+                "cache k and v with their num_kv_heads heads (that is what makes GQA's cache "
+                "small); repeat them only to attend", _ATT(cache_repeated=True)),
+    ],
+    forbid=TORCH_ATTENTION,
+    compare=_triple_close,
+    legend="(output (B, L, D), k_cache (B, Hkv, P + L, E), v_cache (B, Hkv, P + L, E))",
+    helpers=_PIECES,
+)
+
+_BLK = partial(partial, block_variant)
+_RESIDUAL_HINT = ("add each sublayer's output to the stream: x = x + attention(norm1(x)), then "
+                  "x = x + mlp(norm2(x))")
+
+BLOCK_FORWARD = Exercise(
+    name="block_forward",
+    reference=qkv.block_forward,
+    cases=[
+        Case("B=2, L=5, D=16, 4 query heads sharing 2 key/value heads",
+             _block_case(2, 5, 16, 4, 2), torch.float64),
+        Case("B=1, L=7, D=8, 2 heads (multi-head)", _block_case(1, 7, 8, 2, 2), torch.float32),
+    ],
+    mistakes=[
+        Mistake("post-norm (the norm after the residual addition) instead of pre-norm",
+                "normalise the sublayer's INPUT and leave the stream alone: "
+                "x = x + attention(norm1(x)), not x = norm1(x + attention(x))",
+                _BLK(arrangement="post")),
+        Mistake("no residual connection around the attention", _RESIDUAL_HINT,
+                _BLK(attn_residual=False)),
+        Mistake("no residual connection around the MLP", _RESIDUAL_HINT,
+                _BLK(mlp_residual=False)),
+        Mistake("no residual connections", _RESIDUAL_HINT,
+                _BLK(attn_residual=False, mlp_residual=False)),
+        Mistake("the MLP reads the block's input, not the stream after attention (a parallel block)",
+                "the MLP comes after the attention: its input is norm2 of x + attention(...)",
+                _BLK(arrangement="parallel")),
+        Mistake("norm1 and norm2 swapped", "norm1.weight before the attention, norm2.weight "
+                "before the MLP", _BLK(swap_norms=True)),
+        Mistake("ReLU in the MLP instead of GELU", "the MLP is down(gelu(up(h))): F.gelu",
+                _BLK(act="relu")),
+        Mistake("no activation in the MLP", "the MLP is down(gelu(up(h))): F.gelu between them",
+                _BLK(act="none")),
+    ],
+    legend="(B, L, D)",
+    helpers={"attention_forward": qkv.attention_forward, "rms_norm": qkv.rms_norm, **_PIECES},
+)
+
+
+def check_attention_forward(attention_forward: Callable[..., Any], seed: Optional[int] = 0) -> None:
+    """Check ``attention_forward(x, params, num_heads, num_kv_heads, k_cache=None, v_cache=None)``
+    against :func:`qkv.capstone.attention_forward`: it must return ``(output, k_cache, v_cache)``.
+
+    While it runs, the notebook's ``apply_rope``, ``repeat_kv``, ``split_heads``,
+    ``merge_heads`` and ``causal_mask_bottom_right`` are the course's.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(ATTENTION_FORWARD, attention_forward, seed)
+
+
+def check_block_forward(block_forward: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``block_forward(x, params, num_heads, num_kv_heads)`` against
+    :func:`qkv.capstone.block_forward`: a pre-norm block, with residual connections.
+
+    While it runs, the notebook's ``attention_forward`` and ``rms_norm`` are the course's, so
+    a mistake in the attention costs only its own test.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(BLOCK_FORWARD, block_forward, seed)
+
+
+# ----------------------------------------------------------------------------- the ablation
+#: Steps of the short run the check trains (the student's function, then the reference).
+CHECK_STEPS = 5
+#: How far the student's loss may land from the reference's on the same short run (thread
+#: scheduling and processes round differently; a different run lands 0.05 or more away).
+TOLERANCE = 0.01
+_ABLATION = "ablation"
+
+
+def _options_problem(options: Any) -> str:
+    """Why ``options`` is no change of the baseline (``""`` when it is one)."""
+    baseline = qkv.ablation_baseline()
+    if not isinstance(options, dict) or not options:
+        return (f"the options must be a non-empty dict of settings to change, such as "
+                f"{{'window': 16}}; got {options!r}")
+    unknown = sorted(set(options) - set(baseline))
+    if unknown:
+        return (f"the options have settings the model does not have: {unknown}; choose among "
+                f"{sorted(baseline)}")
+    if all(baseline[k] == val for k, val in options.items()):
+        return f"the options {options} change nothing: every value is the baseline's"
+    return ""
+
+
+class _AblationCheck(Check):
+    """``ablation(seed, steps) -> (options, loss)``: a measurement, judged by measuring again.
+
+    Its input is ``(seed, steps)`` for one short run (never the chapter's seed 0);
+    :meth:`run_student` sends back the options as sorted ``(name, value)`` pairs and the
+    loss, data only. The verdict: the options change the baseline, and
+    :func:`qkv.ablation_loss` trained on the same options, seed and steps measures the same
+    loss within :data:`TOLERANCE`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("check_ablation", every_device=False)
+
+    def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
+        self.resolve(options)
+        return [((1 + seed % 10_000, CHECK_STEPS), {})]
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        got = student(*args, **kwargs)
+        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], dict):
+            pairs = tuple(sorted((str(k), v) for k, v in got[0].items()))
+            loss = got[1].item() if isinstance(got[1], Tensor) and got[1].numel() == 1 else got[1]
+            got = (("options",) + pairs, loss)
+        return got, ()
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        (run, steps), _ = self.calls(seed)[0]
+        where = f"seed={run}, steps={steps}"
+        fail = partial(CheckResult, _ABLATION, False, seed, where)
+        if not outcomes:
+            return fail(what=f"your {_ABLATION} did not finish on {where}", kind="timeout")
+        out = outcomes[0]
+        if isinstance(out, Raised):
+            if out.type == "NotImplementedError":
+                return fail(what=f"{_ABLATION} {NOT_WRITTEN}", kind="not written")
+            return fail(what=f"it raised {out.type}: {out.message.strip()[:200]}", kind="raised")
+        got, _ = split_outcome(out)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], (tuple, list))
+                and got[0][:1] == ("options",)):
+            return fail(what=f"it returned {got!r}", hint="return (options, loss): the dict of "
+                        "settings you changed and the loss qkv.ablation_loss returned")
+        settings, loss = dict(got[0][1:]), got[1]
+        problem = _options_problem(settings)
+        if problem:
+            return fail(what=problem, hint="change one or more settings of qkv.ablation_baseline()")
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
+            return fail(what=f"the loss must be a number, got {loss!r}")
+        want = qkv.ablation_loss(settings, run, steps, progress=False)
+        if abs(want - loss) > TOLERANCE:
+            return fail(what=f"it returned a loss of {loss:.4f}, but training {settings} from "
+                        f"seed {run} for {steps} steps measures {want:.4f}",
+                        hint="return what qkv.ablation_loss(options, seed, steps) returns for the "
+                             "seed and steps you are given")
+        return CheckResult(_ABLATION, True, seed)
+
+
+ABLATION_CHECK = _AblationCheck()
+
+
+def check_ablation(ablation: Callable[..., Any], seed: Optional[int] = 0) -> None:
+    """Check ``ablation(seed, steps)``: train the baseline with one's own change, return
+    ``(options, validation loss)``.
+
+    The check calls it on a short run (:data:`CHECK_STEPS` steps, a seed drawn from
+    ``seed``): the options must change the baseline (:func:`qkv.ablation_baseline`) and the
+    loss must be what :func:`qkv.ablation_loss` measures for those options, that seed and
+    that number of steps, within :data:`TOLERANCE`: a measurement of the run described,
+    not a number typed in or taken from another run.
+
+    Raises:
+        CheckFailed: saying what is wrong.
+    """
+    __tracebackhide__ = True
+    run_check(ABLATION_CHECK, ablation, seed)
+
+
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = {**checks_of(ATTENTION_FORWARD, BLOCK_FORWARD), "check_ablation": ABLATION_CHECK}

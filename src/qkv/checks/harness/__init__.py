@@ -1,0 +1,24 @@
+"""The machinery every check shares: what an exercise is made of, the three steps of a check
+(its inputs, the student's call, the verdict) and running it in the student's kernel.
+
+The check modules (:mod:`qkv.checks.scaling`, ...) and the catalogues of mistakes
+(:mod:`qkv.checks.mistakes`) use only the names below; the modules behind them are private.
+"""
+
+from ._checks import Check, ExerciseCheck, check_now, checks_of, run_check, single
+from ._compare import close, is_tensor
+from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
+from ._half import HALF, half_case, via_float32
+from ._helpers import reference_helpers
+from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, plain,
+                       split_outcome)
+from ._inputs import bool_mask, devices, randn
+from ._notice import notice_text, reference_names
+from ._pairs import picked
+
+__all__ = [
+    "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
+    "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "bool_mask", "check_now",
+    "checks_of", "close", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
+    "randn", "reference_helpers", "reference_names", "run_check", "single", "split_outcome", "via_float32",
+]

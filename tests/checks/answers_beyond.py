@@ -1,0 +1,218 @@
+"""Right and wrong answers to the exercises beyond the page (qkv.checks._beyond, _beyond_early,
+heads): each exercise's right answer, written as a student would, and the printed buggy
+version with the mistake the check must name first (None: it fails, naming no one mistake)."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def attention_with_temperature(query, key, value, temperature=1.0):
+    s = query @ key.transpose(-2, -1) / (math.sqrt(query.shape[-1]) * temperature)
+    s = s - s.amax(-1, keepdim=True)
+    return s.exp() / s.exp().sum(-1, keepdim=True) @ value
+
+
+def attention_with_temperature_unstable(query, key, value, temperature=1.0):
+    s = query @ key.transpose(-2, -1) / (math.sqrt(query.shape[-1]) * temperature)
+    return s.exp() / s.exp().sum(-1, keepdim=True) @ value
+
+
+def max_weight(d_k, scaled, generator):
+    q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
+    s = q @ k.T / (math.sqrt(d_k) if scaled else 1.0)
+    return torch.softmax(s, -1).max(-1).values.mean().item()
+
+
+def padded_causal_attention(query, key, value, lengths):
+    L, S = query.shape[-2], key.shape[-2]
+    causal = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    real = torch.arange(S, device=query.device)[None, :] < lengths[:, None]
+    s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    s = s.masked_fill(~(causal & real[:, None, None, :]), float("-inf"))
+    return torch.softmax(s, -1) @ value
+
+
+def padded_causal_attention_after(query, key, value, lengths):
+    L, S = query.shape[-2], key.shape[-2]
+    causal = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    real = torch.arange(S, device=query.device)[None, :] < lengths[:, None]
+    s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    return torch.softmax(s, -1).masked_fill(~(causal & real[:, None, None, :]), 0.0) @ value
+
+
+def padding_leak(length, S, generator):
+    q, k = torch.randn(8, 16, generator=generator), torch.randn(S, 16, generator=generator)
+    return torch.softmax(q @ k.T / 4, -1)[:, length:].sum(-1).mean().item()
+
+
+def _streaming(query, key, value, block, start_max):
+    scale = 1 / math.sqrt(query.shape[-1])
+    m = torch.full(query.shape[:-1] + (1,), start_max, dtype=query.dtype, device=query.device)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(query.shape[:-1] + value.shape[-1:], dtype=query.dtype, device=query.device)
+    for st in range(0, key.shape[-2], block):
+        s = query @ key[..., st:st + block, :].transpose(-2, -1) * scale
+        mn = torch.maximum(m, s.amax(-1, keepdim=True))
+        p, c = (s - mn).exp(), (m - mn).exp()
+        l, acc, m = l * c + p.sum(-1, keepdim=True), acc * c + p @ value[..., st:st + block, :], mn
+    return acc / l
+
+
+def streaming_attention(query, key, value, block):
+    return _streaming(query, key, value, block, float("-inf"))
+
+
+def streaming_attention_zero_start(query, key, value, block):
+    return _streaming(query, key, value, block, 0.0)
+
+
+def fp16_overflow_rate(spread, generator):
+    x = (torch.randn(256, 64, generator=generator) * spread).half()
+    w = x.exp() / x.exp().sum(-1, keepdim=True)
+    return (~torch.isfinite(w)).any(-1).float().mean().item()
+
+
+def linear_attention(query, key, value, is_causal=False):
+    sim = (F.elu(query) + 1) @ (F.elu(key) + 1).transpose(-2, -1)
+    if is_causal:
+        sim = sim.tril()
+    return sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value
+
+
+def linear_attention_no_one(query, key, value, is_causal=False):
+    sim = F.elu(query) @ F.elu(key).transpose(-2, -1)
+    if is_causal:
+        sim = sim.tril()
+    return sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value
+
+
+def linear_gap(E, generator):
+    q, k, v = (torch.randn(64, E, generator=generator) for _ in range(3))
+    exact = torch.softmax(q @ k.T / math.sqrt(E), -1) @ v
+    return (exact - linear_attention(q, k, v)).abs().mean().item()
+
+
+def dilated_window_mask_mod(window, dilation):
+    def mask_mod(b, h, q_idx, kv_idx):
+        gap = q_idx - kv_idx
+        return (gap >= 0) & (gap < window * dilation) & (gap % dilation == 0)
+    return mask_mod
+
+
+def dilated_window_mask_mod_short(window, dilation):
+    def mask_mod(b, h, q_idx, kv_idx):
+        gap = q_idx - kv_idx
+        return (gap >= 0) & (gap < window) & (gap % dilation == 0)
+    return mask_mod
+
+
+def padded_bahdanau_weights(s, keys, W_q, W_k, v_a, lengths):
+    scores = torch.tanh((s @ W_q.T)[:, None, :] + keys @ W_k.T) @ v_a
+    real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None]
+    return torch.softmax(scores.masked_fill(~real, float("-inf")), -1)
+
+
+def padded_bahdanau_weights_dim0(s, keys, W_q, W_k, v_a, lengths):
+    scores = torch.tanh((s @ W_q.T)[:, None, :] + keys @ W_k.T) @ v_a
+    real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None]
+    return torch.softmax(scores.masked_fill(~real, float("-inf")), 0)
+
+
+def top_k_lookup(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    kth = s.topk(k, dim=-1).values[..., -1:]
+    return torch.softmax(s.masked_fill(s < kth, float("-inf")), -1) @ values
+
+
+def top_k_lookup_cut(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    return (torch.softmax(s, -1) * (s >= s.topk(k, dim=-1).values[..., -1:])) @ values
+
+
+def lookup_entropy(temperature, generator):
+    q, k = torch.randn(16, 8, generator=generator), torch.randn(32, 8, generator=generator)
+    w = torch.softmax(q @ k.T / temperature, -1)
+    return -(w * w.clamp_min(1e-30).log()).sum(-1).mean().item()
+
+
+def self_attention_no_self(x, W_q, W_k, W_v, fill=float("-inf")):
+    q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    eye = torch.eye(x.shape[-2], dtype=torch.bool, device=x.device)
+    return torch.softmax(s.masked_fill(eye, fill), -1) @ v
+
+
+def self_attention_no_self_zero(x, W_q, W_k, W_v):
+    return self_attention_no_self(x, W_q, W_k, W_v, fill=0.0)
+
+
+def self_weight(shared, generator):
+    x = torch.randn(16, 16, generator=generator)
+    W_q = torch.randn(8, 16, generator=generator) / 4
+    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / 4
+    return torch.softmax((x @ W_q.T) @ (x @ W_k.T).T / math.sqrt(8), -1).diagonal().mean().item()
+
+
+def multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads, scale_by_model=False):
+    B, L, D = x.shape
+    d = D // num_heads
+
+    def split(t):
+        return t.view(B, L, num_heads, d).transpose(1, 2)
+    q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x @ W_v.T)
+    o = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D if scale_by_model else d), -1) @ v
+    return o.transpose(1, 2).reshape(B, L, D) @ W_o.T
+
+
+def multi_head_self_attention_model_scale(x, W_q, W_k, W_v, W_o, num_heads):
+    return multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads, scale_by_model=True)
+
+
+def apply_rope_scaled(x, factor, multiply=False):
+    L, E = x.shape[-2], x.shape[-1]
+    pos = torch.arange(L, dtype=torch.float64, device=x.device)
+    pos = pos * factor if multiply else pos / factor
+    freq = 10000.0 ** (-torch.arange(0, E, 2, dtype=torch.float64, device=x.device) / E)
+    ang = pos[:, None] * freq
+    c, s = ang.cos(), ang.sin()
+    a, b = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack((a * c - b * s, a * s + b * c), -1).flatten(-2).to(x.dtype)
+
+
+def apply_rope_scaled_multiplied(x, factor):
+    return apply_rope_scaled(x, factor, multiply=True)
+
+
+def mean_ablate(head_outputs, heads, num_heads, dims=(0, 1)):
+    d = head_outputs.shape[-1] // num_heads
+    out = head_outputs.clone()
+    for h in heads:
+        part = out[..., h * d:(h + 1) * d]
+        out[..., h * d:(h + 1) * d] = part.mean(dim=dims, keepdim=True).expand_as(part)
+    return out
+
+
+def mean_ablate_features(head_outputs, heads, num_heads):
+    return mean_ablate(head_outputs, heads, num_heads, dims=(-1,))
+
+
+def repeat_loss(logits, tokens, repeat):
+    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+    return loss[repeat[:, :-1]].mean()
+
+
+def repeat_loss_unshifted(logits, tokens, repeat):
+    return F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")[repeat].mean()
+
+
+def alibi_far_weight(head, generator):
+    """The ALiBi experiment, with the course's bias in place of a student's alibi_bias."""
+    import qkv
+
+    q, k = torch.randn(64, 16, generator=generator), torch.randn(64, 16, generator=generator)
+    scores = (q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]).masked_fill(
+        ~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
+    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] > 16)[32:]
+    return (torch.softmax(scores, -1)[32:] * far).sum(-1).mean().item()

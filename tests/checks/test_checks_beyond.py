@@ -1,0 +1,84 @@
+"""The checks of the exercises that copying a page cannot answer (debugging, variations,
+experiments): a right answer passes, the printed function's bugs are named one by one, and an
+experiment is judged as a measurement (a formula, a constant or another quantity fails)."""
+
+import re
+
+import pytest
+import torch
+
+import answers_beyond as a
+from qkv import checks
+
+# (check, right answer, a wrong answer with one bug, words the failure must hold)
+FUNCTIONS = [
+    ("check_attention_with_temperature", a.attention_with_temperature,
+     a.attention_with_temperature_unstable, "no maximum subtracted"),
+    ("check_padded_causal_attention", a.padded_causal_attention, a.padded_causal_attention_after,
+     "weights zeroed after the softmax"),
+    ("check_streaming_attention", a.streaming_attention, a.streaming_attention_zero_start,
+     "the running max starts at 0"),
+    ("check_linear_attention", a.linear_attention, a.linear_attention_no_one, "without the + 1"),
+    ("check_dilated_window_mask_mod", a.dilated_window_mask_mod, a.dilated_window_mask_mod_short,
+     "the window counts positions"),
+    ("check_padded_bahdanau_weights", a.padded_bahdanau_weights, a.padded_bahdanau_weights_dim0,
+     "softmax over the batch"),
+    ("check_top_k_lookup", a.top_k_lookup, a.top_k_lookup_cut, "cut to the top k"),
+    ("check_self_attention_no_self", a.self_attention_no_self, a.self_attention_no_self_zero,
+     "filled with 0 instead of -inf"),
+    ("check_multi_head_self_attention", a.multi_head_self_attention,
+     a.multi_head_self_attention_model_scale, "scaled by sqrt(D)"),
+    ("check_apply_rope_scaled", a.apply_rope_scaled, a.apply_rope_scaled_multiplied,
+     "multiplied by the factor"),
+    ("check_mean_ablate", a.mean_ablate, a.mean_ablate_features, "the mean over the features"),
+    ("check_repeat_loss", a.repeat_loss, a.repeat_loss_unshifted, "scored on token t"),
+]
+
+EXPERIMENTS = [
+    ("check_max_weight", a.max_weight, lambda d, scaled, g: a.max_weight(d, True, g)),
+    ("check_padding_leak", a.padding_leak, lambda length, S, g: a.padding_leak(length, 2 * S, g)),
+    ("check_fp16_overflow_rate", a.fp16_overflow_rate,
+     lambda spread, g: a.fp16_overflow_rate(spread + 1, g)),
+    ("check_linear_gap", a.linear_gap, lambda E, g: 2 * a.linear_gap(E, g)),
+    ("check_lookup_entropy", a.lookup_entropy, lambda t, g: a.lookup_entropy(2 * t, g)),
+    ("check_self_weight", a.self_weight, lambda shared, g: a.self_weight(False, g)),
+]
+
+
+@pytest.mark.parametrize("name,right,wrong,words", FUNCTIONS, ids=[f[0] for f in FUNCTIONS])
+def test_a_right_answer_passes_and_a_bug_is_named(name, right, wrong, words):
+    check = getattr(checks, name)
+    check(right)
+    check(right, seed=None)
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        check(wrong)
+
+
+@pytest.mark.parametrize("name,right,other", EXPERIMENTS, ids=[e[0] for e in EXPERIMENTS])
+def test_a_measurement_passes_and_a_formula_or_another_quantity_fails(name, right, other):
+    check = getattr(checks, name)
+    check(right)
+    with pytest.raises(AssertionError, match="not a measurement"):
+        check(lambda *args: 0.25)
+    with pytest.raises(AssertionError, match="averages|spread"):
+        check(other)
+    with pytest.raises(AssertionError, match="identically seeded"):
+        check(lambda *args: right(*args[:-1], torch.Generator().manual_seed(
+            int(torch.randint(10**6, ())))))
+
+
+def test_the_alibi_experiment_uses_the_student_s_bias():
+    import qkv
+
+    bias = qkv.alibi_bias(8, 64)
+
+    def alibi_far_weight(head, generator):
+        q, k = torch.randn(64, 16, generator=generator), torch.randn(64, 16, generator=generator)
+        s = (q @ k.T / 4 + bias[head]).masked_fill(~torch.ones(64, 64, dtype=torch.bool).tril(),
+                                                   float("-inf"))
+        far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] > 16)[32:]
+        return (torch.softmax(s, -1)[32:] * far).sum(-1).mean().item()
+
+    checks.check_alibi_far_weight(alibi_far_weight)
+    with pytest.raises(AssertionError, match="averages"):
+        checks.check_alibi_far_weight(lambda head, g: alibi_far_weight(7 - head, g))
