@@ -182,6 +182,35 @@ def test_shards_then_merge_equal_one_run(graded, empty_course, tmp_path, fake_sa
         gc.scores(course)[s]["score"] == gc.scores(graded)[s]["score"] for s in KINDS)
 
 
+def test_compare_says_each_test_nbgrader_scored_otherwise_and_leaves_its_gradebook(
+        graded, tmp_path, fake_sandbox, capsys):
+    from nbgrader.api import Gradebook
+
+    course = _copy(graded, tmp_path / "course")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # as if nbgrader gave it
+        gb.find_grade("test_attention_scores", Path(gc.NOTEBOOK).stem, gc.ASSIGNMENT, "carol").auto_score = 1
+        gb.db.commit()
+    before = gc.scores(course)
+    capsys.readouterr()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--compare", "--force"]) == 0
+    out = capsys.readouterr().out
+    differs = [line for line in out.splitlines() if line.startswith("DIFFERS")]
+    assert len(differs) == 1, out
+    assert "carol" in differs[0] and "test_attention_scores: qkv grade 0/" in differs[0]
+    assert "nbgrader 1" in differs[0] and "1 disagreement(s)" in out
+    assert gc.scores(course) == before  # the gradebook is nbgrader's still
+
+
+def test_compare_without_a_gradebook_or_with_merge_is_one_clear_line(tmp_path, capsys):
+    (tmp_path / "source" / gc.ASSIGNMENT).mkdir(parents=True)
+    shutil.copy(gc.ROOT / "solutions" / gc.ASSIGNMENT / gc.NOTEBOOK,
+                tmp_path / "source" / gc.ASSIGNMENT)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(tmp_path), "--compare"]) == 2
+    assert "no gradebook.db to compare with" in capsys.readouterr().err
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(tmp_path), "--compare", "--merge"]) == 2
+    assert "without --merge" in capsys.readouterr().err
+
+
 def test_shards_split_by_sorted_id():
     ids = ["d", "a", "c", "b", "e"]
     parts = [run.in_shard(ids, (k, 2)) for k in (1, 2)]

@@ -246,3 +246,29 @@ def test_report_reads_qkv_grades_result_files_first(tmp_path, capsys):
     rows = {(r[1], r[2]): r[3] for r in _rows(tmp_path / "out")[1:]}
     assert rows == {(CAUSAL, "inverted mask"): "2", (PADDING, "unnamed failure"): "1",
                     (SDPA, "timeout"): "1", (SDPA, "error"): "1"}
+
+
+def test_report_reads_a_folder_of_gradescope_results(tmp_path, capsys):
+    """``qkv gradescope``'s autograder keeps the record in results.json: a folder of them
+    (one per submission, any depth) is a class; a student's latest record counts."""
+    import json
+
+    def results(folder, student, tests, graded_at):
+        record = dict(_record(tests), student=student, assignment=ASSIGNMENT, graded_at=graded_at)
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(
+            {"score": 0, "tests": [], "extra_data": {"qkv": record}}))
+
+    export = tmp_path / "export"
+    results(export / "submission_1", "ann", [(CAUSAL, "fail", "inverted mask")], "2026-01-01")
+    results(export / "submission_2", "ann", [(CAUSAL, "pass", None)], "2026-01-02")  # resubmitted
+    results(export / "submission_3", "ben", [(CAUSAL, "fail", "inverted mask")], "2026-01-01")
+    (export / "other").mkdir()
+    (export / "other" / "results.json").write_text('{"score": 1, "tests": []}')  # not qkv's
+    code, out, err = _report(capsys, export, tmp_path / "out")
+    assert code == 0, err
+    assert "2 student(s)" in out and "skipped" in err and "other" in err
+    rows = {(r[1], r[2]): r[3] for r in _rows(tmp_path / "out")[1:]}
+    assert rows == {(CAUSAL, "inverted mask"): "1"}
+    assert "<td>test_causal_mask</td><td class='n'>1 / 2</td>" in (
+        tmp_path / "out" / "report.html").read_text()

@@ -20,7 +20,7 @@ SUBCOMMANDS = {
     "report": ("qkv_course.report", "instructors: which named mistakes a class makes, after autograding"),
     "grade": ("qkv_course.grade.command", "instructors: grade submissions in a sandbox, write "
               "nbgrader's gradebook (in place of nbgrader autograde)"),
-    "gradescope": ("qkv_course.gradescope", "instructors: an Otter-Grader autograder zip for Gradescope"),
+    "gradescope": ("qkv_course.gradescope", "instructors: a Gradescope autograder (qkv grade's engine)"),
 }
 
 

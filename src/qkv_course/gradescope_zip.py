@@ -1,23 +1,28 @@
-"""The autograder zip of ``qkv gradescope``: Otter's own, with the course package inside.
+"""The autograder zip of ``qkv gradescope``: ``qkv grade``'s engine, with the course inside.
 
-``otter generate`` writes the zip: Gradescope builds an image from it once per assignment
-(``setup.sh`` installs a conda environment from ``environment.yml``), then runs Otter on each
-submission. Into it go the test files, an Otter configuration and a ``requirements.txt`` that
-installs
+Gradescope unpacks the zip into ``/autograder/source``, runs its ``setup.sh`` once per
+assignment to build an image, then its ``run_autograder`` once per submission, in a fresh
+container. The zip holds
 
-- torch, CPU build, from PyTorch's CPU index (Gradescope has no GPU: the CUDA build would
-  only make the image larger), and the package's other dependencies, at the versions the
-  course pins in its ``requirements.txt``;
-- ``qkv`` (the checks and the reference) from a wheel built here from the repository, with no
-  network, and put in the zip: every submission is graded by the checks of the commit the zip
-  was made from, whatever the repository holds later.
+- ``setup.sh``: installs bubblewrap (the sandbox of :mod:`qkv_course.grade`) from Ubuntu's
+  packages, a Python of this one's minor version (Miniforge), and ``requirements.txt``:
+  torch, CPU build, from PyTorch's CPU index (Gradescope has no GPU: the CUDA build would only
+  make the image larger), the package's other dependencies at the versions the course pins,
+  and ``qkv`` from a wheel built here from the repository, with no network, and put in the
+  zip's ``files/``: every submission is graded by the checks of the commit the zip was made
+  from, whatever the repository holds later;
+- ``run_autograder``: ``python -m qkv_course.grade.gradescope`` (:mod:`.grade.gradescope`) on
+  the submitted notebook, which writes ``/autograder/results/results.json``;
+- ``course/``: what that engine grades against, laid out as a course folder: the solution
+  notebook (hidden tests included) in ``solutions/<assignment>/``, nbgrader's release in
+  ``exercises/<assignment>/``, and a ``.qkv-grade-key`` drawn for this zip (the seeds of the
+  hidden inputs). Students never see the zip; the sandbox hides ``course/`` from their code.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -30,29 +35,49 @@ from .config import ROOT
 from .graded import UsageError
 
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-AUTOGRADER_SOURCE = "/autograder/source"  # where Gradescope unpacks the zip; files/ lands in it
-# Otter's configuration (otter_config.json): every result, hidden tests' included, is shown to
-# the student once the instructor publishes the grades (as nbgrader's feedback would); before
-# that, only the visible tests' summary.
-OTTER_CONFIG = {"lang": "python", "show_hidden": True, "show_stdout": False}
+AUTOGRADER_SOURCE = "/autograder/source"  # where Gradescope unpacks the zip
+PYTHON_PREFIX = "/opt/qkv-python"  # the grading Python that setup.sh makes
 # What the wheel is built from: the package metadata and the sources (src/qkv, src/qkv_course).
 PACKAGE_FILES = ("pyproject.toml", "README.md", "src")
 BUILT_FROM = "qkv-built-from.txt"  # in the zip's files/: the commit the wheel was built from
-# Appended to Otter's setup.sh. rfc3987-syntax (an optional format checker of jsonschema, which
-# jupyter_server's dependencies bring) compiles a grammar whenever nbformat is imported: in
-# Otter's process and again in the kernel, about 1.7 s of CPU and 22 MB each per submission.
-# Nothing in grading uses it, and jsonschema runs without it.
-SETUP_EXTRA = """
-# qkv gradescope: an optional package whose import costs each submission seconds and memory
-mamba run -n {env} pip uninstall --yes rfc3987-syntax
+MINIFORGE = ("https://github.com/conda-forge/miniforge/releases/latest/download/"
+             "Miniforge3-Linux-x86_64.sh")
+
+SETUP_SH = """#!/usr/bin/env bash
+# qkv gradescope: builds the grading image (once per assignment, on Gradescope's servers).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+# bubblewrap: the sandbox each submission's code runs in (where the container allows it).
+apt-get install -y --no-install-recommends bubblewrap wget ca-certificates
+wget -nv -O /tmp/miniforge.sh {miniforge}
+bash /tmp/miniforge.sh -b -p /opt/qkv-conda
+/opt/qkv-conda/bin/conda create -y -p {prefix} python={python}
+{prefix}/bin/pip install --no-cache-dir -r {source}/requirements.txt
+# rfc3987-syntax (an optional format checker of jsonschema, which nbformat's dependencies
+# bring) compiles a grammar whenever nbformat is imported: seconds and memory per submission.
+{prefix}/bin/pip uninstall --yes rfc3987-syntax || true
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# qkv gradescope: grades one submission with qkv grade's engine (qkv_course.grade.gradescope).
+# QKV_AUTOGRADER and QKV_PYTHON exist for trying the zip outside Gradescope.
+set -u
+AUTOGRADER="${{QKV_AUTOGRADER:-/autograder}}"
+PYTHON="${{QKV_PYTHON:-{prefix}/bin/python}}"
+mkdir -p "$AUTOGRADER/results"
+exec "$PYTHON" -m qkv_course.grade.gradescope "$AUTOGRADER/source/course" {assignment} \\
+    "$AUTOGRADER/submission" "$AUTOGRADER/results/results.json"
 """
 
 
-def autograder_zip(tests: Dict[str, str], path: Path, root: Path = ROOT) -> Path:
+def autograder_zip(assignment: str, course_files: Dict[str, str], path: Path,
+                   root: Path = ROOT) -> Path:
     """Write the autograder zip.
 
     Args:
-        tests: test file name (a grade id) -> the test file's text.
+        assignment: the assignment's name (``06-masking``): the folder in ``course/``.
+        course_files: path inside ``course/`` -> text (the solution and release notebooks).
         path: the zip to write (replaced if it exists).
         root: the repository root (its package and its ``requirements.txt``).
 
@@ -62,42 +87,33 @@ def autograder_zip(tests: Dict[str, str], path: Path, root: Path = ROOT) -> Path
     Raises:
         UsageError: the package could not be built, or a pinned version is missing.
     """
-    from otter.generate import OTTER_ENV_NAME
-    from otter.generate import main as otter_generate
-
-    path = path.resolve()
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        (work / "tests").mkdir()
-        for name, text in tests.items():
-            (work / "tests" / f"{name}.py").write_text(text)
-        wheel = build_wheel(root, work)
-        (work / "requirements.txt").write_text(requirements(root, wheel.name))
-        (work / BUILT_FROM).write_text(f"{wheel.name}: built from {_commit(root)}\n")
-        (work / "otter_config.json").write_text(json.dumps(OTTER_CONFIG, indent=2) + "\n")
-        here = os.getcwd()
-        os.chdir(work)  # Otter puts files in the zip by their path from the current folder
-        try:
-            otter_generate(tests_dir="tests", output_path=str(path), config="otter_config.json",
-                           requirements="requirements.txt", no_environment=True,
-                           files=[wheel.name, BUILT_FROM], python_version=python_version())
-        finally:
-            os.chdir(here)
-    _append_to_setup(path, SETUP_EXTRA.format(env=OTTER_ENV_NAME))
+        wheel = build_wheel(root, Path(tmp))
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            _script(z, "setup.sh", SETUP_SH.format(
+                miniforge=MINIFORGE, prefix=PYTHON_PREFIX, python=python_version(),
+                source=AUTOGRADER_SOURCE))
+            _script(z, "run_autograder", RUN_AUTOGRADER.format(prefix=PYTHON_PREFIX,
+                                                               assignment=assignment))
+            z.writestr("requirements.txt", requirements(root, wheel.name))
+            z.write(wheel, f"files/{wheel.name}")
+            z.writestr(f"files/{BUILT_FROM}", f"{wheel.name}: built from {_commit(root)}\n")
+            for name, text in course_files.items():
+                z.writestr(f"course/{name}", text)
+            z.writestr("course/.qkv-grade-key", secrets.token_hex(32) + "\n")
     return path
 
 
-def _append_to_setup(path: Path, lines: str) -> None:
-    """Add ``lines`` at the end of the zip's ``setup.sh`` (Otter's, which builds the image)."""
-    with zipfile.ZipFile(path) as z:
-        entries = [(info, z.read(info)) for info in z.infolist()]
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for info, data in entries:
-            z.writestr(info, data + lines.encode() if info.filename == "setup.sh" else data)
+def _script(z: zipfile.ZipFile, name: str, text: str) -> None:
+    """An executable file in the zip (Gradescope runs ``run_autograder`` as a program)."""
+    info = zipfile.ZipInfo(name)
+    info.external_attr = 0o100755 << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    z.writestr(info, text)
 
 
 def python_version() -> str:
-    """The Python of the grading image: this one's (the one ``otter run`` checks the zip with)."""
+    """The Python of the grading image: this one's minor version (the one tested here)."""
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 

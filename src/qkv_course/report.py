@@ -3,7 +3,10 @@
 Reads the result files ``qkv grade`` wrote (``COURSE_DIR/qkv-grades/<student>/<assignment>/``:
 each test's status and the mistake the check named, as data) and, for a submission that has
 none (graded by ``nbgrader autograde``), ``COURSE_DIR/autograded/<student>/<assignment>/*.ipynb``
-(their test cells' outputs hold the checks' messages), and writes, into ``DIR``:
+(their test cells' outputs hold the checks' messages). ``COURSE_DIR`` may also be (or hold) a
+folder of Gradescope ``results.json`` files written by ``qkv gradescope``'s autograder (any
+depth, e.g. one folder per submission): each keeps the whole record under
+``extra_data.qkv``, read as a result file of ``qkv grade``. It writes, into ``DIR``:
 
 - ``mistakes.csv``: ``assignment,test,mistake,students``: how many students made each named
   mistake in each test, plus ``unnamed failure`` (a failure no check recognised),
@@ -23,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Dict, List, Tuple
+from typing import Collection, Dict, Iterator, List, Tuple
 
 from . import outdir
 from .graded import (BY_HAND, ERROR, FAIL, PASS, TIMEOUT, Outcome, Question, UsageError,
@@ -72,9 +76,10 @@ def run(args: argparse.Namespace) -> int:
     """Read the autograded notebooks, write the CSV and the page; 0 on success."""
     course = require_folder(args.course_dir, "COURSE_DIR")
     autograded = course / "autograded"
-    if not autograded.is_dir() and not (course / GRADES).is_dir():
-        raise UsageError(f"{course} has no autograded/ folder: run `qkv grade <assignment>` "
-                         "in it first")
+    if not (autograded.is_dir() or (course / GRADES).is_dir()
+            or any(_gradescope_files(course))):
+        raise UsageError(f"{course} has no autograded/ folder (nor qkv-grades/, nor Gradescope "
+                         "results.json files): run `qkv grade <assignment>` in it first")
     out = outdir.prepare(Path(args.out), OUTPUTS, args.force)  # before the work, not after
     assignments = summarise(_merged(course, autograded))
     if not assignments:
@@ -103,6 +108,9 @@ def _merged(course: Path, autograded: Path) -> Dict[str, Dict[str, List[Question
     """The class as ``qkv grade``'s result files record it, and, for a submission without
     one, as its autograded notebook says."""
     graded = read_results(course)
+    for assignment, students in read_gradescope(course).items():
+        for student, qs in students.items():
+            graded.setdefault(assignment, {}).setdefault(student, qs)  # qkv grade's file wins
     done = {(s, a) for a, students in graded.items() for s in students}
     found = read_class(autograded, done) if autograded.is_dir() else {}
     for assignment, students in graded.items():
@@ -120,13 +128,51 @@ def read_results(course: Path) -> Dict[str, Dict[str, List[Question]]]:
         if record is None or path.name.startswith("."):
             continue
         student, assignment = path.parent.parent.name, path.parent.name
-        qs = [Question(t["grade_id"], float(t["points"]), False,
-                       Outcome(t["status"] if t["status"] in STATUSES else ERROR,
-                               t.get("message", ""), t.get("mistake") or None))
-              for t in record.get("tests", [])]
-        qs += [Question(g, float(p), True, Outcome(BY_HAND))
-               for g, p in record.get("manual_tests", {}).items()]
-        found.setdefault(assignment, {}).setdefault(student, []).extend(qs)
+        found.setdefault(assignment, {}).setdefault(student, []).extend(_questions(record))
+    return found
+
+
+def _questions(record: Dict) -> List[Question]:
+    """A result record's tests (and its hand-graded ones) as :class:`Question` s."""
+    qs = [Question(t["grade_id"], float(t["points"]), False,
+                   Outcome(t["status"] if t["status"] in STATUSES else ERROR,
+                           t.get("message", ""), t.get("mistake") or None))
+          for t in record.get("tests", [])]
+    qs += [Question(g, float(p), True, Outcome(BY_HAND))
+           for g, p in record.get("manual_tests", {}).items()]
+    return qs
+
+
+def _gradescope_files(folder: Path) -> Iterator[Path]:
+    """Every ``results.json`` under ``folder`` (outside ``qkv-grades/``)."""
+    for path in sorted(folder.rglob("results.json")):
+        if GRADES not in path.relative_to(folder).parts:
+            yield path
+
+
+def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
+    """Every Gradescope ``results.json`` under ``folder`` that ``qkv gradescope``'s autograder
+    wrote (its record in ``extra_data.qkv``): ``{assignment: {student: questions}}``.
+
+    A student's latest record (by ``graded_at``) counts, as a resubmission replaces the
+    last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
+    """
+    latest: Dict[Tuple[str, str], Dict] = {}
+    for path in _gradescope_files(folder):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
+            key = (str(record["assignment"]), str(record["student"]))
+            record["tests"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
+                  file=sys.stderr)
+            continue
+        if key not in latest or str(record.get("graded_at", "")) >= str(
+                latest[key].get("graded_at", "")):
+            latest[key] = record
+    found: Dict[str, Dict[str, List[Question]]] = {}
+    for (assignment, student), record in sorted(latest.items()):
+        found.setdefault(assignment, {})[student] = _questions(record)
     return found
 
 

@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge", action="store_true",
                         help="grade nothing: write the gradebook and autograded/ from every "
                         "shard's result files")
+    parser.add_argument("--compare", action="store_true",
+                        help="grade, but leave gradebook.db as nbgrader autograde wrote it, and "
+                        "print one line per test whose score differs from it")
     parser.add_argument("--timeout", type=float, default=60, metavar="S",
                         help="seconds one call of a student's function may run (default 60)")
     parser.add_argument("--submission-timeout", type=float, default=120, metavar="S",
@@ -56,7 +59,11 @@ def run(args: argparse.Namespace) -> int:
     shard = parse_shard(args.shard)
     if args.merge and (shard or args.student or args.force):
         raise UsageError("--merge grades nothing: give it without --shard, --student or --force")
+    if args.compare and (args.merge or shard):
+        raise UsageError("--compare grades the whole class against nbgrader's gradebook: give it "
+                         "without --merge or --shard")
     limits = judge.Timeouts(call_s=args.timeout, value_s=min(args.timeout, 10.0))
     return main(Path(course), args.assignment, students=args.student, jobs=args.jobs,
                 shard=shard, force=args.force, unsafe=args.unsafe, merge=args.merge,
+                compare=args.compare,
                 limits=limits, submission_s=args.submission_timeout)

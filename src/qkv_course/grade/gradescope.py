@@ -33,13 +33,31 @@ def student_of(submission_dir: Path) -> str:
         return "anonymous"
 
 
-def results_json(record: Dict[str, Any], sandboxed: bool) -> Dict[str, Any]:
-    """Gradescope's ``results.json`` from a result record."""
+WRITTEN_NOTE = ("Written answers are not scored here: they are graded by hand, as Gradescope "
+                "questions of their own.")
+
+
+def results_json(record: Dict[str, Any], sandboxed: bool, why: str = "") -> Dict[str, Any]:
+    """Gradescope's ``results.json`` from a result record.
+
+    Args:
+        record: what the engine decided (:func:`.run.grade_one`), kept whole in
+            ``extra_data.qkv`` for ``qkv report``.
+        sandboxed: whether the submission's code ran in bubblewrap's sandbox.
+        why: when it did not, what stopped the sandbox (said in the output).
+    """
     tests = [{"name": t["grade_id"], "score": t["earned"], "max_score": t["points"],
               "output": t["message"] or "passed", "visibility": "after_published"}
              for t in record["tests"]]
-    note = "" if sandboxed else " (no sandbox in this container: the container is the boundary)"
-    return {"score": record["score"], "tests": tests, "output": run.summary_line(record) + note,
+    lines = [run.summary_line(record)]
+    if not sandboxed:
+        lines.append("The sandbox (bubblewrap) could not start in this container"
+                     + (f" ({why})" if why else "") + ": the submission's code ran without it, "
+                     "isolated by the container alone; the checks still judged outside it.")
+    if record.get("written"):
+        lines.append(WRITTEN_NOTE)
+    record = dict(record, sandboxed=sandboxed)
+    return {"score": record["score"], "tests": tests, "output": "\n".join(lines),
             "extra_data": {"qkv": record}}
 
 
@@ -65,11 +83,12 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
     try:
         with Pool(1, hide=[str(course)]) as pool:
             return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), True)
-    except SandboxUnavailable:
+    except SandboxUnavailable as e:
         if not unsafe_fallback:
             raise
+        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
     with Pool(1, unsafe=True) as pool:
-        return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), False)
+        return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), False, why)
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -159,7 +159,7 @@ def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[s
 
 def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,
                 jobs: int = 2, shard: Optional[Tuple[int, int]] = None, force: bool = False,
-                unsafe: bool = False, merge: bool = False,
+                unsafe: bool = False, merge: bool = False, compare: bool = False,
                 limits: Optional[judge.Timeouts] = None, submission_s: Optional[float] = None,
                 echo: Callable[[str], None] = print) -> Summary:
     """Grade an assignment's submissions and (unless sharded) write the gradebook.
@@ -173,6 +173,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         force: grade again submissions whose result file is current.
         unsafe: run without the sandbox (only where bubblewrap cannot run; never for a class).
         merge: grade nothing; write the gradebook from every shard's result files.
+        compare: leave the gradebook as it is (nbgrader's) and echo one line per test
+            whose score differs from it (:mod:`.compare`).
         limits: per-call time limits.
         submission_s: seconds one submission may take in all (None: the sandbox's default).
         echo: where the summary's lines go.
@@ -183,6 +185,10 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
     threading.Thread(target=importlib.import_module, args=("nbgrader.api",), daemon=True,
                      name="qkv-grade-import-nbgrader").start()
     plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
+    if compare:  # nbgrader's scores, read before grading (and said at once when missing)
+        from .compare import disagreements, recorded
+
+        nbgrader_scores = recorded(course, assignment)
     summary = Summary()
     if not merge:
         found = find_jobs(course, assignment, plans, students, shard)
@@ -195,7 +201,17 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
                        submission_s, summary, echo)
     else:
         check_plans(plans)
-    if shard is None:
+    if compare:
+        lines = disagreements(
+            ((s, n, r) for s, n, r in records.all_results(course, assignment)
+             if students is None or s in students),
+            {k: v for k, v in nbgrader_scores.items() if students is None or k[0] in students},
+            assignment)
+        for line in lines:
+            echo("DIFFERS: " + line)
+        echo(f"--compare: {len(lines)} disagreement(s) with nbgrader's gradebook; "
+             "gradebook.db and autograded/ left as they were")
+    elif shard is None:
         summary.written = gradebook.write(course, plans)
     summary.seconds = time.monotonic() - started
     return summary
