@@ -268,6 +268,9 @@ class DecoderLM(nn.Module):
         Shape:
             - prompt: ``(B, T)``; output ``(B, T + max_new_tokens)``
         """
+        v.require_dim("prompt", prompt, 2, "(B, T)")
+        v.require_values("prompt", prompt, "the embedding looks up each id")
+        v.require_tokens("prompt", prompt, self.embed.num_embeddings, "(B, T)")
         v.require_int("max_new_tokens", max_new_tokens, minimum=0)
         if not (isinstance(temperature, (int, float)) and temperature >= 0):
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
