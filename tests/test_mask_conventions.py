@@ -117,6 +117,8 @@ MASK_PROBES = {
     "scaled_dot_product_attention": lambda q, k, v, m: qkv.scaled_dot_product_attention(q, k, v, attn_mask=m),
     "scaled_dot_product_attention_with_weights": lambda q, k, v, m: qkv.scaled_dot_product_attention_with_weights(q, k, v, attn_mask=m)[0],
     "chunked_attention": lambda q, k, v, m: qkv.chunked_attention(q, k, v, attn_mask=m, chunk_size=2),
+    "memory_efficient_attention": lambda q, k, v, m: qkv.memory_efficient_attention(
+        q, k, v, attn_mask=m, chunk_size=2, query_chunk_size=3),
     "grouped_query_attention": lambda q, k, v, m: qkv.grouped_query_attention(q[None], k[None], v[None], attn_mask=m)[0],
     "attention_scores": lambda q, k, v, m: qkv.attend(qkv.attention_scores(q, k, attn_mask=m), v)[0],
     "attend": lambda q, k, v, m: qkv.attend(q @ k.transpose(-2, -1), v, attn_mask=m)[0],

@@ -13,7 +13,6 @@ from .bottleneck import (  # noqa: F401
     bahdanau_attention,
 )
 from .capstone import (  # noqa: F401
-    TrainLog,
     ablation_baseline,
     ablation_loss,
     attention_forward,
@@ -102,7 +101,6 @@ from .score_modules import (  # noqa: F401
 )
 from .text_data import (  # noqa: F401
     CharTokenizer,
-    TextSplit,
     load_corpus,
     stdlib_docstrings,
 )
@@ -131,8 +129,6 @@ __all__ = [
     "MultiHeadAttention",
     "ReverseTask",
     "Seq2Seq",
-    "TextSplit",
-    "TrainLog",
     "ablate_heads",
     "ablation_baseline",
     "ablation_loss",

@@ -18,11 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import _lm_checks as check
 from . import _validate as v
 from .text_data import TextSplit, load_corpus
 from .transformer import Block, CausalSelfAttention, DecoderLM
 
-__all__ = ["TrainLog", "ablation_baseline", "ablation_loss", "attention_forward", "block_forward", "evaluate",
+# TrainLog is a record that train_lm returns (users read it, never build it): it stays in
+# this module, not in the package's API, as the other result records do.
+__all__ = ["ablation_baseline", "ablation_loss", "attention_forward", "block_forward", "evaluate",
            "random_windows", "train_lm"]
 
 #: The capstone's model and training: small enough for a minute on one CPU core.
@@ -66,11 +69,14 @@ def random_windows(data: Tensor, batch_size: int, context: int,
     Shape:
         - data: ``(N,)``; inputs and targets ``(B, T)``
     """
+    check.require_ids("data", data)
     v.require_int("batch_size", batch_size)
     v.require_int("context", context)
-    if data.dim() != 1 or data.numel() <= context + 1:
-        raise ValueError(f"data must be a 1-D tensor of more than context + 1 = {context + 1} ids, "
-                         f"got shape {v.shape_str(data)}")
+    check.require_long_enough("data", data, context)
+    v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
+                       "; make one with torch.Generator().manual_seed(0)")
+    v.require_fits("the windows", (batch_size, context + 1), torch.long, data.device,
+                   hint="draw fewer windows (batch_size) or shorter ones (context)")
     start = torch.randint(0, data.numel() - context - 1, (batch_size, 1), generator=generator)
     idx = start + torch.arange(context + 1)
     chunk = data[idx]
@@ -93,7 +99,14 @@ def evaluate(model: DecoderLM, data: Tensor, context: int = CONTEXT, windows: in
     Returns:
         The loss, a float.
     """
+    v.require_instance("model", model, DecoderLM, "a qkv.transformer.DecoderLM")
+    check.require_ids("data", data, model.embed.num_embeddings)
+    v.require_int("context", context)
     v.require_int("windows", windows)
+    check.require_long_enough("data", data, context)
+    v.require_fits("the logits of the windows", (windows, context, model.embed.num_embeddings),
+                   model.unembed.weight.dtype, model.unembed.weight.device,
+                   hint="evaluate on fewer windows or shorter ones (context)")
     was_training = model.training
     model.eval()
     start = torch.linspace(0, data.numel() - context - 1, windows).long()[:, None]
@@ -156,13 +169,18 @@ def train_lm(model: DecoderLM, split: TextSplit, steps: int, seed: int = 0,
     return TrainLog(torch.tensor(step), torch.tensor(train_loss), torch.tensor(valid_loss))
 
 
-def ablation_baseline() -> Dict[str, Any]:
+def ablation_baseline(options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The settings of the baseline model that an ablation may change (a copy of :data:`BASELINE`).
+
+    Args:
+        options: settings to change, as for :func:`ablation_loss`; ``None`` changes none.
 
     Returns:
         ``{setting: value}``, keyword arguments of :class:`qkv.transformer.DecoderLM`.
     """
-    return dict(BASELINE)
+    options = {} if options is None else options
+    check.check_options(options, BASELINE)
+    return {**BASELINE, **options}
 
 
 @functools.lru_cache(maxsize=1)
@@ -191,16 +209,12 @@ def ablation_loss(options: Dict[str, Any], seed: int, steps: int = ABLATION_STEP
     Returns:
         The validation loss after training (nats per character).
     """
-    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
-        raise TypeError(f"options must be a dict of DecoderLM settings, got {options!r}")
-    unknown = sorted(set(options) - set(BASELINE))
-    if unknown:
-        raise ValueError(f"options has settings DecoderLM's baseline does not have: {unknown}; "
-                         f"choose among {sorted(BASELINE)}")
+    settings = ablation_baseline(options)
     v.require_int("seed", seed, minimum=0)
-    split = _default_split() if split is None else split
+    split = _default_split() if split is None else \
+        v.require_instance("split", split, TextSplit, "a TextSplit", "; make one with qkv.text_data.load_corpus()")
     torch.manual_seed(seed)
-    model = DecoderLM(split.tokenizer.vocab_size, **{**BASELINE, **options})
+    model = DecoderLM(split.tokenizer.vocab_size, **settings)
     log = train_lm(model, split, steps, seed=seed, eval_every=max(steps, 1), progress=progress,
                    desc=f"{options or 'baseline'}, seed {seed}")
     return float(log.valid_loss[-1])
@@ -211,17 +225,14 @@ def chance_loss(vocab_size: int) -> float:
     return math.log(vocab_size)
 
 
-def _sizes(params: Dict[str, Tensor], prefix: str, num_heads: int,
-           num_kv_heads: Optional[int]) -> Tuple[int, int]:
-    """``(D, num_kv_heads)`` read from a state dict, with the names checked."""
-    if not isinstance(params, dict) or not all(isinstance(t, Tensor) for t in params.values()):
-        raise TypeError("params must be a dict of tensors (a module's state_dict())")
-    name = f"{prefix}q_proj.weight"
-    if name not in params:
-        raise ValueError(f"params has no {name!r}: pass the state_dict() of the module, got keys "
-                         f"{sorted(params)[:4]}...")
+def _sizes(x: object, params: object, names: Tuple[str, ...], num_heads: object,
+           num_kv_heads: object) -> Tuple[int, int]:
+    """``(D, num_kv_heads)`` read from a state dict, with ``x`` and the names checked."""
+    v.require_float_tensor("x", x)
+    v.require_dim("x", x, 3, "(B, L, D)")
+    check.require_params(params, names)
     v.require_int("num_heads", num_heads)
-    return params[name].shape[1], num_heads if num_kv_heads is None else num_kv_heads
+    return params[names[0]].shape[1], num_heads if num_kv_heads is None else num_kv_heads
 
 
 def attention_forward(x: Tensor, params: Dict[str, Tensor], num_heads: int,
@@ -243,11 +254,13 @@ def attention_forward(x: Tensor, params: Dict[str, Tensor], num_heads: int,
         - x: ``(B, L, D)``; output ``(B, L, D)``
         - k_cache, v_cache: ``(B, Hkv, P, E)``, returned with ``P + L`` positions
     """
-    D, hkv = _sizes(params, "", num_heads, num_kv_heads)
+    D, hkv = _sizes(x, params, ("q_proj.weight", "out_proj.weight"), num_heads, num_kv_heads)
     module = CausalSelfAttention(D, num_heads, hkv).to(device=x.device, dtype=x.dtype)
-    module.load_state_dict(params)
+    check.load(module, params)
     if (k_cache is None) != (v_cache is None):
         raise ValueError("k_cache and v_cache must both be tensors or both be None")
+    if k_cache is not None:
+        check.require_cache(("k_cache", "v_cache"), k_cache, v_cache, x, hkv, D // num_heads)
     out, (k, val) = module(x, None if k_cache is None else (k_cache, v_cache))
     return out, k, val
 
@@ -268,7 +281,7 @@ def block_forward(x: Tensor, params: Dict[str, Tensor], num_heads: int,
     Shape:
         - x: ``(B, L, D)``; output ``(B, L, D)``
     """
-    D, hkv = _sizes(params, "attn.", num_heads, num_kv_heads)
+    D, hkv = _sizes(x, params, ("attn.q_proj.weight", "mlp.up.weight"), num_heads, num_kv_heads)
     block = Block(D, num_heads, hkv, d_ff=params["mlp.up.weight"].shape[0])
-    block.to(device=x.device, dtype=x.dtype).load_state_dict(params)
+    check.load(block.to(device=x.device, dtype=x.dtype), params)
     return block.eval()(x)[0]

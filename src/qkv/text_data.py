@@ -16,6 +16,7 @@ import importlib
 import inspect
 import re
 import string
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import List, NamedTuple, Sequence, Tuple
@@ -25,7 +26,9 @@ from torch import Tensor
 
 from . import _validate as v
 
-__all__ = ["CharTokenizer", "TextSplit", "load_corpus", "stdlib_docstrings"]
+# TextSplit is a record that load_corpus returns (users read it, never build it): it stays
+# in this module, not in the package's API, as the other result records do.
+__all__ = ["CharTokenizer", "load_corpus", "stdlib_docstrings"]
 
 #: The modules whose documentation makes the corpus, in this order. Public, documented,
 #: pure-Python modules present on every platform; no tests and no private modules.
@@ -85,9 +88,7 @@ def stdlib_docstrings(modules: Sequence[str] = MODULES) -> List[Tuple[str, str]]
     Returns:
         ``(module name, text)`` pairs, in the order of ``modules``.
     """
-    if isinstance(modules, str) or not all(isinstance(m, str) for m in modules):
-        raise TypeError("modules must be a sequence of module names (strings), "
-                        f"got {modules!r}")
+    _check_modules(modules)
     seen = set()
     documents = []
     for name in modules:
@@ -97,9 +98,27 @@ def stdlib_docstrings(modules: Sequence[str] = MODULES) -> List[Tuple[str, str]]
     return documents
 
 
+def _check_modules(modules: object) -> None:
+    """Raise unless ``modules`` is a non-empty sequence of standard-library module names."""
+    if isinstance(modules, (str, bytes)) or not isinstance(modules, Sequence) \
+            or not all(isinstance(m, str) for m in modules):
+        raise TypeError("modules must be a sequence of module names (strings) such as ('json', 'csv'), "
+                        f"got {modules!r}")
+    if not modules:
+        raise ValueError("modules must name at least one module, got an empty sequence")
+    # importing runs a module's code: only the standard library's, whose text the corpus is
+    odd = [m for m in modules if m.split(".")[0] not in sys.stdlib_module_names or not m.split(".")[0]]
+    if odd:
+        raise ValueError(f"modules must name standard-library modules, got {odd[:5]}; "
+                         f"see qkv.text_data.MODULES for the capstone's list")
+
+
 def _document(name: str, seen: set) -> str:
     """One module's text for :func:`stdlib_docstrings`; adds the docstrings it uses to ``seen``."""
-    module = importlib.import_module(name)
+    try:
+        module = importlib.import_module(name)
+    except (ImportError, ValueError) as error:
+        raise ValueError(f"modules has {name!r}, which this Python cannot import ({error})") from None
     parts: List[str] = []
 
     def add(title: str, obj: object) -> None:
@@ -206,7 +225,8 @@ def load_corpus(valid_fraction: float = 0.1, modules: Sequence[str] = MODULES) -
         held.insert(0, documents.pop())
         n += len(held[0][1])
     if not held:
-        raise ValueError("need at least two modules with documentation to split them")
+        raise ValueError(f"modules must hold at least two modules with documentation to split them "
+                         f"into training and validation text, got {list(modules)}")
     tok = CharTokenizer()
     join = lambda docs: tok.encode("\n".join(text for _, text in docs))
     return TextSplit(join(documents), join(held), tuple(m for m, _ in documents),

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import _lm_checks as check
 from . import _validate as v
 from .masking import causal_mask, sliding_window_mask
 from .multi_head import merge_heads, split_heads
@@ -45,6 +46,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     Shape:
         - x: ``(..., D)``, weight: ``(D,)``, output: like ``x``
     """
+    check.check_norm(x, weight, eps)
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
@@ -84,16 +86,9 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: Optional[int] = None,
                  position: str = "rope", scale: bool = True, window: Optional[int] = None) -> None:
         super().__init__()
+        count = check.attention_sizes(d_model, num_heads, num_kv_heads, position, scale, window)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        for name, n in (("d_model", d_model), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
-            v.require_int(name, n)
-        if d_model % num_heads or num_heads % num_kv_heads:
-            raise ValueError(f"num_heads={num_heads} must divide d_model={d_model} and "
-                             f"num_kv_heads={num_kv_heads} must divide num_heads")
-        v.require_choice("position", position, ("rope", "none"))
-        v.require_flag("scale", scale)
-        if window is not None:
-            v.require_int("window", window)
+        v.require_weights_fit("CausalSelfAttention", {"d_model": d_model, "num_heads": num_heads}, count)
         self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
         self.position, self.scale, self.window = position, scale, window
         E = d_model // num_heads
@@ -113,6 +108,11 @@ class CausalSelfAttention(nn.Module):
         Returns:
             ``(output, cache)``, the cache with the new keys and values appended.
         """
+        check.require_stream("x", x, self.q_proj.weight)
+        if cache is not None:
+            keys, values = check.unpack_cache("cache", cache)
+            check.require_cache(("cache[0] (keys)", "cache[1] (values)"), keys, values, x,
+                                self.num_kv_heads, self.q_proj.weight.shape[0] // self.num_heads)
         q = split_heads(self.q_proj(x), self.num_heads)
         k = split_heads(self.k_proj(x), self.num_kv_heads)
         val = split_heads(self.v_proj(x), self.num_kv_heads)
@@ -152,7 +152,8 @@ class Block(nn.Module):
                  d_ff: Optional[int] = None, dropout: float = 0.0, position: str = "rope",
                  scale: bool = True, window: Optional[int] = None) -> None:
         super().__init__()
-        d_ff = 4 * d_model if d_ff is None else v.require_int("d_ff", d_ff)
+        d_ff, count = check.block_sizes(d_model, num_heads, num_kv_heads, d_ff, dropout, position, scale, window)
+        v.require_weights_fit("Block", {"d_model": d_model, "d_ff": d_ff}, count)
         self.norm1 = RMSNorm(d_model)
         self.attn = CausalSelfAttention(d_model, num_heads, num_kv_heads, position, scale, window)
         self.norm2 = RMSNorm(d_model)
@@ -160,7 +161,7 @@ class Block(nn.Module):
         self.mlp.add_module("up", nn.Linear(d_model, d_ff, bias=False))
         self.mlp.add_module("act", nn.GELU())
         self.mlp.add_module("down", nn.Linear(d_ff, d_model, bias=False))
-        self.drop = nn.Dropout(v.require_probability("dropout", dropout))
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, cache: Optional[Cache] = None) -> Tuple[Tensor, Cache]:
         """The block on the new positions; see :meth:`CausalSelfAttention.forward` for ``cache``.
@@ -168,6 +169,7 @@ class Block(nn.Module):
         Returns:
             ``(x, cache)``.
         """
+        check.require_stream("x", x, self.norm1.weight)
         a, cache = self.attn(self.norm1(x), cache)
         x = x + self.drop(a)  # the residual stream: each sublayer adds, nothing replaces
         x = x + self.drop(self.mlp(self.norm2(x)))
@@ -194,6 +196,9 @@ class DecoderLM(nn.Module):
         super().__init__()
         v.require_int("vocab_size", vocab_size)
         v.require_int("num_layers", num_layers)
+        _, count = check.block_sizes(d_model, num_heads, num_kv_heads, d_ff, dropout, position, scale, window)
+        v.require_weights_fit("DecoderLM", {"vocab_size": vocab_size, "d_model": d_model, "num_layers": num_layers},
+                              num_layers * count + (2 * vocab_size + 1) * d_model)
         self.options = dict(d_model=d_model, num_layers=num_layers, num_heads=num_heads,
                             num_kv_heads=num_kv_heads, d_ff=d_ff, dropout=dropout,
                             position=position, scale=scale, window=window)
@@ -221,7 +226,11 @@ class DecoderLM(nn.Module):
         Returns:
             The logits.
         """
+        v.require_dim("tokens", tokens, 2, "(B, T)")
+        v.require_values("tokens", tokens, "the embedding looks up each id")
         v.require_tokens("tokens", tokens, self.embed.num_embeddings, "(B, T)")
+        if caches is not None and not isinstance(caches, list):
+            raise TypeError(f"caches must be None or a list (start with []), got {type(caches).__name__}")
         x = self.drop(self.embed(tokens))
         for i, block in enumerate(self.blocks):
             old = caches[i] if caches is not None and i < len(caches) else None
@@ -259,6 +268,9 @@ class DecoderLM(nn.Module):
         Shape:
             - prompt: ``(B, T)``; output ``(B, T + max_new_tokens)``
         """
+        v.require_dim("prompt", prompt, 2, "(B, T)")
+        v.require_values("prompt", prompt, "the embedding looks up each id")
+        v.require_tokens("prompt", prompt, self.embed.num_embeddings, "(B, T)")
         v.require_int("max_new_tokens", max_new_tokens, minimum=0)
         if not (isinstance(temperature, (int, float)) and temperature >= 0):
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
