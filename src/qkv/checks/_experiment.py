@@ -118,7 +118,8 @@ class ExperimentCheck(Check):
     """
 
     def __init__(self, exp: Experiment) -> None:
-        super().__init__(f"check_{exp.name}", every_device=False)
+        # An experiment is sampling, honestly slow on a busy machine: a minute per call.
+        super().__init__(f"check_{exp.name}", every_device=False, seconds=60.0)
         self.exp = exp
 
     def plan(self, seed: int) -> List[Tuple[tuple, int]]:

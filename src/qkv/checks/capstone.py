@@ -228,7 +228,8 @@ class _AblationCheck(Check):
     """
 
     def __init__(self) -> None:
-        super().__init__("check_ablation", every_device=False)
+        # A right answer trains a small model: allow a minute, not the usual 10 s.
+        super().__init__("check_ablation", every_device=False, seconds=60.0)
 
     def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
         self.resolve(options)
