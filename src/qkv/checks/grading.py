@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from . import (bottleneck, capstone, efficient, heads, lookup, masking, multi_head, position, qkv,
-               variants)
+               scaling, variants)
 from .harness import Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
 from ._questions import QUESTIONS, judge_first
 from .result import CheckFailed, CheckResult
