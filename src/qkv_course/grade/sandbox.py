@@ -224,7 +224,10 @@ def environment(limits: Limits, home: str) -> Dict[str, str]:
 def bwrap_command(bwrap: str, lib: str, limits: Limits, binds: Sequence[str],
                   covers: Sequence[str], config: Dict[str, Any]) -> List[str]:
     """The bwrap command line that starts a zygote (see the module's docstring)."""
+    # The private /tmp first: a folder bound below comes after it (a course cloned under /tmp,
+    # its virtualenv with it, stays visible read-only instead of being covered by the tmpfs).
     args = [bwrap, *_namespaces(bwrap), "--hostname", "sandbox", "--clearenv", *_system_binds(),
+            "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
             *_parents([*binds, INSIDE_LIB])]
     for b in binds:
         args += ["--ro-bind", b, b]
@@ -232,7 +235,6 @@ def bwrap_command(bwrap: str, lib: str, limits: Limits, binds: Sequence[str],
         args += ["--tmpfs", c]
         args += [a for b in binds if _under(b, c) and b != c for a in ("--ro-bind", b, b)]
     args += ["--ro-bind", lib, INSIDE_LIB, "--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
     for k, v in environment(limits, "/tmp").items():
         args += ["--setenv", k, v]
@@ -252,7 +254,11 @@ def zygote_command(bwrap: str, lib: str, limits: Limits, binds: Sequence[str],
     sys_path = [os.path.realpath(p) for p in sys.path if p and os.path.realpath(p) in binds]
     config = {"ctl_fd": ctl_fd, "sandboxed": unsafe_tmp is None, "tmp": unsafe_tmp or "/tmp",
               "uid": None if unsafe_tmp else sandbox_uid(), "preload": list(preload),
-              "sys_path": sys_path}
+              "sys_path": sys_path,
+              # what the reset between submissions leaves in /tmp: the folders made for the
+              # read-only binds under it (root's, not the sandbox uid's to write)
+              "keep": sorted({"/tmp/" + Path(b).relative_to("/tmp").parts[0]
+                              for b in binds if _under(b, "/tmp") and b != "/tmp"})}
     if unsafe_tmp is None:
         return bwrap_command(bwrap, lib, limits, binds, covers, config), {}
     argv = [sys.executable, "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(config)]

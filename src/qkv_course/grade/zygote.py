@@ -29,7 +29,7 @@ import stat
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from . import limits as _limits
 from .protocol import Caps, Channel
@@ -144,7 +144,7 @@ def _end_all(pid: Optional[int], config: Dict[str, Any], grace_s: float = 0) -> 
         if not (_alive(me) if config["sandboxed"] else _descendants(me)):
             break
         time.sleep(0.001)
-    _wipe(config["tmp"])
+    _wipe(config["tmp"], keep=config.get("keep", ()) if config["sandboxed"] else ())
     if config["sandboxed"]:
         _wipe("/dev/shm")
         _remove_ipc()
@@ -196,8 +196,9 @@ def _descendants(me: int) -> List[int]:
     return [p for p in found if procs[p][0] not in "ZX"]
 
 
-def _wipe(folder: str) -> None:
-    """Delete everything in ``folder`` (a submission may have made parts of it read-only)."""
+def _wipe(folder: str, keep: Sequence[str] = ()) -> None:
+    """Delete everything in ``folder`` but ``keep`` (a submission may have made parts of it
+    read-only; ``keep``: the read-only binds' own folders, which it cannot write)."""
     def unlock(func: Any, path: str, _exc: Any) -> None:
         try:
             os.chmod(os.path.dirname(path), stat.S_IRWXU)
@@ -212,6 +213,8 @@ def _wipe(folder: str) -> None:
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         return
     for entry in os.scandir(folder):
+        if entry.path in keep:
+            continue
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, onerror=unlock)
         else:
