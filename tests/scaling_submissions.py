@@ -9,8 +9,9 @@ is known by construction (:func:`expected`, from the points in the solution note
 - ``unscaled``: the model answers, but ``attention_scores`` forgets the scale (a named
   mistake): its test and the attention test that calls it fail, the others pass;
 - ``blank``: the exercise as released: 0 points, and nothing waits for a person;
-- ``edited_test``: ``blank`` with a line added to the test cell ``test_softmax`` (the one real
-  edit of a locked cell in a class: autograding logs it and puts the cell back).
+- ``edited_test``: ``blank`` with a line added to the test cell
+  ``test_scaled_dot_product_attention`` (the one real edit of a locked cell in a class:
+  autograding logs it and puts the cell back).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ NOTEBOOK = "scaling.ipynb"
 SOLUTION = ROOT / "solutions" / ASSIGNMENT / NOTEBOOK
 EXERCISE = ROOT / "exercises" / ASSIGNMENT / NOTEBOOK
 WRITTEN = "written_no_scale"
-EDITED_TEST = "test_softmax"
+EDITED_TEST = "test_scaled_dot_product_attention"
 KINDS = ("model", "unscaled", "blank", "edited_test")
 # The scores lose their scale; attention built on them is graded with the reference's scores
 # (points follow the mistake), so only the scores' test fails.

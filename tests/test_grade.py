@@ -79,9 +79,12 @@ def test_autograded_notebook_carries_each_failing_message(graded):
     # The check's result as data too, where qkv progress and qkv report read it.
     found = {q.grade_id: q.outcome for q in questions(nb)}
     assert found["test_attention_scores"].mistake == "no scaling"
-    assert found["test_softmax"].status == "pass"
-    assert outputs["test_softmax"] == []
-    hidden = next(c.source for c in nb.cells if class_.grade_id(c) == "test_softmax")
+    # The attention test calls the scores but is graded with the reference's (points follow
+    # the mistake): it passes, silently.
+    assert found["test_scaled_dot_product_attention"].status == "pass"
+    assert outputs["test_scaled_dot_product_attention"] == []
+    hidden = next(c.source for c in nb.cells
+                  if class_.grade_id(c) == "test_scaled_dot_product_attention")
     assert "seed=None" in hidden  # the instructor's test cell, hidden tests included
     assert "I changed this test" not in json.dumps(
         nbformat.read(str(graded / "autograded" / "erin" / gc.ASSIGNMENT / gc.NOTEBOOK), 4))
@@ -247,6 +250,16 @@ def _hostile(kind: str = "model") -> dict:
     return json.loads(nbformat.writes(class_.submission(kind)))
 
 
+# The answer cell the broken file loses: no other test calls it.
+LOST = "attention_with_temperature"
+
+
+def _cell(nb: dict, name: str) -> dict:
+    """The cell of a notebook (as JSON) with this nbgrader grade id, else this cell id."""
+    return next(c for c in nb["cells"]
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id", c.get("id")) == name)
+
+
 def test_hostile_files_cost_only_their_own_grade(empty_course, tmp_path, fake_sandbox, capsys):
     course = _copy(empty_course, tmp_path / "course")
     newer = _hostile()
@@ -254,17 +267,15 @@ def test_hostile_files_cost_only_their_own_grade(empty_course, tmp_path, fake_sa
     for cell in newer["cells"]:
         cell.setdefault("metadata", {}).setdefault("nbgrader", {})["schema_version"] = 4
     pasted = _hostile()
-    test_cell = next(c for c in pasted["cells"]
-                     if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_softmax")
-    pasted["cells"].append(copy.deepcopy(test_cell))  # an honest student pasted a test twice
+    pasted["cells"].append(copy.deepcopy(_cell(pasted, "test_attention_with_temperature")))
+    # (an honest student pasted a test twice)
     huge = _hostile()
-    huge["cells"][2]["outputs"] = [{"output_type": "stream", "name": "stdout",
-                                    "text": "x" * (20 << 20)}]
+    _cell(huge, "setup")["outputs"] = [{"output_type": "stream", "name": "stdout",
+                                        "text": "x" * (20 << 20)}]
     broken = _hostile()
-    del broken["cells"][5]["metadata"]  # attention_scores: still known by its cell id
-    for i, cell in enumerate(broken["cells"]):
-        if cell.get("id") == "softmax":
-            broken["cells"][i] = "not a cell"  # lost: its test fails, and only its test
+    del _cell(broken, "attention_scores")["metadata"]  # still known by its cell id
+    lost = broken["cells"].index(_cell(broken, LOST))
+    broken["cells"][lost] = "not a cell"  # lost: its test fails, and only its test
     files = {"newer": newer, "pasted": pasted, "huge": huge, "broken": broken,
              "honest": _hostile(), "garbage": b"{\"cells\": [", "list": [1, 2]}
     for student, data in files.items():
@@ -274,10 +285,11 @@ def test_hostile_files_cost_only_their_own_grade(empty_course, tmp_path, fake_sa
     out = capsys.readouterr().out
     got = {s: v["score"] for s, v in gc.scores(course).items()}
     full = class_.expected("model")[0]
-    softmax = class_.points()["test_softmax"]
-    assert got == {"newer": full, "pasted": full, "huge": full, "broken": full - softmax,
+    lost = class_.points()[f"test_{LOST}"]
+    assert lost > 0
+    assert got == {"newer": full, "pasted": full, "huge": full, "broken": full - lost,
                    "honest": full, "garbage": 0, "list": 0}
-    assert "garbage 04-scaling/scaling: 0/10 (UNREADABLE" in out
+    assert f"garbage 04-scaling/scaling: 0/{full:g} (UNREADABLE" in out
 
 
 def test_a_grader_failure_records_nothing_and_says_so(empty_course, tmp_path, fake_sandbox,

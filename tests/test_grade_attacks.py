@@ -51,7 +51,8 @@ ATTACKS = {
                      "for n in dir(qkv.checks):\n"
                      "    if n.startswith('check_'):\n"
                      "        setattr(qkv.checks, n, lambda *a, **k: None)\n"
-                     "def softmax(x, dim=-1):\n    return x\n"),
+                     "def attention_scores(query, key, scale=None):\n"
+                     "    return query @ key.transpose(-2, -1)\n"),
     # Kill the grader's process: nbgrader autograde ended for everyone after.
     "kill_parent": ("blank", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
                     "os.kill(1, signal.SIGKILL)\n"),
@@ -87,7 +88,7 @@ def _pasted():
     """An honest student with a second copy of a test cell."""
     nb = class_.submission("model")
     nb.cells.append(nbformat.from_dict(json.loads(json.dumps(next(
-        c for c in nb.cells if class_.grade_id(c) == "test_softmax")))))
+        c for c in nb.cells if class_.grade_id(c) == "test_attention_with_temperature")))))
     return nb
 
 
@@ -173,16 +174,22 @@ def test_delegation_is_a_flag_not_a_deduction(tmp_path):
     course = gc.make_course(tmp_path / "course")
     nb = class_.submission("model")
     for cell in nb.cells:
-        if class_.grade_id(cell) == "softmax":
-            cell.source = "def softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim)\n"
+        if class_.grade_id(cell) == "scaled_dot_product_attention":
+            cell.source = ("def scaled_dot_product_attention(query, key, value, scale=None):\n"
+                           "    return torch.nn.functional.scaled_dot_product_attention(\n"
+                           "        query, key, value, scale=scale)\n")
     gc.submit(course, "dana", nb)
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--jobs", "1"]) == 0
     from qkv_course.grade import records
 
     record = records.read(records.path_of(course, "dana", gc.ASSIGNMENT, "scaling"))
     assert record["score"] == class_.expected("model")[0]  # the grade stands
-    flagged = [f for f in record["flags"] if f["test"] == "test_softmax"]
-    assert flagged and any("softmax" in f["detail"] for f in flagged), record["flags"]
+    flagged = [f for f in record["flags"] if f["test"] == "test_scaled_dot_product_attention"]
+    assert flagged and any("scaled_dot_product_attention" in f["detail"] for f in flagged), \
+        record["flags"]
+    # The static reading sees torch's function inside the student's one of the same name.
+    assert any(f["source"] == "static" and "torch.nn.functional.scaled_dot_product_attention"
+               in f["detail"] for f in flagged), record["flags"]
 
 
 def test_gradescope_runs_the_same_engine(attacked, tmp_path):

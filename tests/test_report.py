@@ -20,13 +20,18 @@ import torch
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from masking_submissions import (ASSIGNMENT, DIAGONAL_MASKED, INVERTED_CAUSAL, INVERTED_PADDING,
-                                 LOOPS_WITHOUT_S, MISSING_CAUSAL, MISTAKE_NAMES, finish,
-                                 masking_course, nbgrader, sdpa_with_its_own_causal_mask,
-                                 submission)
+                                 LOOPS_WITHOUT_S, MISSING_CAUSAL, MISTAKE_NAMES, SOLUTION,
+                                 finish, grade_id, masking_course, nbgrader,
+                                 sdpa_with_its_own_causal_mask, submission)
 from qkv.checks import check_causal_mask, check_padding_mask
 from qkv_course.cli import main
 
 CAUSAL, PADDING, SDPA = "test_causal_mask", "test_padding_mask", "test_scaled_dot_product_attention"
+# Every function test of the assignment (its questions, ``test_masking_q*``, aside).
+FUNCTION_TESTS = tuple(
+    grade_id(c) for c in nbformat.read(str(SOLUTION), as_version=4).cells
+    if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+    and "_q" not in grade_id(c))
 LOOP_TIMEOUT = 15  # seconds per cell for the students whose answer never ends
 
 # (students, their answers, what each of them must get: test -> mistake); None: left blank.
@@ -38,7 +43,7 @@ CLASS = [
     # The attention's test uses the course's masks: a wrong padding mask costs its own test only.
     (3, {"padding_mask": INVERTED_PADDING}, {PADDING: MISTAKE_NAMES[INVERTED_PADDING]}),
     (2, {"padding_mask": LOOPS_WITHOUT_S}, {PADDING: "timeout"}),
-    (1, None, {CAUSAL: "not written yet", PADDING: "not written yet", SDPA: "not written yet"}),
+    (1, None, {test: "not written yet" for test in FUNCTION_TESTS}),
 ]
 
 
@@ -104,6 +109,7 @@ def graded_class(tmp_path_factory):
 def test_report_counts_a_real_class_mistakes(graded_class, capsys, tmp_path):
     course, expected = graded_class
     assert len(expected) >= 30
+    assert {CAUSAL, PADDING, SDPA} < set(FUNCTION_TESTS)  # the scripted tests, and more
     before = _snapshot(course)
     code, out, err = _report(capsys, course, tmp_path / "out")
     assert code == 0, err
@@ -112,7 +118,7 @@ def test_report_counts_a_real_class_mistakes(graded_class, capsys, tmp_path):
     counts = Counter((test, mistake) for outcome in expected.values()
                      for test, mistake in outcome.items())
     rows = sorted(((t, m, n) for (t, m), n in counts.items()), key=lambda r: (r[0], -r[2], r[1]))
-    # The class scripts mistakes in the three function tests; the assignment's two questions
+    # The class scripts mistakes in the function tests; the assignment's two questions
     # (answered by the submissions as the solution does, or missing with the answers) are
     # counted too, but are not part of the script.
     got = [r for r in _rows(tmp_path / "out") if "_q" not in r[1]]
@@ -121,7 +127,7 @@ def test_report_counts_a_real_class_mistakes(graded_class, capsys, tmp_path):
 
     page = (tmp_path / "out" / "report.html").read_text()
     assert page.count("<img") == 1 and "src='data:image/png;base64," in page
-    for test in (CAUSAL, PADDING, SDPA):
+    for test in FUNCTION_TESTS:
         passed = sum(test not in outcome for outcome in expected.values())
         assert f"<td>{test}</td><td class='n'>{passed} / {len(expected)}</td>" in page
 

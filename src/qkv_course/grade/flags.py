@@ -38,6 +38,7 @@ def names_in(source: str) -> Set[str]:
     except (SyntaxError, ValueError, RecursionError):
         return set()
     found: Set[str] = set()
+    shadowed: Set[str] = set()
     defined = {n.name for n in ast.walk(tree)
                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for node in ast.walk(tree):
@@ -47,9 +48,25 @@ def names_in(source: str) -> Set[str]:
             found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Attribute):
             found.add(node.attr)
+            path = _dotted(node)
+            # torch.softmax inside the student's own ``def softmax``: the attribute is torch's,
+            # not theirs, so it keeps its whole dotted name (the exercise's name alone is not
+            # delegation; its module's is).
+            if node.attr in defined and path and path.split(".")[0] not in ("self", "cls"):
+                shadowed.add(path)
         elif isinstance(node, ast.Name):
             found.add(node.id)
-    return found - defined  # the student's own functions are not delegation
+    return (found - defined) | shadowed  # the student's own functions are not delegation
+
+
+def _dotted(node: ast.Attribute) -> str:
+    """``a.b.c`` for an attribute chain on a plain name, else the empty string."""
+    parts = [node.attr]
+    value = node.value
+    while isinstance(value, ast.Attribute):
+        parts.append(value.attr)
+        value = value.value
+    return ".".join([value.id, *reversed(parts)]) if isinstance(value, ast.Name) else ""
 
 
 def _delegates(check: str, names: Iterable[str]) -> List[str]:
