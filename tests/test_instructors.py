@@ -98,14 +98,23 @@ def _lms_download(course: Path) -> None:
             zf.writestr(f"download/{student}_{class_.NOTEBOOK}", nbformat.writes(class_.submission(kind)))
 
 
-def _grade_by_hand(course: Path, student: str, points: float) -> None:
-    """What formgrader does when a grader saves a score for a written answer."""
+def _tasks() -> Dict[str, float]:
+    """The assignment's tasks graded by hand against a rubric (grade id -> points): nbgrader
+    counts them in the total and leaves each for a person, whatever the student wrote."""
+    nb = nbformat.read(str(class_.SOLUTION), as_version=4)
+    return {class_.grade_id(c): float(c.metadata["nbgrader"]["points"])
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("task")}
+
+
+def _grade_by_hand(course: Path, student: str, scores: Dict[str, float]) -> None:
+    """What formgrader does when a grader saves a score for each hand-graded answer."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        grade = gb.find_grade(class_.WRITTEN, Path(class_.NOTEBOOK).stem, class_.ASSIGNMENT, student)
-        grade.manual_score = points
-        grade.needs_manual_grade = False
+        for grade_id, points in scores.items():
+            grade = gb.find_grade(grade_id, Path(class_.NOTEBOOK).stem, class_.ASSIGNMENT, student)
+            grade.manual_score = points
+            grade.needs_manual_grade = False
         gb.db.commit()
 
 
@@ -125,7 +134,8 @@ def _run_path(course: Path) -> Dict[str, str]:
     logs = {}
     for heading, commands in path_steps(PAGE.read_text()):
         if "by hand" in heading.lower():  # full points for alice; carol's answer is left for later
-            _grade_by_hand(course, "alice", class_.points()[class_.WRITTEN])
+            _grade_by_hand(course, "alice", {class_.WRITTEN: class_.points()[class_.WRITTEN],
+                                             **_tasks()})
         for command in commands:
             proc = subprocess.run(["bash", "-c", command], cwd=course, env=env,
                                   capture_output=True, text=True, timeout=900)
@@ -163,12 +173,14 @@ def test_grades_csv_has_every_student_and_marks_provisional_totals(term):
         rows = {row["student_id"]: row for row in csv.DictReader(fh)}
     got = {s: (float(r["score"]), r["needs_manual_grading"], float(r["ungraded_points"]))
            for s, r in rows.items()}
-    written = class_.points()[class_.WRITTEN]
-    assert got == {"alice": (class_.expected("model")[0] + written, "False", 0.0),  # + by hand
-                   "carol": (class_.expected("unscaled")[0], "True", written),  # still waits
-                   "frank_li": (0.0, "False", 0.0),
+    written, tasks = class_.points()[class_.WRITTEN], sum(_tasks().values())
+    assert tasks > 0, "04-scaling's tasks graded by hand are part of this test"
+    assert got == {"alice": (class_.expected("model")[0] + written + tasks, "False", 0.0),  # by hand
+                   "carol": (class_.expected("unscaled")[0], "True", written + tasks),  # waits
+                   # a blank written answer scores 0 at once; the tasks wait for a person
+                   "frank_li": (0.0, "True", tasks),
                    "bob": (0.0, "False", 0.0)}  # registered, submitted nothing
-    assert {float(r["max_score"]) for r in rows.values()} == {sum(class_.points().values())}
+    assert {float(r["max_score"]) for r in rows.values()} == {sum(class_.points().values()) + tasks}
 
 
 @pytest.mark.slow
@@ -183,7 +195,8 @@ def test_feedback_says_not_graded_yet_instead_of_zero(term):
     assert f"Not graded yet ({points} points, graded by hand)" in pages["carol"]
     assert f'href="#comment-{class_.WRITTEN}">{class_.WRITTEN}</a> ({points} points)' in pages["carol"]
     # A blank written answer is scored 0 at once: nothing waits for a person.
-    assert written.findall(pages["frank_li"]) == ["0.0"] and "Not graded yet" not in pages["frank_li"]
+    assert written.findall(pages["frank_li"]) == ["0.0"]
+    assert f'href="#comment-{class_.WRITTEN}">' not in pages["frank_li"]  # not in "not graded yet"
 
 
 @pytest.mark.slow
@@ -196,5 +209,5 @@ def test_report_counts_the_class_mistake(term):
     # reference's scores: points follow the mistake); frank_li wrote nothing.
     assert counts[("test_attention_scores", "no scaling")] == "1", rows
     assert ("test_scaled_dot_product_attention", "no scaling") not in counts, rows
-    assert counts[("test_softmax", "not written yet")] == "1", rows
+    assert counts[("test_attention_with_temperature", "not written yet")] == "1", rows
     assert (course / "report" / "report.html").is_file()
