@@ -196,7 +196,8 @@ def test_feedback_says_not_graded_yet_instead_of_zero(term):
     assert f'href="#comment-{class_.WRITTEN}">{class_.WRITTEN}</a> ({points} points)' in pages["carol"]
     # A blank written answer is scored 0 at once: nothing waits for a person.
     assert written.findall(pages["frank_li"]) == ["0.0"]
-    assert f'href="#comment-{class_.WRITTEN}">' not in pages["frank_li"]  # not in "not graded yet"
+    assert f'href="#comment-{class_.WRITTEN}">{class_.WRITTEN}</a> ({points} points)' \
+        not in pages["frank_li"]  # its written answer is not among those still to grade
 
 
 @pytest.mark.slow
