@@ -45,8 +45,8 @@ def test_generated_files_are_up_to_date(generator):
 
 def _copy(tmp_path: Path, assignment: str) -> Path:
     """The files the two generators read, for one assignment (and those it takes answers
-    `:from:`), in a fresh root."""
-    for name in ("_config.yml", "nbgrader_config.py"):
+    `:from:`), in a fresh root. ``pyproject.toml`` names the release the setup cells install."""
+    for name in ("_config.yml", "nbgrader_config.py", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     sources = "".join(p.read_text() for p in (ROOT / "solutions" / assignment).glob("*.md"))
     for name in {assignment, *re.findall(r"^:from: (\S+)", sources, re.MULTILINE)}:
