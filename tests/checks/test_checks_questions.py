@@ -303,6 +303,25 @@ def test_the_online_softmax_rescale():
     torch.testing.assert_close(rescaled, torch.exp(s - m_new).sum())
 
 
+def test_the_pre_norm_identity_path_and_the_gqa_cache():
+    from qkv.transformer import Block, CausalSelfAttention
+
+    # Pre-norm: with the sublayers writing nothing, the block is the identity (no norm on the
+    # stream), whatever the stream's scale.
+    torch.manual_seed(0)
+    block = Block(16, 4, 2).eval()
+    with torch.no_grad():
+        block.attn.out_proj.weight.zero_()
+        block.mlp.down.weight.zero_()
+        x = 5 * torch.randn(2, 3, 16)
+        torch.testing.assert_close(block(x)[0], x)
+    assert _letter(QUESTIONS["capstone_q1"]) == "a"
+    # GQA: 2 key/value heads for 8 query heads cache a quarter of what 8 would.
+    x = torch.randn(1, 3, 64)
+    sizes = {kv: sum(t.numel() for t in CausalSelfAttention(64, 8, kv)(x)[1]) for kv in (2, 8)}
+    assert sizes[8] == 4 * sizes[2] and _right("capstone_q2") == "a quarter"
+
+
 # --- every assignment asks its questions ---
 
 def _question_cells(path):

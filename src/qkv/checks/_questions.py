@@ -1,6 +1,6 @@
 """``check_question``: feedback on the conceptual questions of the assignments.
 
-Every assignment (1 to 9) asks two multiple-choice or numeric questions (shapes, parameter
+Every assignment (1 to 11) asks two multiple-choice or numeric questions (shapes, parameter
 counts, which mask, what a scale does), worth little (half a point each). The student writes
 the answer in a variable named after the question (``masking_q1 = "b"``); a test cell calls
 ``check_question("masking_q1", masking_q1)``. The first answer is recorded (:mod:`._answers`)

@@ -1,4 +1,4 @@
-"""The conceptual questions of assignments 6 to 10 (see :mod:`._question`).
+"""The conceptual questions of assignments 6 to 11 (see :mod:`._question`).
 
 Each assignment asks its questions in a markdown cell that prints the choices as written here
 (``tests/checks/test_checks_questions.py`` checks that, and checks every right answer against
@@ -158,5 +158,40 @@ HEADS_Q2 = Choice(
     },
 )
 
+CAPSTONE_Q1 = Choice(
+    id="capstone_q1",
+    choices={"a": "the stream is never normalised: each block's input reaches its output unchanged",
+             "b": "it normalises the stream twice as often",
+             "c": "the norm makes the attention weights sum to 1",
+             "d": "it needs no residual connection"},
+    key="bec97c03e9cdc6965e2dbec5",
+    explain={
+        "a": "the residual additions form an identity path from the first block to the last, so "
+             "the gradient reaches every block whatever the sublayers do (Xiong et al., 2020); "
+             "post-norm puts a norm on that path in every block",
+        "b": "both normalise twice per block, once per sublayer; what differs is where the norm "
+             "sits: on the sublayer's input, or on the stream itself",
+        "c": "the softmax makes the weights sum to 1 in either arrangement; the norm rescales "
+             "the features of the stream",
+        "d": "pre-norm keeps the residual connection and relies on it: x + attn(norm(x))",
+    },
+)
+
+CAPSTONE_Q2 = Choice(
+    id="capstone_q2",
+    choices={"a": "the same: the 2 heads are repeated to 8 before caching", "b": "a quarter",
+             "c": "half", "d": "an eighth"},
+    key="c057cec35bb307ea0303f565",
+    explain={
+        "a": "repeat_kv comes after the cache: repeating the heads before storing them would "
+             "throw GQA's saving away",
+        "b": "the cache holds 2 key heads and 2 value heads instead of 8 of each: each group of "
+             "4 query heads shares one key head and one value head",
+        "c": "half would be 4 key/value heads; here 8 / 2 = 4 query heads share each of the 2",
+        "d": "an eighth is the cache of multi-query attention (num_kv_heads=1), one key/value "
+             "head for all 8 query heads",
+    },
+)
+
 QUESTIONS = (MASKING_Q1, MASKING_Q2, POSITION_Q1, POSITION_Q2, EFFICIENT_Q1, EFFICIENT_Q2,
-             VARIANTS_Q1, VARIANTS_Q2, HEADS_Q1, HEADS_Q2)
+             VARIANTS_Q1, VARIANTS_Q2, HEADS_Q1, HEADS_Q2, CAPSTONE_Q1, CAPSTONE_Q2)
