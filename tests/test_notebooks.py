@@ -192,11 +192,23 @@ def test_built_page_links_colab_and_download_to_the_right_files(built_book: Path
             )
 
 
-def _solution_only_lines() -> dict[str, Path]:
-    """Lines written only in solutions (answers, hidden tests), not in anything published."""
+def _published_lines() -> set[str]:
+    """Every line (stripped) of what is published: the package, the chapters, and the student
+    notebooks' code, which shows some lines of the solutions on purpose (a debugging exercise's
+    buggy function shares most of its lines with the fix)."""
     published = set()
     for path in [*ROOT.glob("src/qkv/**/*.py"), *ROOT.glob("book/*.md"), *student_notebooks()]:
-        published.update(line.strip() for line in path.read_text().splitlines())
+        text = path.read_text()
+        published.update(line.strip() for line in text.splitlines())
+        if path.suffix == ".ipynb":  # the cells' lines, not the file's lines of JSON
+            for cell in json.loads(text)["cells"]:
+                src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+                published.update(line.strip() for line in src.splitlines())
+    return published
+
+
+def _solution_only_lines(published: set[str]) -> dict[str, Path]:
+    """Lines written only in solutions (answers, hidden tests), not in anything published."""
     secret: dict[str, Path] = {}
     for path in ROOT.glob("solutions/**/*.ipynb"):
         nb = json.loads(path.read_text())
@@ -214,12 +226,27 @@ def _solution_only_lines() -> dict[str, Path]:
     return secret
 
 
+def _shown(line: str, text: str, published: set[str]) -> bool:
+    """Whether a built file's text shows a solution line other than inside a longer published
+    line that contains it: a debugging exercise's buggy code may show
+    `weights = torch.softmax(scores, dim=-1).masked_fill(...)`, which gives away no solution
+    line `weights = torch.softmax(scores, dim=-1)`; the line on its own would."""
+    forms = (line, json.dumps(line)[1:-1])
+    if not any(form in text for form in forms):
+        return False
+    for longer in (p for p in published if line in p and p != line):
+        for form in (longer, json.dumps(longer)[1:-1]):
+            text = text.replace(form, "")
+    return any(form in text for form in forms)
+
+
 @pytest.mark.slow
 def test_no_solution_reaches_the_built_book(built_book: Path):
     files = [p for p in built_book.rglob("*") if p.is_file()]
     leaked_paths = [p for p in files if "solutions" in p.relative_to(built_book).parts]
     assert not leaked_paths, f"solution files in the build: {leaked_paths[:5]}"
-    secret = _solution_only_lines()
+    published = _published_lines()
+    secret = _solution_only_lines(published)
     for path in files:
         if path.suffix not in {".html", ".js", ".ipynb", ".md", ".txt", ".json"} or "vendor" in path.parts:
             continue
@@ -230,10 +257,19 @@ def test_no_solution_reaches_the_built_book(built_book: Path):
         for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS"):
             assert marker not in text, f"{path.relative_to(built_book)} contains nbgrader's {marker!r}"
         for line, source in secret.items():
-            for form in (line, json.dumps(line)[1:-1]):
-                assert form not in text, (
-                    f"{path.relative_to(built_book)} shows a line of {source.relative_to(ROOT)}: {line!r}"
-                )
+            assert not _shown(line, text, published), (
+                f"{path.relative_to(built_book)} shows a line of {source.relative_to(ROOT)}: {line!r}"
+            )
+
+
+def test_a_solution_line_is_shown_alone_not_inside_a_longer_published_line():
+    line = "weights = torch.softmax(scores, dim=-1)"
+    published = {line + ".masked_fill(~allowed, 0.0)"}
+    assert not _shown(line, "buggy:\n    weights = torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0)\n",
+                      published)
+    assert _shown(line, "solution:\n    weights = torch.softmax(scores, dim=-1)\n", published)
+    assert _shown(line, "both: " + line + ".masked_fill(~allowed, 0.0) and " + line + "\n", published)
+    assert _shown(line, json.dumps({"source": ["    " + line + "\n"]}), published)
 
 
 def test_workflows_run_the_readme_commands():
