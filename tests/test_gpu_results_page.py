@@ -75,7 +75,11 @@ def test_with_results_the_newest_is_plotted_with_its_provenance(tmp_path, capsys
     results.mkdir(parents=True)
     (results / "b.json").write_text(json.dumps(_results("2026-01-01T00:00:00+00:00", "old GPU")))
     (results / "a.json").write_text(json.dumps(_results("2026-11-23T00:00:00+00:00", "NVIDIA H100")))
-    out = _run_cell(tmp_path, capsys)
+    printed = _run_cell(tmp_path, capsys)
+    # The sentences are wrapped to fit the book's column (80 characters at 1280 px); read
+    # them with the line breaks undone.
+    assert max(len(line) for line in printed.splitlines()) <= 80, printed
+    out = " ".join(printed.split())
     fig = plt.figure(plt.get_fignums()[-1])
     try:
         title = fig._suptitle.get_text()

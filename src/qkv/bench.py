@@ -9,7 +9,9 @@ and the process's resident size does not shrink when memory is freed.
 
 from __future__ import annotations
 
+import re
 import statistics
+import textwrap
 import time
 from collections.abc import Mapping
 from typing import Callable, Dict, List, Optional, Sequence
@@ -210,12 +212,15 @@ def gpu_goals(results: Mapping) -> dict:
     return out
 
 
-def gpu_summary(results: Mapping, n: int = 4096, E: int = 64, dtype: str = "float16") -> List[str]:
+def gpu_summary(results: Mapping, n: int = 4096, E: int = 64, dtype: str = "float16",
+                width: Optional[int] = 72) -> List[str]:
     """Chapter 8's sentences about one GPU results file: what ran fastest, the memory, the goals.
 
     Args:
         results: a parsed results file of ``benchmarks/attention_gpu.py``.
         n, E, dtype: the shape whose times are spelled out.
+        width: the widest line; a longer sentence goes on in lines indented by two spaces, so
+            that the printed text fits the book's column (``None``: one line per sentence).
 
     Returns:
         Lines of text, every number taken from ``results``.
@@ -245,4 +250,9 @@ def gpu_summary(results: Mapping, n: int = 4096, E: int = 64, dtype: str = "floa
     lines += [f"Goal: {line}" for line in results["goals"]["lines"]]
     if results.get("tutorial_kernel"):
         lines.append(f"Stretch goal (the Triton tutorial's kernel on the same machine): {results['tutorial_kernel']}.")
-    return lines
+    if width is None:
+        return lines
+    # A number and its unit stay on one line (textwrap does not break at a no-break space).
+    keep = [re.sub(r"(?<=\d) (?=(ms|MiB)\b)", "\u00a0", line) for line in lines]
+    return [part.replace("\u00a0", " ") for line in keep
+            for part in textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)]
