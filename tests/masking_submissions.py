@@ -105,8 +105,16 @@ def nbgrader(course: Path, *args: str) -> subprocess.Popen:
 def finish(proc: subprocess.Popen, ok: bool = True) -> str:
     """Wait for an nbgrader run; assert it succeeded (or, ``ok=False``, failed); its log."""
     log = proc.communicate(timeout=600)[0]
-    assert (proc.returncode == 0) == ok, log[-4000:]
+    assert (proc.returncode == 0) == ok, where_it_failed(log)
     return log
+
+
+def where_it_failed(log: str) -> str:
+    """The part of an nbgrader log that says why it failed: from its first traceback (nbgrader
+    prints it where the failing notebook ran, long before the summary at the end) plus the end."""
+    first = min((i for i in (log.find("Traceback"), log.find("| ERROR]")) if i >= 0), default=-1)
+    head = log[max(first - 500, 0):first + 3000] if first >= 0 else ""
+    return f"{head}\n[...]\n{log[-1500:]}"
 
 
 def masking_course(base: Path) -> Path:
