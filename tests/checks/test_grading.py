@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import answers_beyond
+import answers_variations
 import qkv
 from qkv.checks import grading
 from qkv.checks.harness._checks import ExerciseCheck
@@ -53,6 +54,9 @@ REFERENCES = {
         "self_attention_no_self", "self_weight", "multi_head_self_attention", "apply_rope_scaled",
         "mean_ablate", "repeat_loss")},
     "check_alibi_far_weight": answers_beyond.alibi_far_weight,
+    # The variations of assignments 1 to 4 (functions the reference does not contain).
+    **{f"check_{name}": getattr(answers_variations, name) for name in (
+        "coverage_attention", "sparsemax_lookup", "self_attention_with_null", "quiet_attention")},
 }
 OPTIONS = [(name, {}) for name in REFERENCES] + [
     ("check_scaled_dot_product_attention", {"masks": False}),

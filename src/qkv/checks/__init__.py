@@ -31,6 +31,7 @@ from ._stderr import (  # noqa: F401
 )
 from .bottleneck import (  # noqa: F401
     check_bahdanau_attention,
+    check_coverage_attention,
     check_padded_bahdanau_weights,
 )
 from .capstone import (  # noqa: F401
@@ -54,6 +55,7 @@ from .lookup import (  # noqa: F401
     check_luong_score,
     check_soft_lookup,
     check_softmax,
+    check_sparsemax_lookup,
     check_top_k_lookup,
 )
 from .masking import (  # noqa: F401
@@ -79,6 +81,7 @@ from .qkv import (  # noqa: F401
     check_cross_attention,
     check_self_attention,
     check_self_attention_no_self,
+    check_self_attention_with_null,
     check_self_weight,
 )
 from .result import (  # noqa: F401
@@ -90,6 +93,7 @@ from .scaling import (  # noqa: F401
     check_attention_with_temperature,
     check_dot_product_variance,
     check_max_weight,
+    check_quiet_attention,
     check_scaled_dot_product_attention,
 )
 from .variants import (  # noqa: F401
@@ -119,6 +123,7 @@ __all__ = [
     "check_causal_mask",
     "check_causal_mask_bottom_right",
     "check_chunked_attention",
+    "check_coverage_attention",
     "check_cross_attention",
     "check_dilated_window_mask_mod",
     "check_dot_product_variance",
@@ -138,15 +143,18 @@ __all__ = [
     "check_padding_leak",
     "check_padding_mask",
     "check_question",
+    "check_quiet_attention",
     "check_repeat_kv",
     "check_repeat_loss",
     "check_scaled_dot_product_attention",
     "check_self_attention",
     "check_self_attention_no_self",
+    "check_self_attention_with_null",
     "check_self_weight",
     "check_sinusoidal_encoding",
     "check_soft_lookup",
     "check_softmax",
+    "check_sparsemax_lookup",
     "check_split_heads",
     "check_streaming_attention",
     "check_top_k_lookup",
