@@ -220,6 +220,31 @@ def ablation_loss(options: Dict[str, Any], seed: int, steps: int = ABLATION_STEP
     return float(log.valid_loss[-1])
 
 
+def random_block_params(d_model: int, num_heads: int, num_kv_heads: Optional[int] = None,
+                        d_ff: Optional[int] = None,
+                        generator: Optional[torch.Generator] = None) -> Dict[str, Tensor]:
+    """A :class:`qkv.transformer.Block`'s ``state_dict`` with weights drawn from ``generator``.
+
+    Each matrix of shape ``(out, in)`` is standard normal divided by ``sqrt(in)``, so that it
+    keeps its input's scale; each norm's gain is 1. The global random state is not used.
+
+    Args:
+        d_model, num_heads, num_kv_heads, d_ff: as for the block.
+        generator: where the weights come from (``None``: a generator seeded with 0).
+
+    Returns:
+        ``{name: tensor}``, in the order of the block's ``state_dict()``.
+    """
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
+                       "; make one with torch.Generator().manual_seed(0)")
+    with torch.device("meta"):  # the shapes only: no weights made, no random numbers drawn
+        shapes = {n: t.shape for n, t in Block(d_model, num_heads, num_kv_heads, d_ff).state_dict().items()}
+    return {n: torch.ones(s) if len(s) == 1 else torch.randn(s, generator=generator) / math.sqrt(s[1])
+            for n, s in shapes.items()}
+
+
 def chance_loss(vocab_size: int) -> float:
     """The loss of a uniform guess over ``vocab_size`` tokens, ``log V`` nats."""
     return math.log(vocab_size)
