@@ -21,8 +21,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import qkv
-from qkv.capstone import random_block_params
-from qkv.transformer import Block
 
 from ._experiment import Experiment
 from .harness import Case, Exercise, Mistake, randn
@@ -37,7 +35,7 @@ def block_without_positions(x: Tensor, params: Dict[str, Tensor], num_heads: int
                             dropout: float = 0.1, training: bool = False) -> Tensor:
     """:class:`qkv.transformer.Block` without positions (``position="none"``), multi-head,
     with dropout on each sublayer's output in training, as a function of its weights."""
-    block = Block(x.shape[-1], num_heads, d_ff=params["mlp.up.weight"].shape[0], dropout=dropout,
+    block = qkv.Block(x.shape[-1], num_heads, d_ff=params["mlp.up.weight"].shape[0], dropout=dropout,
                   position="none")
     block.to(device=x.device, dtype=x.dtype).train(training)
     block.load_state_dict(params)  # after .to: float64 weights stay float64
@@ -47,7 +45,7 @@ def block_without_positions(x: Tensor, params: Dict[str, Tensor], num_heads: int
 
 def _dropout_case(B: int, L: int, D: int, H: int, **kwargs):
     def build(gen, device, dtype):
-        drawn = random_block_params(D, H, generator=gen)
+        drawn = qkv.random_block_params(D, H, generator=gen)
         params = {n: t.to(device=device, dtype=dtype) for n, t in drawn.items()}
         for n in ("norm1.weight", "norm2.weight"):  # gains away from 1: a norm's place shows
             params[n] = 1 + 0.5 * randn(gen, D, device=device, dtype=dtype)
@@ -186,7 +184,7 @@ def order_sensitivity(num_layers: int, rope: bool, generator: torch.Generator) -
     are shuffled."""
     L, D, H = ORDER_L, ORDER_D, ORDER_H
     x = torch.randn(1, L, D, generator=generator)
-    layers = [random_block_params(D, H, generator=generator) for _ in range(num_layers)]
+    layers = [qkv.random_block_params(D, H, generator=generator) for _ in range(num_layers)]
     order = torch.cat([torch.randperm(L - 1, generator=generator), torch.tensor([L - 1])])
 
     def last(h: Tensor) -> Tensor:
