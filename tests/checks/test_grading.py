@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import answers_beyond
+import answers_capstone
 import answers_variations
 import qkv
 from qkv.checks import grading
@@ -44,6 +45,9 @@ REFERENCES = {
     "check_causal_mask_bottom_right": qkv.causal_mask_bottom_right,
     "check_attention_forward": qkv.attention_forward,
     "check_block_forward": qkv.block_forward,
+    "check_dropout_block_forward": answers_capstone.dropout_block_forward,
+    "check_swiglu_mlp": answers_capstone.swiglu_mlp,
+    "check_order_sensitivity": answers_capstone.order_sensitivity,
     "check_ablation": lambda seed, steps=200: (
         {"window": 4}, qkv.ablation_loss({"window": 4}, seed, steps, progress=False)),
     # The exercises beyond the page (debugging, variations, experiments): a student's answers.

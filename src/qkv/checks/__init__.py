@@ -38,6 +38,9 @@ from .capstone import (  # noqa: F401
     check_ablation,
     check_attention_forward,
     check_block_forward,
+    check_dropout_block_forward,
+    check_order_sensitivity,
+    check_swiglu_mlp,
 )
 from .efficient import (  # noqa: F401
     check_chunked_attention,
@@ -127,6 +130,7 @@ __all__ = [
     "check_cross_attention",
     "check_dilated_window_mask_mod",
     "check_dot_product_variance",
+    "check_dropout_block_forward",
     "check_fp16_overflow_rate",
     "check_grouped_query_attention",
     "check_kv_cache_step",
@@ -138,6 +142,7 @@ __all__ = [
     "check_mean_ablate",
     "check_merge_heads",
     "check_multi_head_self_attention",
+    "check_order_sensitivity",
     "check_padded_bahdanau_weights",
     "check_padded_causal_attention",
     "check_padding_leak",
@@ -157,6 +162,7 @@ __all__ = [
     "check_sparsemax_lookup",
     "check_split_heads",
     "check_streaming_attention",
+    "check_swiglu_mlp",
     "check_top_k_lookup",
     "warnings_to_stdout",
 ]
