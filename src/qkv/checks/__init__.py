@@ -64,13 +64,16 @@ from .masking import (  # noqa: F401
 )
 from .multi_head import (  # noqa: F401
     check_MultiHeadAttention,
+    check_head_difference,
     check_merge_heads,
     check_multi_head_self_attention,
     check_split_heads,
+    check_talking_heads_attention,
 )
 from .position import (  # noqa: F401
     check_alibi_bias,
     check_alibi_far_weight,
+    check_apply_partial_rope,
     check_apply_rope,
     check_apply_rope_scaled,
     check_sinusoidal_encoding,
@@ -109,6 +112,7 @@ __all__ = [
     "check_additive_score",
     "check_alibi_bias",
     "check_alibi_far_weight",
+    "check_apply_partial_rope",
     "check_apply_rope",
     "check_apply_rope_scaled",
     "check_attention_forward",
@@ -124,6 +128,7 @@ __all__ = [
     "check_dot_product_variance",
     "check_fp16_overflow_rate",
     "check_grouped_query_attention",
+    "check_head_difference",
     "check_kv_cache_step",
     "check_linear_attention",
     "check_linear_gap",
@@ -149,6 +154,7 @@ __all__ = [
     "check_softmax",
     "check_split_heads",
     "check_streaming_attention",
+    "check_talking_heads_attention",
     "check_top_k_lookup",
     "warnings_to_stdout",
 ]
