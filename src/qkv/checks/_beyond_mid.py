@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+
 import torch
 from torch import Tensor
 
