@@ -69,13 +69,16 @@ from .masking import (  # noqa: F401
 )
 from .multi_head import (  # noqa: F401
     check_MultiHeadAttention,
+    check_head_difference,
     check_merge_heads,
     check_multi_head_self_attention,
     check_split_heads,
+    check_talking_heads_attention,
 )
 from .position import (  # noqa: F401
     check_alibi_bias,
     check_alibi_far_weight,
+    check_apply_partial_rope,
     check_apply_rope,
     check_apply_rope_scaled,
     check_sinusoidal_encoding,
@@ -116,6 +119,7 @@ __all__ = [
     "check_additive_score",
     "check_alibi_bias",
     "check_alibi_far_weight",
+    "check_apply_partial_rope",
     "check_apply_rope",
     "check_apply_rope_scaled",
     "check_attention_forward",
@@ -133,6 +137,7 @@ __all__ = [
     "check_dropout_block_forward",
     "check_fp16_overflow_rate",
     "check_grouped_query_attention",
+    "check_head_difference",
     "check_kv_cache_step",
     "check_linear_attention",
     "check_linear_gap",
@@ -163,6 +168,7 @@ __all__ = [
     "check_split_heads",
     "check_streaming_attention",
     "check_swiglu_mlp",
+    "check_talking_heads_attention",
     "check_top_k_lookup",
     "warnings_to_stdout",
 ]
