@@ -145,14 +145,27 @@ KV_WRONG.update({
 
 # ----------------------------------------------------------------------------- attention_backward
 def make_backward(scale_dq=True, scale_dk=True, delta="out", dk="dS^T", dv="P^T", weights="lse",
-                  cast=None):
-    """A student's attention_backward; the switches put one mistake in (defaults: right)."""
-    def attention_backward(query, key, value, out, lse, grad_out, scale=None):
+                  cast=None, mask="fill"):
+    """A student's attention_backward; the switches put one mistake in (defaults: right).
+
+    ``mask`` (with is_causal): "fill" (-inf in the scores before exp), "where" (torch.where on
+    P), "mul" (P times the bool mask) are right; "none", "inverted", "dP only", "bottom right"
+    and "strict" are the named mistakes.
+    """
+    def attention_backward(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
         c = scale if scale is not None else query.shape[-1] ** -0.5
         x = [t.to(cast) for t in (query, key, value, out, lse, grad_out)] if cast else \
             [query, key, value, out, lse, grad_out]
         q, k, v, o, m, do = x
         s = q @ k.transpose(-1, -2)
+        L, S = s.shape[-2:]
+        causal = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+        keep = {"fill": causal, "where": causal, "mul": causal, "dP only": causal,
+                "inverted": ~causal, "strict": causal.tril(-1),
+                "bottom right": torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L),
+                "none": None}[mask] if is_causal else None
+        if keep is not None and mask == "fill":
+            s = s.masked_fill(~keep, float("-inf"))
         if weights == "lse":
             p = torch.exp(c * s - m.unsqueeze(-1))
         elif weights == "no lse":
@@ -165,8 +178,14 @@ def make_backward(scale_dq=True, scale_dk=True, delta="out", dk="dS^T", dv="P^T"
             p = torch.softmax(c * s, dim=-1)
         else:
             p = torch.softmax(c * s, dim=-2)
+        if keep is not None and mask in ("where", "inverted", "strict", "bottom right"):
+            p = torch.where(keep, p, torch.zeros((), dtype=p.dtype, device=p.device))
+        elif keep is not None and mask == "mul":
+            p = p * keep
         dv_ = (p.transpose(-1, -2) if dv == "P^T" else p) @ do
         dp = do @ v.transpose(-1, -2)
+        if keep is not None and mask == "dP only":
+            dp = dp.masked_fill(~keep, 0.0)
         D = {"out": (do * o).sum(dim=-1, keepdim=True), "P*dP": (p * dp).sum(dim=-1, keepdim=True),
              "dP": dp.sum(dim=-1, keepdim=True), "none": 0.0}[delta]
         ds = p * (dp - D)
@@ -177,10 +196,15 @@ def make_backward(scale_dq=True, scale_dk=True, delta="out", dk="dS^T", dv="P^T"
     return attention_backward
 
 
-def backward_einsum(query, key, value, out, lse, grad_out, scale=None):
-    """einsum throughout, the scale applied to the queries first."""
+def backward_einsum(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+    """einsum throughout, the scale applied to the queries first, the mask as a -inf bias."""
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
-    p = torch.einsum("bhle,bhse->bhls", query * scale, key).sub(lse[..., None]).exp()
+    L, S = query.shape[-2], key.shape[-2]
+    bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
+    if is_causal:
+        bias = bias.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
+    s = torch.einsum("bhle,bhse->bhls", query * scale, key) + bias
+    p = s.sub(lse[..., None]).exp()
     dv = torch.einsum("bhls,bhld->bhsd", p, grad_out)
     dp = torch.einsum("bhld,bhsd->bhls", grad_out, value)
     ds = p * (dp - torch.einsum("bhld,bhld->bhl", grad_out, out)[..., None])
@@ -188,15 +212,19 @@ def backward_einsum(query, key, value, out, lse, grad_out, scale=None):
             scale * torch.einsum("bhls,bhle->bhse", ds, query), dv)
 
 
-def backward_per_head(query, key, value, out, lse, grad_out, scale=None):
-    """A loop over batch and heads, 2-D matrices inside."""
+def backward_per_head(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+    """A loop over batch and heads, 2-D matrices inside; the mask by comparing indices."""
     B, H = query.shape[:2]
     scale = scale or 1 / math.sqrt(query.shape[-1])
     dq, dk, dv = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
+    L, S = query.shape[-2], key.shape[-2]
+    seen = torch.arange(S)[None, :] <= torch.arange(L)[:, None] if is_causal else None
     for b in range(B):
         for h in range(H):
             Q, K, V, O, dO = (t[b, h] for t in (query, key, value, out, grad_out))
             P = torch.exp(scale * Q @ K.T - lse[b, h][:, None])
+            if seen is not None:
+                P = P * seen.to(P.dtype)
             dv[b, h] = P.T @ dO
             dS = P * (dO @ V.T - (dO * O).sum(1, keepdim=True))
             dq[b, h] = scale * dS @ K
@@ -204,13 +232,21 @@ def backward_per_head(query, key, value, out, lse, grad_out, scale=None):
     return dq, dk, dv
 
 
-def backward_autograd(query, key, value, out, lse, grad_out, scale=None):
+def backward_autograd(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
     """Autograd does the work: passes, with a notice (a flag for a person)."""
     q, k, v = (t.detach().requires_grad_() for t in (query, key, value))
     c = scale if scale is not None else query.shape[-1] ** -0.5
     with torch.enable_grad():
-        o = torch.softmax(c * q @ k.transpose(-2, -1), dim=-1) @ v
+        s = c * q @ k.transpose(-2, -1)
+        if is_causal:
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+        o = torch.softmax(s, dim=-1) @ v
     return torch.autograd.grad(o, (q, k, v), grad_out)
+
+
+def backward_no_is_causal(query, key, value, out, lse, grad_out, scale=None):
+    """The signature before is_causal: fails on the causal inputs."""
+    return make_backward()(query, key, value, out, lse, grad_out, scale=scale)
 
 
 BACKWARD_WRONG = {
@@ -225,10 +261,18 @@ BACKWARD_WRONG = {
     "lse against unscaled scores": (make_backward(weights="lse unscaled"), "from unscaled scores"),
     "lse not unsqueezed": (make_backward(weights="lse as is"), "lse subtracted along the wrong axis"),
     "softmax over the queries": (make_backward(weights="dim-2"), "softmax over the queries"),
+    "is_causal ignored": (make_backward(mask="none"), "is_causal ignored"),
+    "mask inverted": (make_backward(mask="inverted"), "the causal mask inverted"),
+    "mask on dP only": (make_backward(mask="dP only"), "applied to dP but not to P"),
+    "mask bottom right": (make_backward(mask="bottom right"), "aligned to the bottom right"),
+    "diagonal masked": (make_backward(mask="strict"), "the diagonal masked too"),
+    "no is_causal argument": (backward_no_is_causal, "is_causal"),
     "autograd": (backward_autograd, "calls torch.autograd.grad"),
 }
 BACKWARD_RIGHT = {
     "matmul": make_backward(),
+    "mask by torch.where on P": make_backward(mask="where"),
+    "mask by multiplying P by the bool mask": make_backward(mask="mul"),
     "D as rowsum(P * dP)": make_backward(delta="P*dP"),
     "weights by softmax": make_backward(weights="softmax"),
     "computed in float64, returned in the inputs' dtype": make_backward(cast=torch.float64),

@@ -34,11 +34,11 @@ def _triple_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
 
 # ----------------------------------------------------------------------------- attention_backward
 def autograd_backward(query: Tensor, key: Tensor, value: Tensor, out: Tensor, lse: Tensor,
-                      grad_out: Tensor, scale: Optional[float] = None):
+                      grad_out: Tensor, is_causal: bool = False, scale: Optional[float] = None):
     """``(dQ, dK, dV)`` by autograd through the reference (``out`` and ``lse`` are not needed)."""
     q, k, v = (t.detach().clone().requires_grad_() for t in (query, key, value))
     with torch.enable_grad():
-        o = qkv.scaled_dot_product_attention(q, k, v, scale=scale)
+        o = qkv.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
     return torch.autograd.grad(o, (q, k, v), grad_out)
 
 
@@ -48,13 +48,17 @@ def _backward_cases() -> List[Case]:
             q, k, v = qkv_inputs(gen, device, dtype, batch, L, S, E, Ev, big)
             grad_out = randn(gen, *batch, L, Ev).to(device=device, dtype=dtype)
             scale = kw.get("scale") or 1.0 / math.sqrt(E)
-            out = qkv.scaled_dot_product_attention(q, k, v, scale=scale)
-            lse = torch.logsumexp(scale * (q @ k.transpose(-2, -1)), dim=-1)
-            return (q, k, v, out, lse, grad_out), kw
+            causal = kw.get("is_causal", False)
+            out = qkv.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+            s = scale * (q @ k.transpose(-2, -1))
+            if causal:  # top left, as SDPA's is_causal: query i sees keys 0..i
+                s = s.masked_fill(~qkv.causal_mask(L, S, device=device), float("-inf"))
+            return (q, k, v, out, torch.logsumexp(s, dim=-1), grad_out), kw
         return build
 
     f32, f64 = torch.float32, torch.float64
     # L = S first: a transpose left out then gives wrong numbers (named) instead of an error.
+    # The causal cases pass is_causal=True; the others leave it out (its default is False).
     return [
         Case("B=2, H=2 with L=S=6, E=4, Ev=4", make((2, 2), 6, 6, 4, 4), f64),
         Case("B=2, H=3 with L=5, S=8, E=4, Ev=3", make((2, 3), 5, 8, 4, 3), f64),
@@ -63,6 +67,14 @@ def _backward_cases() -> List[Case]:
         Case("B=2, H=1 with large logits (scores near 800), L=4, S=6, E=4, Ev=3",
              make((2, 1), 4, 6, 4, 3, big=40.0), f64),
         Case("B=2, H=2 with L=9, S=9, E=8, Ev=2", make((2, 2), 9, 9, 8, 2), f32),
+        Case("is_causal=True, B=2, H=2 with L=S=6, E=4, Ev=3",
+             make((2, 2), 6, 6, 4, 3, is_causal=True), f64),
+        Case("is_causal=True, B=2, H=1 with L=5, S=8 (top left: query i sees keys 0..i)",
+             make((2, 1), 5, 8, 4, 3, is_causal=True), f64),
+        Case("is_causal=True, B=1, H=2 with L=7, S=4 (queries 3..6 see all 4 keys) and scale=0.3",
+             make((1, 2), 7, 4, 6, 5, is_causal=True, scale=0.3), f32),
+        Case("is_causal=True with large logits (scores near 800), B=2, H=1, L=S=5",
+             make((2, 1), 5, 5, 4, 3, big=40.0, is_causal=True), f64),
     ]
 
 
@@ -73,6 +85,10 @@ _SCALE_DQ_DK = ("the scores are scale * Q K^T, so the chain rule brings the scal
                 "dQ = scale * dS @ K and dK = scale * dS^T @ Q")
 _DELTA_HINT = ("the softmax's backward is dS = P * (dP - D) with D_i = sum_j P_ij dP_ij = "
                "rowsum(dO * O) (one number per query, computed from the output and its gradient)")
+_MASK_HINT = ("with is_causal=True, query i saw only keys j <= i (top left, as SDPA: "
+              "torch.ones(L, S, dtype=torch.bool).tril(), True = allowed), so lse sums over "
+              "those keys only and exp(s - lse) is not a weight where j > i: set P to 0 there "
+              "(mask the scores with -inf before exp, or zero P); then dV and dS are 0 there too")
 
 ATTENTION_BACKWARD = Exercise(
     name="attention_backward", reference=autograd_backward, cases=_backward_cases(),
@@ -104,6 +120,19 @@ ATTENTION_BACKWARD = Exercise(
         Mistake("the weights recomputed with a softmax over the queries (dim=-2)",
                 "each query's weights over the keys sum to one: P = exp(s - lse[..., None]), "
                 "or a softmax over dim=-1", partial(backward_variant, weights="dim-2")),
+        Mistake("is_causal ignored: the weights recomputed without the mask (P nonzero where "
+                "j > i)", _MASK_HINT, partial(backward_variant, mask="none")),
+        Mistake("the causal mask inverted (the allowed keys j <= i zeroed, the future ones kept)",
+                _MASK_HINT + "; masked_fill fills where its mask is True, so pass ~mask",
+                partial(backward_variant, mask="inverted")),
+        Mistake("the causal mask applied to dP but not to P (dV and dS still get the masked "
+                "entries)", _MASK_HINT, partial(backward_variant, mask="dp")),
+        Mistake("the causal mask aligned to the bottom right (j <= i + S - L)",
+                _MASK_HINT + "; is_causal is aligned to the top left even when L != S",
+                partial(backward_variant, mask="bottom_right")),
+        Mistake("the diagonal masked too (j < i instead of j <= i)",
+                _MASK_HINT + "; each query sees its own key: .tril(), not .tril(-1)",
+                partial(backward_variant, mask="strict")),
     ],
 )
 

@@ -253,9 +253,10 @@ CHECKS.update(_beyond_checks.checks("check_streaming_attention", "check_fp16_ove
 
 
 def check_attention_backward(attention_backward: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``attention_backward(query, key, value, out, lse, grad_out, scale=None)`` against
-    autograd through :func:`qkv.scaled_dot_product_attention` (see :mod:`._efficient_extra`):
-    it must return ``(grad_query, grad_key, grad_value)``.
+    """Check ``attention_backward(query, key, value, out, lse, grad_out, is_causal=False,
+    scale=None)`` against autograd through :func:`qkv.scaled_dot_product_attention` with the
+    same ``is_causal`` (top left, as SDPA's; see :mod:`._efficient_extra`): it must return
+    ``(grad_query, grad_key, grad_value)``.
 
     Raises:
         CheckFailed: naming the input it fails on and what to look at.

@@ -100,8 +100,9 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
     return out, k_all, v_all
 
 
-def backward_variant(query, key, value, out, lse, grad_out, scale=None, *, weights="lse",
-                     delta="out", scale_dq=True, scale_dk=True, dk_t=True, dv_t=True):
+def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, scale=None, *,
+                     weights="lse", delta="out", scale_dq=True, scale_dk=True, dk_t=True, dv_t=True,
+                     mask="right"):
     """attention_backward with switches for its mistakes (the defaults: the right answer).
 
     ``weights``: how P is recomputed: ``"lse"`` (right, ``exp(s - lse)``), ``"exp"`` (no lse
@@ -109,7 +110,10 @@ def backward_variant(query, key, value, out, lse, grad_out, scale=None, *, weigh
     (``lse`` not unsqueezed, so subtracted along the keys) or ``"dim-2"`` (a softmax over the
     queries); ``delta``: the softmax backward's row term, ``"out"`` (right, rowsum(dO * O)),
     ``"dp"`` (rowsum(dP)) or ``"none"``; ``dk_t``/``dv_t``: whether dS and P are transposed
-    for dK and dV.
+    for dK and dV; ``mask`` (with ``is_causal``): ``"right"`` (P zeroed where j > i),
+    ``"none"`` (P left as exp(s - lse) there), ``"inverted"`` (P zeroed where j <= i),
+    ``"dp"`` (dP zeroed instead of P), ``"bottom_right"`` (j <= i + S - L allowed) or
+    ``"strict"`` (j < i allowed: the diagonal masked too).
     """
     c = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     s = query @ key.transpose(-2, -1)
@@ -123,8 +127,19 @@ def backward_variant(query, key, value, out, lse, grad_out, scale=None, *, weigh
         p = torch.softmax(s * c, dim=-2)
     else:
         p = (s * c - lse[..., None]).exp()
+    allowed = None
+    if is_causal:
+        L, S = s.shape[-2:]
+        i = torch.arange(L, device=s.device)[:, None]
+        j = torch.arange(S, device=s.device)[None, :]
+        allowed = {"right": j <= i, "none": None, "dp": j <= i, "inverted": j > i,
+                   "bottom_right": j <= i + S - L, "strict": j < i}[mask]
+    if allowed is not None and mask != "dp":
+        p = p.masked_fill(~allowed, 0.0)
     grad_value = (p.transpose(-2, -1) if dv_t else p) @ grad_out
     dp = grad_out @ value.transpose(-2, -1)
+    if allowed is not None and mask == "dp":
+        dp = dp.masked_fill(~allowed, 0.0)
     d = {"out": (grad_out * out).sum(-1, keepdim=True), "dp": dp.sum(-1, keepdim=True),
          "none": torch.zeros_like(dp[..., :1])}[delta]
     ds = p * (dp - d)
