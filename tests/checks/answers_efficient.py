@@ -266,7 +266,7 @@ BACKWARD_WRONG = {
     "mask on dP only": (make_backward(mask="dP only"), "applied to dP but not to P"),
     "mask bottom right": (make_backward(mask="bottom right"), "aligned to the bottom right"),
     "diagonal masked": (make_backward(mask="strict"), "the diagonal masked too"),
-    "no is_causal argument": (backward_no_is_causal, "is_causal"),
+    "no is_causal argument": (backward_no_is_causal, "is_causal=False, scale=None"),
     "autograd": (backward_autograd, "calls torch.autograd.grad"),
 }
 BACKWARD_RIGHT = {

@@ -96,6 +96,10 @@ ATTENTION_BACKWARD = Exercise(
     forbid=TORCH_ATTENTION | Forbidden({torch.autograd.grad: "torch.autograd.grad",
                                         torch.Tensor.backward: "Tensor.backward"}),
     legend="(grad_query (B, H, L, E), grad_key (B, H, S, E), grad_value (B, H, S, Ev))",
+    error_hints=[("keyword argument 'is_causal'",
+                  "the signature is attention_backward(query, key, value, out, lse, grad_out, "
+                  "is_causal=False, scale=None): the check passes is_causal=True on its causal "
+                  "inputs")],
     mistakes=[
         Mistake("the scale forgotten in dQ and dK", _SCALE_DQ_DK,
                 partial(backward_variant, scale_dq=False, scale_dk=False)),
