@@ -141,3 +141,219 @@ KV_WRONG.update({
     "returns the output only": (make_kv(give="output"), "expected a tuple of 3"),
     "returns (output, (k, v))": (make_kv(give="nested"), "not nested in pairs"),
 })
+
+
+# ----------------------------------------------------------------------------- attention_backward
+def make_backward(scale_dq=True, scale_dk=True, delta="out", dk="dS^T", dv="P^T", weights="lse",
+                  cast=None, mask="fill"):
+    """A student's attention_backward; the switches put one mistake in (defaults: right).
+
+    ``mask`` (with is_causal): "fill" (-inf in the scores before exp), "where" (torch.where on
+    P), "mul" (P times the bool mask) are right; "none", "inverted", "dP only", "bottom right"
+    and "strict" are the named mistakes.
+    """
+    def attention_backward(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+        c = scale if scale is not None else query.shape[-1] ** -0.5
+        x = [t.to(cast) for t in (query, key, value, out, lse, grad_out)] if cast else \
+            [query, key, value, out, lse, grad_out]
+        q, k, v, o, m, do = x
+        s = q @ k.transpose(-1, -2)
+        L, S = s.shape[-2:]
+        causal = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+        keep = {"fill": causal, "where": causal, "mul": causal, "dP only": causal,
+                "inverted": ~causal, "strict": causal.tril(-1),
+                "bottom right": torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L),
+                "none": None}[mask] if is_causal else None
+        if keep is not None and mask == "fill":
+            s = s.masked_fill(~keep, float("-inf"))
+        if weights == "lse":
+            p = torch.exp(c * s - m.unsqueeze(-1))
+        elif weights == "no lse":
+            p = torch.exp(c * s)
+        elif weights == "lse unscaled":
+            p = torch.exp(s - m.unsqueeze(-1))
+        elif weights == "lse as is":
+            p = torch.exp(c * s - m)
+        elif weights == "softmax":  # honest: the weights recomputed, not read back through lse
+            p = torch.softmax(c * s, dim=-1)
+        else:
+            p = torch.softmax(c * s, dim=-2)
+        if keep is not None and mask in ("where", "inverted", "strict", "bottom right"):
+            p = torch.where(keep, p, torch.zeros((), dtype=p.dtype, device=p.device))
+        elif keep is not None and mask == "mul":
+            p = p * keep
+        dv_ = (p.transpose(-1, -2) if dv == "P^T" else p) @ do
+        dp = do @ v.transpose(-1, -2)
+        if keep is not None and mask == "dP only":
+            dp = dp.masked_fill(~keep, 0.0)
+        D = {"out": (do * o).sum(dim=-1, keepdim=True), "P*dP": (p * dp).sum(dim=-1, keepdim=True),
+             "dP": dp.sum(dim=-1, keepdim=True), "none": 0.0}[delta]
+        ds = p * (dp - D)
+        dq_ = ds @ k * (c if scale_dq else 1.0)
+        dk_ = (ds.transpose(-1, -2) if dk == "dS^T" else ds) @ q * (c if scale_dk else 1.0)
+        grads = (dq_, dk_, dv_)
+        return tuple(g.to(query.dtype) for g in grads) if cast else grads
+    return attention_backward
+
+
+def backward_einsum(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+    """einsum throughout, the scale applied to the queries first, the mask as a -inf bias."""
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    L, S = query.shape[-2], key.shape[-2]
+    bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
+    if is_causal:
+        bias = bias.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
+    s = torch.einsum("bhle,bhse->bhls", query * scale, key) + bias
+    p = s.sub(lse[..., None]).exp()
+    dv = torch.einsum("bhls,bhld->bhsd", p, grad_out)
+    dp = torch.einsum("bhld,bhsd->bhls", grad_out, value)
+    ds = p * (dp - torch.einsum("bhld,bhld->bhl", grad_out, out)[..., None])
+    return (scale * torch.einsum("bhls,bhse->bhle", ds, key),
+            scale * torch.einsum("bhls,bhle->bhse", ds, query), dv)
+
+
+def backward_per_head(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+    """A loop over batch and heads, 2-D matrices inside; the mask by comparing indices."""
+    B, H = query.shape[:2]
+    scale = scale or 1 / math.sqrt(query.shape[-1])
+    dq, dk, dv = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
+    L, S = query.shape[-2], key.shape[-2]
+    seen = torch.arange(S)[None, :] <= torch.arange(L)[:, None] if is_causal else None
+    for b in range(B):
+        for h in range(H):
+            Q, K, V, O, dO = (t[b, h] for t in (query, key, value, out, grad_out))
+            P = torch.exp(scale * Q @ K.T - lse[b, h][:, None])
+            if seen is not None:
+                P = P * seen.to(P.dtype)
+            dv[b, h] = P.T @ dO
+            dS = P * (dO @ V.T - (dO * O).sum(1, keepdim=True))
+            dq[b, h] = scale * dS @ K
+            dk[b, h] = scale * dS.T @ Q
+    return dq, dk, dv
+
+
+def backward_autograd(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+    """Autograd does the work: passes, with a notice (a flag for a person)."""
+    q, k, v = (t.detach().requires_grad_() for t in (query, key, value))
+    c = scale if scale is not None else query.shape[-1] ** -0.5
+    with torch.enable_grad():
+        s = c * q @ k.transpose(-2, -1)
+        if is_causal:
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+        o = torch.softmax(s, dim=-1) @ v
+    return torch.autograd.grad(o, (q, k, v), grad_out)
+
+
+def backward_no_is_causal(query, key, value, out, lse, grad_out, scale=None):
+    """The signature before is_causal: fails on the causal inputs."""
+    return make_backward()(query, key, value, out, lse, grad_out, scale=scale)
+
+
+BACKWARD_WRONG = {
+    "no scale in dQ and dK": (make_backward(scale_dq=False, scale_dk=False),
+                              "the scale forgotten in dQ and dK"),
+    "no scale in dK": (make_backward(scale_dk=False), "the scale forgotten in dK"),
+    "D = rowsum(dP)": (make_backward(delta="dP"), "rowsum(dP) instead of rowsum(dO * O)"),
+    "no D": (make_backward(delta="none"), "the row term D left out"),
+    "dK from dS": (make_backward(dk="dS"), "dK computed from dS instead of its transpose"),
+    "dV from P": (make_backward(dv="P"), "dV computed from P instead of its transpose"),
+    "exp(scores), no lse": (make_backward(weights="no lse"), "without subtracting lse"),
+    "lse against unscaled scores": (make_backward(weights="lse unscaled"), "from unscaled scores"),
+    "lse not unsqueezed": (make_backward(weights="lse as is"), "lse subtracted along the wrong axis"),
+    "softmax over the queries": (make_backward(weights="dim-2"), "softmax over the queries"),
+    "is_causal ignored": (make_backward(mask="none"), "is_causal ignored"),
+    "mask inverted": (make_backward(mask="inverted"), "the causal mask inverted"),
+    "mask on dP only": (make_backward(mask="dP only"), "applied to dP but not to P"),
+    "mask bottom right": (make_backward(mask="bottom right"), "aligned to the bottom right"),
+    "diagonal masked": (make_backward(mask="strict"), "the diagonal masked too"),
+    "no is_causal argument": (backward_no_is_causal, "is_causal=False, scale=None"),
+    "autograd": (backward_autograd, "calls torch.autograd.grad"),
+}
+BACKWARD_RIGHT = {
+    "matmul": make_backward(),
+    "mask by torch.where on P": make_backward(mask="where"),
+    "mask by multiplying P by the bool mask": make_backward(mask="mul"),
+    "D as rowsum(P * dP)": make_backward(delta="P*dP"),
+    "weights by softmax": make_backward(weights="softmax"),
+    "computed in float64, returned in the inputs' dtype": make_backward(cast=torch.float64),
+    "einsum": backward_einsum,
+    "a loop per head": backward_per_head,
+}
+
+
+# ----------------------------------------------------------------------------- sliding_kv_cache_step
+def make_ring(slot="mod", seen="filled", attend_first=False, shift=False, scale_by="E",
+              fill=float("-inf"), in_place=False):
+    """A student's ring-buffer step; the switches put one mistake in (defaults: right)."""
+    def sliding_kv_cache_step(query, key, value, k_ring, v_ring, pos, scale=None):
+        W = k_ring.shape[-2]
+        c = scale if scale is not None else (1.0 if scale_by == "none" else query.shape[-1] ** -0.5)
+        if attend_first:  # attend to the old ring plus the new key, then write
+            ks, vs = torch.cat([k_ring, key], -2), torch.cat([v_ring, value], -2)
+            ok = torch.arange(W + 1, device=query.device)
+            ok = (ok < min(pos, W)) | (ok == W)
+        if shift:
+            k_new, v_new = torch.cat([k_ring[..., 1:, :], key], -2), torch.cat([v_ring[..., 1:, :], value], -2)
+            ok_new = torch.arange(W, device=query.device) >= W - 1 - pos
+        else:
+            i = {"mod": pos % W, "next": (pos + 1) % W, "clamp": min(pos, W - 1)}[slot]
+            k_new, v_new = (k_ring, v_ring) if in_place else (k_ring.clone(), v_ring.clone())
+            k_new[..., i, :] = key[..., 0, :]
+            v_new[..., i, :] = value[..., 0, :]
+            n = torch.arange(W, device=query.device)
+            ok_new = {"filled": n <= pos, "all": n >= 0, "before": n < pos}[seen]
+        if not attend_first:
+            ks, vs, ok = k_new, v_new, ok_new
+        s = (query @ ks.transpose(-2, -1) * c).masked_fill(~ok, fill)
+        return torch.softmax(s, -1) @ vs, k_new, v_new
+    return sliding_kv_cache_step
+
+
+def ring_with_index_copy(query, key, value, k_ring, v_ring, pos, scale=None):
+    """index_copy out of place, a float bias, the softmax written out."""
+    W, E = k_ring.shape[-2], query.shape[-1]
+    at = torch.tensor([pos % W], device=query.device)
+    k_ring, v_ring = k_ring.index_copy(-2, at, key), v_ring.index_copy(-2, at, value)
+    bias = torch.zeros(W, dtype=query.dtype, device=query.device)
+    bias[pos + 1:] = float("-inf")  # slots not written yet (an empty slice once pos >= W - 1)
+    s = torch.einsum("bhle,bhwe->bhlw", query, k_ring) * (scale or 1 / math.sqrt(E)) + bias
+    w = (s - s.amax(-1, keepdim=True)).exp()
+    return (w / w.sum(-1, keepdim=True)) @ v_ring, k_ring, v_ring
+
+
+def ring_gather_window(query, key, value, k_ring, v_ring, pos, scale=None):
+    """Writes slot pos % W with torch.where, then gathers the window's slots in time order."""
+    W = k_ring.shape[-2]
+    slots = torch.arange(W, device=query.device)[:, None]
+    k_ring = torch.where(slots == pos % W, key, k_ring)
+    v_ring = torch.where(slots == pos % W, value, v_ring)
+    order = [t % W for t in range(max(0, pos - W + 1), pos + 1)]  # oldest to newest
+    ks, vs = k_ring[..., order, :], v_ring[..., order, :]
+    c = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    return torch.softmax(query @ ks.transpose(-2, -1) * c, dim=-1) @ vs, k_ring, v_ring
+
+
+def ring_with_sdpa(query, key, value, k_ring, v_ring, pos, scale=None):
+    """Right, through torch's attention (a notice)."""
+    _, k_ring, v_ring = make_ring()(query, key, value, k_ring, v_ring, pos, scale)
+    filled = torch.arange(k_ring.shape[-2], device=query.device)[None, :] <= pos
+    return F.scaled_dot_product_attention(query, k_ring, v_ring, attn_mask=filled, scale=scale), k_ring, v_ring
+
+
+RING_WRONG = {
+    "slot (pos + 1) % W": (make_ring(slot="next"), "slot (pos + 1) % W instead of pos % W"),
+    "never wraps": (make_ring(slot="clamp"), "a ring that never wraps"),
+    "shifts with torch.cat": (make_ring(shift=True), "shifted with torch.cat"),
+    "attends to empty slots": (make_ring(seen="all"), "slots not written yet attended to"),
+    "own slot masked": (make_ring(seen="before"), "own slot masked"),
+    "W + 1 keys": (make_ring(attend_first=True), "the window off by one"),
+    "no scaling": (make_ring(scale_by="none"), "no scaling"),
+    "-1e9 fill (overflows in float16)": (make_ring(fill=-1e9), "a finite fill like -1e9"),
+    "written in place": (make_ring(in_place=True), "inputs modified in place"),
+    "calls torch's attention": (ring_with_sdpa, "calls torch.nn.functional.scaled_dot_product_attention"),
+}
+RING_RIGHT = {
+    "clone and write the slot": make_ring(),
+    "index_copy and a float bias": ring_with_index_copy,
+    "where, then the window gathered in time order": ring_gather_window,
+}

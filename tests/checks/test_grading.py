@@ -11,6 +11,7 @@ import torch
 
 import answers_beyond
 import answers_capstone
+import answers_efficient
 import answers_variations
 import qkv
 from qkv.checks import grading
@@ -40,6 +41,9 @@ REFERENCES = {
     "check_alibi_bias": qkv.alibi_bias,
     "check_chunked_attention": qkv.chunked_attention,
     "check_kv_cache_step": qkv.kv_cache_step,
+    # No reference in qkv for these two: a student's right answer.
+    "check_attention_backward": answers_efficient.BACKWARD_RIGHT["matmul"],
+    "check_sliding_kv_cache_step": answers_efficient.RING_RIGHT["clone and write the slot"],
     "check_repeat_kv": qkv.repeat_kv,
     "check_grouped_query_attention": qkv.grouped_query_attention,
     "check_causal_mask_bottom_right": qkv.causal_mask_bottom_right,

@@ -14,7 +14,7 @@ EXERCISES = [
     lookup.LUONG_SCORE, qkv_checks.SELF_ATTENTION, qkv_checks.CROSS_ATTENTION,
     scaling.ATTENTION_SCORES, scaling.SCALED_DOT_PRODUCT_ATTENTION,
     multi_head.SPLIT_HEADS, multi_head.MERGE_HEADS, multi_head.MULTI_HEAD_ATTENTION,
-    efficient.CHUNKED_ATTENTION, efficient.KV_CACHE_STEP,
+    efficient.CHUNKED_ATTENTION, efficient.KV_CACHE_STEP, efficient.SLIDING_KV_CACHE_STEP,
 ]
 
 

@@ -43,9 +43,11 @@ from .capstone import (  # noqa: F401
     check_swiglu_mlp,
 )
 from .efficient import (  # noqa: F401
+    check_attention_backward,
     check_chunked_attention,
     check_fp16_overflow_rate,
     check_kv_cache_step,
+    check_sliding_kv_cache_step,
     check_streaming_attention,
 )
 from .heads import (  # noqa: F401
@@ -122,6 +124,7 @@ __all__ = [
     "check_apply_partial_rope",
     "check_apply_rope",
     "check_apply_rope_scaled",
+    "check_attention_backward",
     "check_attention_forward",
     "check_attention_scores",
     "check_attention_with_temperature",
@@ -162,6 +165,7 @@ __all__ = [
     "check_self_attention_with_null",
     "check_self_weight",
     "check_sinusoidal_encoding",
+    "check_sliding_kv_cache_step",
     "check_soft_lookup",
     "check_softmax",
     "check_sparsemax_lookup",

@@ -11,15 +11,18 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
+from ._efficient_extra import ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, run_check,
                       via_float32)
 from .mistakes.efficient import kv_step_variant, online_variant, short_chunks
 
 __all__ = [
+    "check_attention_backward",
     "check_chunked_attention",
     "check_fp16_overflow_rate",
     "check_kv_cache_step",
+    "check_sliding_kv_cache_step",
     "check_streaming_attention",
 ]
 
@@ -245,9 +248,33 @@ def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] =
     run_check(KV_CACHE_STEP, kv_cache_step, seed)
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP)
+CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP, ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP)
 CHECKS.update(_beyond_checks.checks("check_streaming_attention", "check_fp16_overflow_rate"))
 
+
+def check_attention_backward(attention_backward: Callable[..., Any], seed: Optional[int] = 0) -> None:
+    """Check ``attention_backward(query, key, value, out, lse, grad_out, is_causal=False,
+    scale=None)`` against autograd through :func:`qkv.scaled_dot_product_attention` with the
+    same ``is_causal`` (top left, as SDPA's; see :mod:`._efficient_extra`): it must return
+    ``(grad_query, grad_key, grad_value)``.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_attention_backward"], attention_backward, seed)
+
+
+def check_sliding_kv_cache_step(sliding_kv_cache_step: Callable[..., Any],
+                                seed: Optional[int] = 0) -> None:
+    """Check the variation ``sliding_kv_cache_step(query, key, value, k_ring, v_ring, pos,
+    scale=None)``: a ring buffer of the last W keys and values; returns ``(output, k_ring, v_ring)``.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_sliding_kv_cache_step"], sliding_kv_cache_step, seed)
 
 
 # --------------------------------------------------------------------------- beyond the page

@@ -98,3 +98,86 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
     if return_old:
         return out, old_k, old_v
     return out, k_all, v_all
+
+
+def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, scale=None, *,
+                     weights="lse", delta="out", scale_dq=True, scale_dk=True, dk_t=True, dv_t=True,
+                     mask="right"):
+    """attention_backward with switches for its mistakes (the defaults: the right answer).
+
+    ``weights``: how P is recomputed: ``"lse"`` (right, ``exp(s - lse)``), ``"exp"`` (no lse
+    subtracted), ``"unscaled"`` (``exp(q k^T - lse)``, the scale forgotten), ``"lse_row"``
+    (``lse`` not unsqueezed, so subtracted along the keys) or ``"dim-2"`` (a softmax over the
+    queries); ``delta``: the softmax backward's row term, ``"out"`` (right, rowsum(dO * O)),
+    ``"dp"`` (rowsum(dP)) or ``"none"``; ``dk_t``/``dv_t``: whether dS and P are transposed
+    for dK and dV; ``mask`` (with ``is_causal``): ``"right"`` (P zeroed where j > i),
+    ``"none"`` (P left as exp(s - lse) there), ``"inverted"`` (P zeroed where j <= i),
+    ``"dp"`` (dP zeroed instead of P), ``"bottom_right"`` (j <= i + S - L allowed) or
+    ``"strict"`` (j < i allowed: the diagonal masked too).
+    """
+    c = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    s = query @ key.transpose(-2, -1)
+    if weights == "exp":
+        p = (s * c).exp()
+    elif weights == "unscaled":
+        p = (s - lse[..., None]).exp()
+    elif weights == "lse_row":
+        p = (s * c - lse).exp()
+    elif weights == "dim-2":
+        p = torch.softmax(s * c, dim=-2)
+    else:
+        p = (s * c - lse[..., None]).exp()
+    allowed = None
+    if is_causal:
+        L, S = s.shape[-2:]
+        i = torch.arange(L, device=s.device)[:, None]
+        j = torch.arange(S, device=s.device)[None, :]
+        allowed = {"right": j <= i, "none": None, "dp": j <= i, "inverted": j > i,
+                   "bottom_right": j <= i + S - L, "strict": j < i}[mask]
+    if allowed is not None and mask != "dp":
+        p = p.masked_fill(~allowed, 0.0)
+    grad_value = (p.transpose(-2, -1) if dv_t else p) @ grad_out
+    dp = grad_out @ value.transpose(-2, -1)
+    if allowed is not None and mask == "dp":
+        dp = dp.masked_fill(~allowed, 0.0)
+    d = {"out": (grad_out * out).sum(-1, keepdim=True), "dp": dp.sum(-1, keepdim=True),
+         "none": torch.zeros_like(dp[..., :1])}[delta]
+    ds = p * (dp - d)
+    grad_query = (c if scale_dq else 1.0) * (ds @ key)
+    grad_key = (c if scale_dk else 1.0) * ((ds.transpose(-2, -1) if dk_t else ds) @ query)
+    return grad_query, grad_key, grad_value
+
+
+def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mod",
+                 seen="filled", before=False, shift=False, scale_by="E", fill=float("-inf")):
+    """sliding_kv_cache_step with switches for its mistakes (the defaults: the right answer).
+
+    ``slot``: where the new key goes, ``"mod"`` (right, pos % W), ``"next"`` ((pos + 1) % W)
+    or ``"clamp"`` (min(pos, W - 1): the ring never wraps); ``seen``: the slots attended to,
+    ``"filled"`` (right, slots 0..pos), ``"all"`` (unwritten ones too) or ``"before"`` (slots
+    < pos: the own key hidden); ``before``: attend to the old ring and the new key side by
+    side, then write (W + 1 keys once the ring is full); ``shift``: drop the oldest row and
+    append the new one (torch.cat) instead of writing a slot.
+    """
+    W = k_ring.shape[-2]
+    c = {"E": 1.0 / math.sqrt(query.shape[-1]), "none": 1.0}[scale_by] if scale is None else scale
+    filled = torch.arange(W, device=query.device) <= pos
+    if shift:
+        new_k = torch.cat([k_ring[..., 1:, :], key], dim=-2)
+        new_v = torch.cat([v_ring[..., 1:, :], value], dim=-2)
+        filled = filled.flip(-1)  # the filled rows are the last ones
+    else:
+        at = {"mod": pos % W, "next": (pos + 1) % W, "clamp": min(pos, W - 1)}[slot]
+        new_k, new_v = k_ring.clone(), v_ring.clone()
+        new_k[..., at, :], new_v[..., at, :] = key[..., 0, :], value[..., 0, :]
+    if before:
+        att_k, att_v = torch.cat([k_ring, key], dim=-2), torch.cat([v_ring, value], dim=-2)
+        allowed = torch.cat([torch.arange(W, device=query.device) < pos,
+                             torch.ones(1, dtype=torch.bool, device=query.device)])
+    else:
+        att_k, att_v = new_k, new_v
+        allowed = {"filled": filled, "all": torch.ones_like(filled),
+                   "before": torch.arange(W, device=query.device) < pos}[seen]
+    scores = (query @ att_k.transpose(-2, -1)) * c
+    out = torch.softmax(scores.masked_fill(~allowed, fill), dim=-1) @ att_v
+    return out, new_k, new_v
