@@ -311,3 +311,19 @@ def test_a_grader_failure_records_nothing_and_says_so(empty_course, tmp_path, fa
     monkeypatch.undo()
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     assert gc.scores(course)["ann"]["score"] == class_.expected("model")[0]
+
+
+def test_a_submission_s_time_grows_with_the_checks_that_train():
+    """The default limit of a whole submission: 120 s, plus each call's own limit for a check
+    that trains or samples; the capstone (whose ablation trains models) gets that time, a
+    notebook of quick checks does not."""
+    root = Path(__file__).resolve().parents[1]
+    from qkv.checks import grading
+
+    for assignment in ("10-heads", "11-capstone"):
+        plans = run.plans_of(root, assignment)
+        slow = [grading.CHECKS[c.check].seconds for p in plans.values() for t in p.tests
+                for c in t.calls if c.check in grading.CHECKS
+                and grading.CHECKS[c.check].seconds > run.QUICK_CALL_S]
+        assert run.submission_budget(plans) == run.BASE_SUBMISSION_S + sum(slow)
+    assert run.submission_budget(run.plans_of(root, "11-capstone")) >= 240

@@ -58,3 +58,11 @@ def known(check: str) -> bool:
     """Whether the checks have a check of this name, e.g. ``check_softmax`` (or
     ``check_question``)."""
     return check == "check_question" or check in _grading().CHECKS
+
+
+def seconds(check: str) -> float:
+    """How long one call of the check may take in the student's kernel (its own limit: 10 s,
+    a minute for the checks that train or sample); a question takes no time of its own."""
+    if check == "check_question":
+        return 0.0
+    return float(getattr(_grading().CHECKS[check], "seconds", 10.0))

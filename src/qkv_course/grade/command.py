@@ -36,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "print one line per test whose score differs from it")
     parser.add_argument("--timeout", type=float, default=60, metavar="S",
                         help="seconds one call of a student's function may run (default 60)")
-    parser.add_argument("--submission-timeout", type=float, default=120, metavar="S",
+    parser.add_argument("--submission-timeout", type=float, default=None, metavar="S",
                         help="seconds one submission may take in all, its cells and every call "
-                        "(default 120); past it, it scores what it had passed")
+                        "(default: 120, plus a minute for each call of a check that trains or "
+                        "samples); past it, it scores what it had passed")
     parser.add_argument("--unsafe", action="store_true",
                         help="run student code WITHOUT the sandbox (where bubblewrap cannot "
                         "run); never on code you distrust")
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     for option, value in (("--timeout", args.timeout),
                            ("--submission-timeout", args.submission_timeout)):
-        if not value > 0:  # NaN too
+        if value is not None and not value > 0:  # NaN too
             raise UsageError(f"{option} must be positive, got {value}")
     shard = parse_shard(args.shard)
     if args.merge and (shard or args.student or args.force):

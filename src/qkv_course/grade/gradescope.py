@@ -70,6 +70,7 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
         UsageError: no notebook, or several, in ``submission_dir``.
     """
     from . import Pool, SandboxUnavailable
+    from .limits import Limits
 
     plans = run.plans_of(course, assignment)
     found = sorted(p for p in submission_dir.glob("*.ipynb") if not p.name.startswith("."))
@@ -81,13 +82,14 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
     job = (student or student_of(submission_dir), p, found[0])
     key = course_key(course)
     try:
-        with Pool(1, hide=[str(course)]) as pool:
+        limits_ = Limits(wall_s=run.submission_budget({p.notebook: p}))
+        with Pool(1, hide=[str(course)], limits=limits_) as pool:
             return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), True)
     except SandboxUnavailable as e:
         if not unsafe_fallback:
             raise
         why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-    with Pool(1, unsafe=True) as pool:
+    with Pool(1, unsafe=True, limits=Limits(wall_s=run.submission_budget({p.notebook: p}))) as pool:
         return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), False, why)
 
 

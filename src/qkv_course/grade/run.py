@@ -157,6 +157,20 @@ def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[s
                    time.monotonic() - start)
 
 
+BASE_SUBMISSION_S = 120.0  # a submission's cells and its quick checks, on a loaded machine
+QUICK_CALL_S = 10.0  # a check's usual limit per call: within the base
+
+
+def submission_budget(plans: Dict[str, Plan]) -> float:
+    """The seconds one submission may take in all, when the instructor does not say: the base,
+    plus the own limit of every call of a check that trains or samples (a minute each). So an
+    assignment whose checks train a model (the capstone's ablation) is not cut short by a
+    limit made for quick ones, and a submission that only sleeps still ends."""
+    extra = [sum(s for s in (checks_api.seconds(c.check) for t in p.tests for c in t.calls)
+                 if s > QUICK_CALL_S) for p in plans.values()]
+    return BASE_SUBMISSION_S + max(extra, default=0.0)
+
+
 def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,
                 jobs: int = 2, shard: Optional[Tuple[int, int]] = None, force: bool = False,
                 unsafe: bool = False, merge: bool = False, compare: bool = False,
@@ -176,7 +190,7 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         compare: leave the gradebook as it is (nbgrader's) and echo one line per test
             whose score differs from it (:mod:`.compare`).
         limits: per-call time limits.
-        submission_s: seconds one submission may take in all (None: the sandbox's default).
+        submission_s: seconds one submission may take in all (None: :func:`submission_budget`).
         echo: where the summary's lines go.
     """
     started = time.monotonic()
@@ -256,7 +270,8 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
     try:
         # The course folder (gradebook, sources, other students' files) is out of the
         # sandbox's sight, whatever folder it is under.
-        caps = {} if submission_s is None else {"limits": sandbox.Limits(wall_s=submission_s)}
+        wall_s = submission_budget(plans) if submission_s is None else submission_s
+        caps = {"limits": sandbox.Limits(wall_s=wall_s)}
         with Pool(jobs, unsafe=unsafe, hide=[str(course)], **caps) as pool:
             _warm(pool, min(jobs, len(todo)))
             check_plans(plans)  # imports torch and the checks while the sandboxes start
