@@ -57,6 +57,11 @@ code-cell options and markdown-cell metadata:
       :from: 02-lookup
       ```
 
+The intro, the markdown cell right before the set-up cell, gets a generated ending: what the
+checks its test cells call try (dtypes, devices, time per call) and refuse, and the calls they
+note instead, made from the checks themselves by :mod:`qkv_course.checks_intro` (never typed in
+the source).
+
 Anything else is refused with a message naming the file and the cell: another option, a grade id
 missing or used twice, points missing on a graded cell or given to any other.
 The notebook gets nbgrader's schema-3 cell metadata, stable cell ids (the grade id, or
