@@ -202,9 +202,11 @@ def _devices(f: Facts) -> str:
 def _noted(f: Facts) -> str:
     # "nn.MultiheadAttention (its fast path)" and "(F.multi_head_attention_forward)": one name.
     parts = _code(dict.fromkeys(n.split(" (")[0] for n in f.noted))
-    if f.patterns:
+    # "_safe_softmax" says nothing more where "softmax" is listed.
+    patterns = [p for p in f.patterns if not any(q != p and q in p for q in f.patterns)]
+    if patterns:
         parts.append("any other torch function whose name contains "
-                     + _words(_code(f.patterns)).replace(" and ", " or "))
+                     + _words(_code(patterns)).replace(" and ", " or "))
     aside = f" ({_words(_code(f.helpers))} aside)" if f.helpers else ""
     if f.course:
         parts.append(f"the course's own `qkv`{aside}")
@@ -237,11 +239,16 @@ def paragraph(found: List[Facts], fresh: bool = False) -> str:
                       "far sooner than float32 "
                       "(a fill of `-1e9` or an unguarded `exp` overflows), so take dtypes from "
                       "the inputs.")
+    given: Dict[Tuple[str, ...], List[str]] = {}
     for f in found:
         if f.helpers:
-            text += _fill(f"While `{f.check}` runs, {_words(_code(f.helpers))} "
-                          f"{'is' if len(f.helpers) == 1 else 'are'} the course's version: a "
-                          "mistake in your own costs only its own test.")
+            given.setdefault(f.helpers, []).append(f"`{f.check}`")
+    for helpers, checks in given.items():
+        one, many = len(checks) == 1, len(helpers) > 1
+        text += _fill(f"While {_words(list(dict.fromkeys(checks)))} {'runs' if one else 'run'}, "
+                      f"{_words(_code(helpers))} {'are' if many else 'is'} the course's "
+                      f"version{'s' if many else ''}: a mistake in your own costs only its own "
+                      "test.")
     refused = ["a wrong value or shape (it names the input, and the known mistake it "
                "recognises)", "an exception", "inputs changed in place",
                "a result on another device than the inputs",
