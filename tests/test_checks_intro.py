@@ -19,7 +19,8 @@ from qkv_course import checks_intro
 from qkv_course.config import ROOT
 
 SOURCES = sorted(ROOT.glob("solutions/*/*.md"))
-ROW = re.compile(r"^\| `(check_\w+)\((\w+)((?:, \w+=[^,)]+)*)\)` \| (.*?) \| (.*?) \| (.*?) \|$", re.M)
+ROW = re.compile(r"^\| `(check_\w+)\((\w+)((?:, \w+=[^,)]+)*)\)` \| (.*?) \| (.*?) \| (.*?) \|$",
+                 re.M)
 
 
 def _intro(nb) -> str:
@@ -108,7 +109,7 @@ def test_each_row_says_the_dtypes_and_calls_the_check_makes(blocks):
     rows, spied = _rows(blocks), 0
     assert len(rows) >= 40
     for m in rows:
-        name, answer, options, inputs, where = m.group(1), m.group(2), m.group(3), m.group(4), m.group(5)
+        name, answer, options, inputs, where = m.group(1, 2, 3, 4, 5)
         check = grading.CHECKS[name]
         assert ("CUDA too" in where) == check.every_device, m.group(0)
         if answer[:1].isupper():  # a module: built by the check, not a spy's business

@@ -23,7 +23,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-BEGIN = "<!-- BEGIN CHECKS: made from the checks by `python -m qkv_course generate`; do not edit -->"
+BEGIN = ("<!-- BEGIN CHECKS: made from the checks by `python -m qkv_course generate`; "
+         "do not edit -->")
 END = "<!-- END CHECKS -->"
 
 #: The order dtypes are listed in: the usual ones, then half precision.
@@ -235,8 +236,8 @@ def paragraph(found: List[Facts], fresh: bool = False) -> str:
     text += [*rows, ""]
     half = sorted({d for f in found for d in f.dtypes if d in HALF}, key=DTYPES.index)
     if half:
-        text += _fill(f"Half precision is tried: {_words(half)} {'end' if len(half) > 1 else 'ends'} "
-                      "far sooner than float32 "
+        ends = "end" if len(half) > 1 else "ends"
+        text += _fill(f"Half precision is tried: {_words(half)} {ends} far sooner than float32 "
                       "(a fill of `-1e9` or an unguarded `exp` overflows), so take dtypes from "
                       "the inputs.")
     given: Dict[Tuple[str, ...], List[str]] = {}
