@@ -118,6 +118,17 @@ def test_training_memory_grows_linearly_not_quadratically():
     assert eff_peaks[1] < ref_peaks[1] / 8, (eff_peaks, ref_peaks)
 
 
+def test_peak_memory_is_measured_without_a_warning():
+    # Chapter 8 measures on the page: torch 2.11 warned "Profiler clears events at the end of
+    # each cycle" there (on stderr) until the profile accumulated its one cycle's events.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        peak = peak_cpu_memory(lambda: torch.ones(1000, dtype=torch.float64) * 2)
+    assert peak >= 8000
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

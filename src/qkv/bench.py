@@ -139,7 +139,9 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
 
     v.require_callable("fn", fn)
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    # acc_events=True: one profile, one cycle, the same events; without it torch 2.11 warns
+    # "Profiler clears events at the end of each cycle" on every page that measures (torch >= 2.4).
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True) as prof:
         fn()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     events = [e for e in events if e.device_type() == torch.autograd.DeviceType.CPU]

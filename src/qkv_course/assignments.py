@@ -57,6 +57,11 @@ code-cell options and markdown-cell metadata:
       :from: 02-lookup
       ```
 
+The intro, the markdown cell right before the set-up cell, gets a generated ending: what the
+checks its test cells call try (dtypes, devices, time per call) and refuse, and the calls they
+note instead, made from the checks themselves by :mod:`qkv_course.checks_intro` (never typed in
+the source).
+
 Anything else is refused with a message naming the file and the cell: another option, a grade id
 missing or used twice, points missing on a graded cell or given to any other.
 The notebook gets nbgrader's schema-3 cell metadata, stable cell ids (the grade id, or
@@ -73,6 +78,7 @@ import jupytext
 import nbformat
 from nbformat import NotebookNode
 
+from . import checks_intro
 from .config import ROOT, release_tag, repository_url
 from .generate import COMMAND
 from .graded import did_you_mean
@@ -214,8 +220,23 @@ def notebook(path: Path, root: Path = ROOT) -> NotebookNode:
                 raise SourceError(f"{where}: grade id {grade_id!r} is already used by {seen[grade_id]}")
             seen[grade_id] = f"cell {index + 1}"
         nb.cells.append(new)
+    _end_intro(nb, [c.source for c in source.cells if "tests" in c.metadata])
     nbformat.validate(nb)
     return nb
+
+
+def _end_intro(nb: NotebookNode, tests: list) -> None:
+    """Append what the checks try and refuse (:mod:`.checks_intro`) to the intro, in place.
+
+    The intro is the markdown cell right before the set-up cell; a notebook without one, or
+    whose tests call no check, is left as it is.
+    """
+    text = checks_intro.block(tests)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    at = ids.index(SETUP_ID) if SETUP_ID in ids else 0
+    if text and at > 0 and nb.cells[at - 1].cell_type == "markdown":
+        intro = nb.cells[at - 1]
+        intro.source = checks_intro.split(intro.source)[0] + "\n\n" + text
 
 
 def stamp(nb: NotebookNode, source: str) -> None:

@@ -256,6 +256,11 @@ MHA_WRONG = {
     "dropout of its own left on in eval": (make_mha(dropout="fixed half"),
                                            "gave different outputs: dropout is still on"),
     "k_proj as wide as embed_dim": (make_mha(k_width="embed"), "self.k_proj.weight has shape"),
+    # The weight-shape message's hint says where the width comes from.
+    "k_proj as wide as embed_dim (its hint)": (make_mha(k_width="embed"),
+                                               "k_proj = nn.Linear(kdim, embed_dim)"),
+    "dropout of its own left on in eval (its hint)": (make_mha(dropout="fixed half"),
+                                                      "F.dropout needs training=self.training"),
     "-1e9 fill (overflows in float16)": (make_mha(fill=-1e9), "a finite fill like -1e9"),
     "the (L, S) mask ignored": (make_mha(ignore="mask"), "the mask ignored"),
     "key_mask ignored": (make_mha(ignore="key_mask"), "key_mask ignored"),
