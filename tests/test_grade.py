@@ -327,3 +327,51 @@ def test_a_submission_s_time_grows_with_the_checks_that_train():
                 and grading.CHECKS[c.check].seconds > run.QUICK_CALL_S]
         assert run.submission_budget(plans) == run.BASE_SUBMISSION_S + sum(slow)
     assert run.submission_budget(run.plans_of(root, "11-capstone")) >= 240
+
+
+def test_a_per_student_question_is_judged_with_the_student_s_own_parameters():
+    """``check_question("multi_head_q1", multi_head_q1, embed_dim=embed_dim)``: the plan keeps
+    the parameter's variable, and the grader judges the answer with the value the student's
+    notebook gave it (a classmate's number for another embed_dim is wrong)."""
+    import qkv
+    from qkv_course.grade import judge
+
+    root = Path(__file__).resolve().parents[1]
+    p = plan_mod.plan(root / "solutions" / "05-multi-head" / "multi_head.ipynb")
+    [call] = [c for t in p.tests if t.grade_id == "test_multi_head_q1" for c in t.calls]
+    assert call.options == {"embed_dim": "embed_dim"}
+    assert call.describe() == 'check_question("multi_head_q1", multi_head_q1, embed_dim=embed_dim)'
+
+    class Sub:  # the sandbox's answers to the grader, as data
+        def __init__(self, values):
+            self.values = values
+
+        def value(self, name, timeout):
+            return self.values.get(name, judge.Missing)
+
+    right = sum(x.numel() for x in qkv.MultiHeadAttention(192, 8).parameters())
+    limits = judge.Timeouts()
+    result, failed = judge.run_call(Sub({"multi_head_q1": right, "embed_dim": 192}), call, None,
+                                    limits)
+    assert failed is None and result.passed
+    result, _ = judge.run_call(Sub({"multi_head_q1": right, "embed_dim": 64}), call, None, limits)
+    assert not result.passed
+    result, _ = judge.run_call(Sub({"multi_head_q1": right}), call, None, limits)
+    assert isinstance(result, judge.NotAnswered) and "embed_dim is not set" in result.what
+
+
+def test_the_code_an_answer_cell_is_given_is_not_flagged_but_a_student_s_own_use_is():
+    """Assignment 11 hands the student ``qkv.ablation_loss`` in the ``ablation`` answer cell:
+    every honest submission calls it, so it is not delegation; a call of the course's code
+    the release did not give still is."""
+    from qkv_course.grade import flags
+
+    root = Path(__file__).resolve().parents[1]
+    p = plan_mod.plan(root / "solutions" / "11-capstone" / "capstone.ipynb")
+    given = run._given(p)
+    assert "qkv.ablation_loss" in given["ablation"]
+    assert flags.static_flags("check_ablation", given["ablation"], [], given["ablation"]) == []
+    assert flags.static_flags("check_ablation", given["ablation"], [], "")  # without: flagged
+    own = given["ablation"] + "\nqkv.Block\n"
+    assert flags.static_flags("check_ablation", own, [], given["ablation"]) == [
+        "uses the course's reference (qkv.Block)"]

@@ -16,7 +16,7 @@ the student, the test and what was seen, from two sources:
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterable, List, Set
+from typing import Dict, Iterable, List, Optional, Set
 
 SOFTMAX = ("softmax",)
 ATTENTION = ("scaled_dot_product_attention", "multiheadattention", "multi_head_attention",
@@ -54,6 +54,8 @@ def names_in(source: str) -> Set[str]:
             # delegation; its module's is).
             if node.attr in defined and path and path.split(".")[0] not in ("self", "cls"):
                 shadowed.add(path)
+            if path.startswith("qkv."):  # which of the course's names: given, or the student's
+                found.add(path)
         elif isinstance(node, ast.Name):
             found.add(node.id)
     return (found - defined) | shadowed  # the student's own functions are not delegation
@@ -83,16 +85,20 @@ def _delegates(check: str, names: Iterable[str]) -> List[str]:
     return seen
 
 
-def static_flags(check: str, answer_source: str, added: Iterable[str]) -> List[str]:
-    """What a static reading finds in the code that can define an exercise's answer."""
+def static_flags(check: str, answer_source: str, added: Iterable[str],
+                 given: str = "") -> List[str]:
+    """What a static reading finds in the code that can define an exercise's answer; the
+    names the release itself wrote in the answer cell (``given``: the assignment hands the
+    student ``qkv.ablation_loss`` to call) are the instructor's, not delegation."""
     names = names_in(answer_source)
     for source in added:
         names |= names_in(source)
-    return _delegates(check, names)
+    return _delegates(check, names - names_in(given))
 
 
 def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str],
-              calls_by_test: Dict[str, List[tuple]]) -> List[Dict[str, str]]:
+              calls_by_test: Dict[str, List[tuple]],
+              given: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
     """Every flag of a submission: ``{"test", "source", "detail"}``.
 
     Args:
@@ -100,6 +106,7 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
         answers: the student's answer cells by id.
         added: the cells the student added.
         calls_by_test: test id -> ``[(check, answer name)]`` from the instructor's plan.
+        given: answer id -> the code the release wrote in that answer cell (not flagged).
     """
     flags = []
     for test in record_tests:
@@ -108,7 +115,8 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
         for check, answer in calls_by_test.get(test["grade_id"], []):
             if check == "check_question":
                 continue
-            for detail in static_flags(check, answers.get(answer, ""), added):
+            for detail in static_flags(check, answers.get(answer, ""), added,
+                                       (given or {}).get(answer, "")):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})
     unique = {(f["test"], f["source"], f["detail"]): f for f in flags}

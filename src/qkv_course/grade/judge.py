@@ -106,6 +106,17 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any
         if isinstance(value, NotData):
             return NotAnswered(f"{call.answer} is a {value.type}: the question asks for a "
                                "number or a string"), None
+        if call.options:  # a per-student question: judged with the student's parameters
+            given = {"answer": value}
+            for param, variable in call.options.items():
+                got = sub.value(variable, limits.value_s)
+                if isinstance(got, Failed):
+                    return None, got.reason
+                if got is Missing or isinstance(got, NotData):
+                    return NotAnswered(f"{variable} is not set: run the cell that computes it "
+                                       "from your seed"), None
+                given[param] = got
+            value = given
         return checks_api.question(call.question, value), None
     outcomes = []
     for args, kwargs in checks_api.calls(call.check, seed, call.options):

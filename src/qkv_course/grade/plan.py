@@ -59,7 +59,8 @@ class Call:
     def describe(self) -> str:
         """The call as the cell writes it (for messages)."""
         if self.check == QUESTION:
-            return f'{QUESTION}("{self.question}", {self.answer})'
+            params = "".join(f", {k}={v}" for k, v in self.options.items())
+            return f'{QUESTION}("{self.question}", {self.answer}{params})'
         args = [self.answer] + ([] if self.seed is DEFAULT else [f"seed={self.seed!r}"])
         args += [f"{k}={v!r}" for k, v in self.options.items()]
         return f"{self.check}({', '.join(args)})"
@@ -152,10 +153,17 @@ def check_calls(source: str, test: str) -> Tuple[Call, ...]:
             continue
         name = node.func.id
         if name == QUESTION:
-            if (len(node.args) != 2 or node.keywords or not isinstance(node.args[1], ast.Name)
-                    or not isinstance(node.args[0], ast.Constant)):
-                raise UsageError(f"test cell {test}: check_question takes (\"id\", answer)")
-            found.append(Call(QUESTION, node.args[1].id, question=str(node.args[0].value)))
+            # A per-student question passes its parameters as the notebook's variables
+            # (``embed_dim=embed_dim``): options map each parameter to its variable's name.
+            if (len(node.args) != 2 or not isinstance(node.args[1], ast.Name)
+                    or not isinstance(node.args[0], ast.Constant)
+                    or any(kw.arg is None or not isinstance(kw.value, ast.Name)
+                           for kw in node.keywords)):
+                raise UsageError(f"test cell {test}: check_question takes (\"id\", answer) and, "
+                                 "for a per-student question, its parameters as variables "
+                                 "(embed_dim=embed_dim)")
+            found.append(Call(QUESTION, node.args[1].id, question=str(node.args[0].value),
+                              options={kw.arg: kw.value.id for kw in node.keywords}))
             continue
         if not node.args or not isinstance(node.args[0], ast.Name):
             raise UsageError(f"test cell {test}: {ast.unparse(node)} does not pass an answer "

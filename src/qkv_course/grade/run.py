@@ -125,7 +125,20 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             "manual_tests": p.manual_tests, "answers": sub.answers, "written": sub.written,
             "added": [list(a) for a in sub.added], "problems": sub.problems, "cells": cells,
             "sandbox": sandbox,
-            "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls)}
+            "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
+                                     given=_given(p))}
+
+
+def _given(p: Plan) -> Dict[str, str]:
+    """The code the release gives in each answer cell (grade id -> source): what the
+    instructor wrote there is no student's delegation."""
+    given = {}
+    for cell in p.skeleton.get("cells", []):
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in p.answers:
+            source = cell.get("source", "")
+            given[grade_id] = "".join(source) if isinstance(source, list) else str(source)
+    return given
 
 
 def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
