@@ -216,3 +216,26 @@ def alibi_far_weight(head, generator):
         ~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
     far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] > 16)[32:]
     return (torch.softmax(scores, -1)[32:] * far).sum(-1).mean().item()
+
+
+def grouped_causal_linear_attention(query, key, value, tile=False):
+    """A loop over the positions, as a student may write the linear-time form."""
+    G = query.shape[1] // key.shape[1]
+    if tile:
+        key, value = key.repeat(1, G, 1, 1), value.repeat(1, G, 1, 1)
+    else:
+        key, value = key.repeat_interleave(G, dim=1), value.repeat_interleave(G, dim=1)
+    phi_q, phi_k = F.elu(query) + 1, F.elu(key) + 1
+    S = torch.zeros(*key.shape[:2], key.shape[-1], value.shape[-1], dtype=query.dtype)
+    z = torch.zeros(*key.shape[:2], key.shape[-1], dtype=query.dtype)
+    out = []
+    for i in range(query.shape[2]):
+        S = S + phi_k[:, :, i, :, None] * value[:, :, i, None, :]
+        z = z + phi_k[:, :, i]
+        num = (phi_q[:, :, i, None, :] @ S)[:, :, 0]
+        out.append(num / ((phi_q[:, :, i] * z).sum(-1, keepdim=True) + 1e-6))
+    return torch.stack(out, dim=2)
+
+
+def grouped_causal_linear_attention_tiled(query, key, value):
+    return grouped_causal_linear_attention(query, key, value, tile=True)

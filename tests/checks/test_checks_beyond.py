@@ -30,6 +30,8 @@ FUNCTIONS = [
      a.multi_head_self_attention_model_scale, "scaled by sqrt(D)"),
     ("check_apply_rope_scaled", a.apply_rope_scaled, a.apply_rope_scaled_multiplied,
      "multiplied by the factor"),
+    ("check_grouped_causal_linear_attention", a.grouped_causal_linear_attention,
+     a.grouped_causal_linear_attention_tiled, "tiled (repeat) instead of grouped"),
     ("check_mean_ablate", a.mean_ablate, a.mean_ablate_features, "the mean over the features"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_unshifted, "scored on token t"),
 ]

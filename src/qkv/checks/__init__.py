@@ -95,6 +95,7 @@ from .scaling import (  # noqa: F401
 from .variants import (  # noqa: F401
     check_causal_mask_bottom_right,
     check_dilated_window_mask_mod,
+    check_grouped_causal_linear_attention,
     check_grouped_query_attention,
     check_linear_attention,
     check_linear_gap,
@@ -123,6 +124,7 @@ __all__ = [
     "check_dilated_window_mask_mod",
     "check_dot_product_variance",
     "check_fp16_overflow_rate",
+    "check_grouped_causal_linear_attention",
     "check_grouped_query_attention",
     "check_kv_cache_step",
     "check_linear_attention",
