@@ -239,3 +239,38 @@ def grouped_causal_linear_attention(query, key, value, tile=False):
 
 def grouped_causal_linear_attention_tiled(query, key, value):
     return grouped_causal_linear_attention(query, key, value, tile=True)
+
+
+def duplicate_token_score(weights, tokens):
+    same = (tokens[:, :, None] == tokens[:, None, :]).tril(-1)  # earlier keys with the same token
+    on = (weights * same[:, None]).sum(-1)  # (B, H, T)
+    return on.permute(1, 0, 2)[:, same.any(-1)].mean(-1)
+
+
+def duplicate_token_score_induction(weights, tokens):
+    same = (tokens[:, :, None] == tokens[:, None, :]).tril(-1)
+    after = F.pad(same[..., :-1], (1, 0))  # the key after each earlier occurrence
+    on = (weights * after[:, None]).sum(-1)
+    return on.permute(1, 0, 2)[:, same.any(-1)].mean(-1)
+
+
+@torch.no_grad()
+def ablation_rise(model, layer, head, how, generator, absolute=False):
+    """The experiment as a student writes it, with its own hook for mean ablation."""
+    import qkv
+
+    batch = qkv.InductionTask().sample(64, generator)
+    base = repeat_loss(model(batch.tokens)[0], batch.tokens, batch.repeat)
+    if how == "zero":
+        with qkv.ablate_heads(model, [(layer, head)]):
+            logits = model(batch.tokens)[0]
+    else:
+        attention = model.layers[layer]
+        hook = attention.out_proj.register_forward_pre_hook(
+            lambda module, inputs: (mean_ablate(inputs[0], [head], attention.num_heads),))
+        try:
+            logits = model(batch.tokens)[0]
+        finally:
+            hook.remove()
+    loss = repeat_loss(logits, batch.tokens, batch.repeat)
+    return (loss if absolute else loss - base).item()

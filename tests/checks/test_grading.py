@@ -51,7 +51,8 @@ REFERENCES = {
         "streaming_attention", "fp16_overflow_rate", "linear_attention", "linear_gap",
         "dilated_window_mask_mod", "padded_bahdanau_weights", "top_k_lookup", "lookup_entropy",
         "self_attention_no_self", "self_weight", "multi_head_self_attention", "apply_rope_scaled",
-        "mean_ablate", "repeat_loss", "grouped_causal_linear_attention")},
+        "mean_ablate", "repeat_loss", "grouped_causal_linear_attention",
+        "duplicate_token_score", "ablation_rise")},
     "check_alibi_far_weight": answers_beyond.alibi_far_weight,
 }
 OPTIONS = [(name, {}) for name in REFERENCES] + [

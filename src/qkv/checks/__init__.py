@@ -45,6 +45,8 @@ from .efficient import (  # noqa: F401
     check_streaming_attention,
 )
 from .heads import (  # noqa: F401
+    check_ablation_rise,
+    check_duplicate_token_score,
     check_mean_ablate,
     check_repeat_loss,
 )
@@ -107,6 +109,7 @@ __all__ = [
     "CheckResult",
     "check_MultiHeadAttention",
     "check_ablation",
+    "check_ablation_rise",
     "check_additive_score",
     "check_alibi_bias",
     "check_alibi_far_weight",
@@ -123,6 +126,7 @@ __all__ = [
     "check_cross_attention",
     "check_dilated_window_mask_mod",
     "check_dot_product_variance",
+    "check_duplicate_token_score",
     "check_fp16_overflow_rate",
     "check_grouped_causal_linear_attention",
     "check_grouped_query_attention",

@@ -268,4 +268,5 @@ def check_grouped_causal_linear_attention(grouped_causal_linear_attention: Calla
         CheckFailed: naming the input it fails on and what to look at.
     """
     __tracebackhide__ = True
-    run_check(CHECKS["check_grouped_causal_linear_attention"], grouped_causal_linear_attention, seed)
+    run_check(CHECKS["check_grouped_causal_linear_attention"], grouped_causal_linear_attention,
+              seed)
