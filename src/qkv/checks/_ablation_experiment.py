@@ -1,18 +1,19 @@
 """Assignment 10's experiment: how much the loss on the repeat rises when one head of a trained
 model is removed, by zero or by mean ablation, judged as a measurement (see :mod:`._experiment`).
 
-The student's ``ablation_rise(model, layer, head, how, generator)`` needs a trained model, and a
-model does not cross the sandbox's boundary (only data does). So each side trains the same one:
-the chapter's two-layer attention-only model on the induction task, from a fixed seed, on one
-CPU thread (the same arithmetic in the kernel, the sandbox and the grader), once per process (a
-few seconds). Every call gets a fresh copy, so an answer that leaves a head removed spoils
-nothing after it; the global random state of the student's kernel is left as it was.
+The student's ``ablation_rise(model, layer, head, how, generator)`` needs a trained model. The
+trusted side (the grader's parent, or the student's kernel) trains it once per process: the
+chapter's two-layer attention-only model on the induction task, from a fixed seed, on one CPU
+thread (a few seconds), its global random state left as it was. A model is not data, so its
+weights cross the sandbox's boundary as tensors, with every call, and the sandbox builds a
+fresh model from them for each call: an answer that leaves a head removed spoils nothing after
+it, and the sandbox trains nothing.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -46,14 +47,18 @@ def _trained_state() -> Dict[str, Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def trained_model() -> qkv.AttentionOnlyTransformer:
-    """A fresh copy of the experiment's trained model (trained on the first call)."""
-    state = _trained_state()
+def _model_from(values: Sequence[Tensor]) -> qkv.AttentionOnlyTransformer:
+    """The chapter's model with these weights, in its ``state_dict``'s order."""
     task = qkv.InductionTask()
     with torch.random.fork_rng(devices=[]):
         model = qkv.AttentionOnlyTransformer(task.vocab_size, task.length)
-    model.load_state_dict(state)
+    model.load_state_dict(dict(zip(model.state_dict(), values)))
     return model.eval()
+
+
+def trained_model() -> qkv.AttentionOnlyTransformer:
+    """A fresh copy of the experiment's trained model (trained on the first call)."""
+    return _model_from(list(_trained_state().values()))
 
 
 def _mean_ablated_logits(model: Any, layer: int, head: int, tokens: Tensor) -> Tensor:
@@ -99,15 +104,17 @@ _GIVEN = {**ABLATION_RISE.helpers, "InductionTask": qkv.InductionTask,
 
 class AblationCheck(ExperimentCheck):
     """An :class:`ExperimentCheck` whose student's function gets the trained model first:
-    ``ablation_rise(model, *setting, generator)``, the model built in the sandbox."""
+    ``ablation_rise(model, *setting, generator)``; each input is ``(weights, *setting, seed)``
+    and the model is built from the weights where the student's code runs."""
 
     def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
-        _trained_state()  # trained here, where it is not counted against a call's time limit
-        return super().calls(seed, **options)
+        # Trained here, on the trusted side, outside a call's time limit; the weights are data.
+        weights = tuple(_trained_state().values())
+        return [((weights, *args), kwargs) for args, kwargs in super().calls(seed, **options)]
 
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
-        *setting, s = args
-        model = trained_model()
+        weights, *setting, s = args
+        model = _model_from(weights)
         with reference_helpers(student, self.exp.helpers):
             got = student(model, *setting, torch.Generator().manual_seed(s))
         return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, _GIVEN))
