@@ -110,3 +110,11 @@ def test_the_ablation_experiment_gets_a_fresh_model_each_call():
     with pytest.raises(AssertionError, match="not a measurement"):
         checks.check_ablation_rise(leaves_it_removed)
     checks.check_ablation_rise(a.ablation_rise)
+
+
+def test_the_grader_prepares_the_experiment_s_model_before_any_clock_runs():
+    from qkv.checks import _ablation_experiment, grading
+
+    for name in grading.CHECKS:  # every check can be prepared; most have nothing to do
+        grading.prepare(name)
+    assert _ablation_experiment._trained_state.cache_info().currsize == 1

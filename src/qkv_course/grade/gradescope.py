@@ -80,6 +80,7 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
         raise UsageError(f"{found[0].name} is none of {', '.join(sorted(plans))}")
     job = (student or student_of(submission_dir), p, found[0])
     key = course_key(course)
+    run.prepare_checks({p.notebook: p})
     try:
         with Pool(1, hide=[str(course)]) as pool:
             return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), True)
