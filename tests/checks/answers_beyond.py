@@ -286,3 +286,59 @@ def apply_rope(x, offset=0, base=10000.0):
 def apply_partial_rope_with_mine(x, rotary_dim, offset=0, base=10000.0):
     """Written otherwise: the student's own apply_rope on the slice, then the rest."""
     return torch.cat((apply_rope(x[..., :rotary_dim], offset, base), x[..., rotary_dim:]), -1)
+def grouped_causal_linear_attention(query, key, value, tile=False):
+    """A loop over the positions, as a student may write the linear-time form."""
+    G = query.shape[1] // key.shape[1]
+    if tile:
+        key, value = key.repeat(1, G, 1, 1), value.repeat(1, G, 1, 1)
+    else:
+        key, value = key.repeat_interleave(G, dim=1), value.repeat_interleave(G, dim=1)
+    phi_q, phi_k = F.elu(query) + 1, F.elu(key) + 1
+    S = torch.zeros(*key.shape[:2], key.shape[-1], value.shape[-1], dtype=query.dtype)
+    z = torch.zeros(*key.shape[:2], key.shape[-1], dtype=query.dtype)
+    out = []
+    for i in range(query.shape[2]):
+        S = S + phi_k[:, :, i, :, None] * value[:, :, i, None, :]
+        z = z + phi_k[:, :, i]
+        num = (phi_q[:, :, i, None, :] @ S)[:, :, 0]
+        out.append(num / ((phi_q[:, :, i] * z).sum(-1, keepdim=True) + 1e-6))
+    return torch.stack(out, dim=2)
+
+
+def grouped_causal_linear_attention_tiled(query, key, value):
+    return grouped_causal_linear_attention(query, key, value, tile=True)
+
+
+def duplicate_token_score(weights, tokens):
+    same = (tokens[:, :, None] == tokens[:, None, :]).tril(-1)  # earlier keys with the same token
+    on = (weights * same[:, None]).sum(-1)  # (B, H, T)
+    return on.permute(1, 0, 2)[:, same.any(-1)].mean(-1)
+
+
+def duplicate_token_score_induction(weights, tokens):
+    same = (tokens[:, :, None] == tokens[:, None, :]).tril(-1)
+    after = F.pad(same[..., :-1], (1, 0))  # the key after each earlier occurrence
+    on = (weights * after[:, None]).sum(-1)
+    return on.permute(1, 0, 2)[:, same.any(-1)].mean(-1)
+
+
+@torch.no_grad()
+def ablation_rise(model, layer, head, how, generator, absolute=False):
+    """The experiment as a student writes it, with its own hook for mean ablation."""
+    import qkv
+
+    batch = qkv.InductionTask().sample(64, generator)
+    base = repeat_loss(model(batch.tokens)[0], batch.tokens, batch.repeat)
+    if how == "zero":
+        with qkv.ablate_heads(model, [(layer, head)]):
+            logits = model(batch.tokens)[0]
+    else:
+        attention = model.layers[layer]
+        hook = attention.out_proj.register_forward_pre_hook(
+            lambda module, inputs: (mean_ablate(inputs[0], [head], attention.num_heads),))
+        try:
+            logits = model(batch.tokens)[0]
+        finally:
+            hook.remove()
+    loss = repeat_loss(logits, batch.tokens, batch.repeat)
+    return (loss if absolute else loss - base).item()

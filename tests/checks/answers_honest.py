@@ -221,6 +221,31 @@ def kv_mask_without_device(query, key, value, k_cache=None, v_cache=None, scale=
     return (w / w.sum(-1, keepdim=True)) @ value, key, value
 
 
+def grouped_linear_quadratic(query, key, value):
+    """The debugged causal linear attention written as (L, L) weights, the heads grouped by a
+    view instead of copied."""
+    B, Hq, L, E = query.shape
+    Hkv = key.shape[1]
+    phi_q = (torch.nn.functional.elu(query) + 1).reshape(B, Hkv, Hq // Hkv, L, E)
+    phi_k = (torch.nn.functional.elu(key) + 1)[:, :, None]
+    sim = (phi_q @ phi_k.transpose(-2, -1)).tril()
+    out = sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value[:, :, None]
+    return out.reshape(B, Hq, L, value.shape[-1])
+
+
+def duplicate_score_loops(weights, tokens):
+    """The duplicate-token score by Python loops over the (sequence, query) pairs."""
+    B, H, T, _ = weights.shape
+    total, pairs = torch.zeros(H, dtype=weights.dtype), 0
+    for b in range(B):
+        for t in range(T):
+            earlier = [j for j in range(t) if tokens[b, j] == tokens[b, t]]
+            if earlier:
+                total = total + weights[b, :, t, earlier].sum(-1)
+                pairs += 1
+    return total / pairs
+
+
 OTHERWISE = {
     "softmax by recursion": ("check_softmax", softmax_recursive, {}),
     "attention_scores with an lru_cache'd scale and einsum": (
@@ -234,4 +259,7 @@ OTHERWISE = {
     "kv_cache_step with a mask made without device=": (
         "check_kv_cache_step", kv_mask_without_device, {}),
     "MultiHeadAttention": ("check_MultiHeadAttention", next(iter(MHA_RIGHT.values())), {}),
+    "grouped causal linear attention as (L, L) weights, heads grouped by a view": (
+        "check_grouped_causal_linear_attention", grouped_linear_quadratic, {}),
+    "duplicate_token_score by loops": ("check_duplicate_token_score", duplicate_score_loops, {}),
 }

@@ -34,6 +34,10 @@ FUNCTIONS = [
      a.talking_heads_attention_transposed, "mixing matrices transposed"),
     ("check_apply_partial_rope", a.apply_partial_rope, a.apply_partial_rope_full_width,
      "frequencies over the full width E"),
+    ("check_grouped_causal_linear_attention", a.grouped_causal_linear_attention,
+     a.grouped_causal_linear_attention_tiled, "tiled (repeat) instead of grouped"),
+    ("check_duplicate_token_score", a.duplicate_token_score, a.duplicate_token_score_induction,
+     "off by one: the key after the earlier occurrence"),
     ("check_mean_ablate", a.mean_ablate, a.mean_ablate_features, "the mean over the features"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_unshifted, "scored on token t"),
 ]
@@ -109,3 +113,35 @@ def test_the_alibi_experiment_uses_the_student_s_bias():
     checks.check_alibi_far_weight(alibi_far_weight)
     with pytest.raises(AssertionError, match="averages"):
         checks.check_alibi_far_weight(lambda head, g: alibi_far_weight(7 - head, g))
+
+
+def test_the_ablation_experiment_is_judged_on_a_trained_model():
+    checks.check_ablation_rise(a.ablation_rise)
+    with pytest.raises(AssertionError, match="not a measurement"):
+        checks.check_ablation_rise(lambda *args: 0.25)
+    with pytest.raises(AssertionError, match="averages"):  # the loss, not its rise
+        checks.check_ablation_rise(lambda *args: a.ablation_rise(*args, absolute=True))
+    with pytest.raises(AssertionError, match="averages"):  # another head
+        checks.check_ablation_rise(lambda m, layer, head, how, g: a.ablation_rise(
+            m, 1 - layer, head, how, g))
+    with pytest.raises(AssertionError, match="identically seeded"):
+        checks.check_ablation_rise(lambda *args: a.ablation_rise(*args[:-1], torch.Generator(
+            ).manual_seed(int(torch.randint(10**6, ())))))
+
+
+def test_the_ablation_experiment_gets_a_fresh_model_each_call():
+    def leaves_it_removed(model, layer, head, how, generator):
+        model.layers[layer].out_proj.weight.data.zero_()  # spoils this copy only
+        return 0.0
+
+    with pytest.raises(AssertionError, match="not a measurement"):
+        checks.check_ablation_rise(leaves_it_removed)
+    checks.check_ablation_rise(a.ablation_rise)
+
+
+def test_the_grader_prepares_the_experiment_s_model_before_any_clock_runs():
+    from qkv.checks import _ablation_experiment, grading
+
+    for name in grading.CHECKS:  # every check can be prepared; most have nothing to do
+        grading.prepare(name)
+    assert _ablation_experiment._trained_state.cache_info().currsize == 1

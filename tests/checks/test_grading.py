@@ -61,7 +61,8 @@ REFERENCES = {
         "dilated_window_mask_mod", "padded_bahdanau_weights", "top_k_lookup", "lookup_entropy",
         "self_attention_no_self", "self_weight", "multi_head_self_attention", "apply_rope_scaled",
         "mean_ablate", "repeat_loss", "talking_heads_attention", "head_difference",
-        "apply_partial_rope")},
+        "apply_partial_rope", "grouped_causal_linear_attention", "duplicate_token_score",
+        "ablation_rise")},
     "check_alibi_far_weight": answers_beyond.alibi_far_weight,
     # The variations of assignments 1 to 4 (functions the reference does not contain).
     **{f"check_{name}": getattr(answers_variations, name) for name in (

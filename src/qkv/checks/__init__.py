@@ -51,6 +51,8 @@ from .efficient import (  # noqa: F401
     check_streaming_attention,
 )
 from .heads import (  # noqa: F401
+    check_ablation_rise,
+    check_duplicate_token_score,
     check_mean_ablate,
     check_repeat_loss,
 )
@@ -107,6 +109,7 @@ from .scaling import (  # noqa: F401
 from .variants import (  # noqa: F401
     check_causal_mask_bottom_right,
     check_dilated_window_mask_mod,
+    check_grouped_causal_linear_attention,
     check_grouped_query_attention,
     check_linear_attention,
     check_linear_gap,
@@ -118,6 +121,7 @@ __all__ = [
     "CheckResult",
     "check_MultiHeadAttention",
     "check_ablation",
+    "check_ablation_rise",
     "check_additive_score",
     "check_alibi_bias",
     "check_alibi_far_weight",
@@ -138,7 +142,9 @@ __all__ = [
     "check_dilated_window_mask_mod",
     "check_dot_product_variance",
     "check_dropout_block_forward",
+    "check_duplicate_token_score",
     "check_fp16_overflow_rate",
+    "check_grouped_causal_linear_attention",
     "check_grouped_query_attention",
     "check_head_difference",
     "check_kv_cache_step",

@@ -1,9 +1,11 @@
 """Assignment 9: exercises that copying a page cannot answer (see :mod:`._beyond`): linear
 attention, a FlexAttention ``mask_mod`` for a pattern the reference does not contain, and an
-experiment on how far linear attention is from softmax attention."""
+experiment on how far linear attention is from softmax attention, and a colleague's causal
+linear attention with grouped key/value heads to debug."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 from typing import Any
@@ -14,7 +16,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Mistake
+from .harness import Case, Exercise, Mistake, randn
 from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
 
 # --------------------------------------------------------------- assignment 9: linear, flex
@@ -120,3 +122,88 @@ DILATED_WINDOW_MASK_MOD = Exercise(
                 partial(_dilated_variant, strict=True)),
     ],
 )
+
+# --------------------------------------------------------------- assignment 9: debugging
+
+
+def grouped_causal_linear(query: Tensor, key: Tensor, value: Tensor, *, tile: bool = False,
+                          z_dim: int = 2, kv_dim: int = 2) -> Tensor:
+    """Causal linear attention (``elu + 1``) in linear time, ``Hq`` query heads sharing ``Hkv``
+    key/value heads (query head ``h`` uses ``h // G``); or the printed version's bugs put back:
+    ``tile`` (``repeat`` for ``repeat_interleave``), the normaliser's running sum over the
+    features (``z_dim=-1``), the running sum of ``phi(k) v^T`` over the features (``kv_dim=-2``)."""
+    G = query.shape[1] // key.shape[1]
+    if tile:
+        key, value = key.repeat(1, G, 1, 1), value.repeat(1, G, 1, 1)
+    else:
+        key, value = key.repeat_interleave(G, dim=1), value.repeat_interleave(G, dim=1)
+    phi_q, phi_k = qkv.elu_feature_map(query), qkv.elu_feature_map(key)
+    kv = torch.einsum("bhse,bhsv->bhsev", phi_k, value).cumsum(dim=kv_dim)
+    z = phi_k.cumsum(dim=z_dim)
+    num = torch.einsum("bhle,bhlev->bhlv", phi_q, kv)
+    return num / (torch.einsum("bhle,bhle->bhl", phi_q, z)[..., None] + 1e-6)
+
+
+_BUGS = (  # (the printed function's bug, its hint, the switch that puts it back)
+    ("key/value heads tiled (repeat) instead of grouped (repeat_interleave)",
+     "query head h uses key/value head h // G: repeat_interleave(G, dim=1) gives [a, a, b, b]; "
+     "repeat(1, G, 1, 1) gives [a, b, a, b]", {"tile": True}),
+    ("the normaliser's running sum over the features (cumsum(dim=-1)) instead of the positions",
+     "z_i = sum over j <= i of phi(k_j): a cumsum over the positions, dim 2 of (B, H, L, E)",
+     {"z_dim": -1}),
+    ("the running sum of phi(k_j) v_j^T over the features (cumsum(dim=-2) of a 5-d tensor) "
+     "instead of the positions",
+     "the outer products are (B, H, L, E, Ev): the positions are dim 2 there, not -2",
+     {"kv_dim": -2}),
+)
+
+
+def _bug_mistakes():
+    """The printed function with each non-empty set of its bugs left in, most bugs first."""
+    out = []
+    for n in range(len(_BUGS), 0, -1):
+        for left in itertools.combinations(_BUGS, n):
+            switches = {k: v for _, _, s in left for k, v in s.items()}
+            names = "; ".join(name for name, _, _ in left)
+            what = "a bug" if n == 1 else f"{n} bugs"
+            out.append(Mistake(f"{names} ({what} of the printed function)",
+                               " / ".join(hint for _, hint, _ in left),
+                               partial(grouped_causal_linear, **switches)))
+    return out
+
+
+def _grouped_linear_cases():
+    def make(B, Hq, Hkv, L, E, Ev):
+        def build(gen, device, dtype):
+            q = randn(gen, B, Hq, L, E, device=device, dtype=dtype)
+            k = randn(gen, B, Hkv, L, E, device=device, dtype=dtype)
+            v = randn(gen, B, Hkv, L, Ev, device=device, dtype=dtype)
+            return (q, k, v), {}
+        return build
+    f32, f64 = torch.float32, torch.float64
+    return [Case("Hq=4, Hkv=2 (B=2, L=5, E=3, Ev=4)", make(2, 4, 2, 5, 3, 4), f64),
+            Case("Hq=6, Hkv=3 (B=1, L=6, E=4, Ev=2)", make(1, 6, 3, 6, 4, 2), f32),
+            Case("multi-query: Hq=3, Hkv=1 (B=2, L=4, E=2, Ev=3)", make(2, 3, 1, 4, 2, 3), f64),
+            Case("Hq=Hkv=2 (B=1, L=3, E=5, Ev=5)", make(1, 2, 2, 3, 5, 5), f64)]
+
+
+def _not_causal_normaliser(query: Tensor, key: Tensor, value: Tensor) -> Tensor:
+    G = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(G, dim=1), value.repeat_interleave(G, dim=1)
+    phi_q, phi_k = qkv.elu_feature_map(query), qkv.elu_feature_map(key)
+    num = torch.einsum("bhle,bhlev->bhlv", phi_q,
+                       torch.einsum("bhse,bhsv->bhsev", phi_k, value).cumsum(dim=2))
+    z = phi_k.sum(dim=2, keepdim=True)
+    return num / (torch.einsum("bhle,bhse->bhl", phi_q, z)[..., None] + 1e-6)
+
+
+GROUPED_CAUSAL_LINEAR_ATTENTION = Exercise(
+    name="grouped_causal_linear_attention", reference=grouped_causal_linear,
+    cases=_grouped_linear_cases(), legend="(B, Hq, L, Ev)", forbid=TORCH_ATTENTION,
+    helpers={"repeat_kv": qkv.repeat_kv},  # a wrong repeat_kv costs only its own test
+    mistakes=[*_bug_mistakes(),
+              Mistake("the normaliser summed over every position (not causal)",
+                      "query i divides by phi(q_i) . sum over j <= i of phi(k_j): a cumsum, "
+                      "not a sum", _not_causal_normaliser)],
+)
+

@@ -41,7 +41,8 @@ from .harness import Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
 from ._questions import QUESTIONS, judge_first
 from .result import CheckFailed, CheckResult
 
-__all__ = ["CHECKS", "CheckResult", "Raised", "calls", "judge", "question", "run_student"]
+__all__ = ["CHECKS", "CheckResult", "Raised", "calls", "judge", "prepare", "question",
+           "run_student"]
 
 #: Every check the grader knows, by the name test cells call it.
 CHECKS: Dict[str, Check] = {}
@@ -77,6 +78,12 @@ def calls(check: str, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
         KeyError: an unknown check. TypeError: an option the check does not take.
     """
     return _check(check).calls(seed, **options)
+
+
+def prepare(check: str) -> None:
+    """Do the check's expensive trusted work now, once per process (e.g. train the model an
+    experiment measures), so that it is not spent while a submission's time runs."""
+    _check(check).prepare()
 
 
 def run_student(check: str, student: object, args: tuple, kwargs: dict, **options: Any) -> object:

@@ -1,4 +1,5 @@
-"""Checks for assignment 10 (what heads do): ``mean_ablate`` and ``repeat_loss``.
+"""Checks for assignment 10 (what heads do): ``mean_ablate``, ``repeat_loss`` and
+``duplicate_token_score``.
 
 ``mean_ablate`` is a variation on the chapter's ablation, which zeroes a head's slice of the
 output projection: *mean* ablation replaces the head's output by its average over the batch and
@@ -6,33 +7,26 @@ the positions, so the rest of the model still receives the head's typical contri
 what it computes for each token is lost. The assignment prints a version with bugs; each
 :class:`Mistake` below is the right function with one bug put back. ``repeat_loss`` is the
 in-context loss of :func:`qkv.measure_induction`, written by the student for the experiment.
+``duplicate_token_score`` is a variation on the chapter's head scores that :mod:`qkv.heads`
+does not contain: the weight on earlier copies of the query's own token (a duplicate-token
+head), one key before the induction head's target.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from ._ablation_experiment import ABLATION_CHECK
 from .harness import Case, Exercise, Mistake, checks_of, randn, run_check
+from .mistakes.heads import mean_ablate as mean_ablate_variant
+from .mistakes.heads import repeat_loss as repeat_loss_variant
 
-__all__ = ["check_mean_ablate", "check_repeat_loss"]
-
-
-def _mean_ablate(head_outputs: Tensor, heads: Sequence[int], num_heads: int, *,
-                 dims=(0, 1), narrow: bool = False, zero: bool = False) -> Tensor:
-    """``head_outputs`` (B, T, D), the heads side by side, with each head of ``heads`` replaced
-    by its mean over the batch and the positions; or a bug of the printed version put back."""
-    out = head_outputs.clone()
-    d = head_outputs.shape[-1] // num_heads
-    for h in heads:
-        cols = slice(h, h + d) if narrow else slice(h * d, (h + 1) * d)
-        part = out[..., cols]
-        out[..., cols] = 0.0 if zero else part.mean(dim=dims, keepdim=True).expand_as(part)
-    return out
+__all__ = ["check_ablation_rise", "check_duplicate_token_score", "check_mean_ablate",
+           "check_repeat_loss"]
 
 
 def _ablate_case(B, T, D, heads, num_heads):
@@ -43,7 +37,7 @@ def _ablate_case(B, T, D, heads, num_heads):
 
 
 MEAN_ABLATE = Exercise(
-    name="mean_ablate", reference=_mean_ablate, legend="(B, T, D)",
+    name="mean_ablate", reference=mean_ablate_variant, legend="(B, T, D)",
     cases=[Case("B=2, T=5, D=8, 2 heads, heads=[1]", _ablate_case(2, 5, 8, [1], 2),
                 torch.float64),
            Case("B=3, T=4, D=12, 4 heads, heads=[0, 2]", _ablate_case(3, 4, 12, [0, 2], 4),
@@ -53,29 +47,17 @@ MEAN_ABLATE = Exercise(
     mistakes=[
         Mistake("the mean over the features (dim=-1) (a bug of the printed function)",
                 "average over the batch and the positions, dims (0, 1), one mean per feature",
-                partial(_mean_ablate, dims=(-1,))),
+                partial(mean_ablate_variant, dims=(-1,))),
         Mistake("the mean over the positions of each sequence only",
-                "average over the batch too: dims (0, 1)", partial(_mean_ablate, dims=(1,))),
+                "average over the batch too: dims (0, 1)", partial(mean_ablate_variant, dims=(1,))),
         Mistake("head h's columns taken as h .. h + d (a bug of the printed function)",
                 "head h owns columns h * d .. (h + 1) * d, d = D // num_heads",
-                partial(_mean_ablate, narrow=True)),
+                partial(mean_ablate_variant, narrow=True)),
         Mistake("the head zeroed instead of replaced by its mean",
-                "mean ablation keeps the head's average output", partial(_mean_ablate,
+                "mean ablation keeps the head's average output", partial(mean_ablate_variant,
                                                                           zero=True)),
     ],
 )
-
-
-def _repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool = True,
-                 everywhere: bool = False) -> Tensor:
-    """Mean cross-entropy of token t + 1 from position t, over the positions ``repeat`` marks;
-    or a known mistake (no shift; every position)."""
-    if shift:
-        logits, target, where = logits[:, :-1], tokens[:, 1:], repeat[:, :-1]
-    else:
-        target, where = tokens, repeat
-    loss = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
-    return loss.mean() if everywhere else loss[where].mean()
 
 
 def _loss_case(B, T, V):
@@ -89,21 +71,92 @@ def _loss_case(B, T, V):
 
 
 REPEAT_LOSS = Exercise(
-    name="repeat_loss", reference=_repeat_loss, legend="() a scalar tensor",
+    name="repeat_loss", reference=repeat_loss_variant, legend="() a scalar tensor",
     cases=[Case("B=2, T=6, V=5", _loss_case(2, 6, 5), torch.float64),
            Case("B=4, T=10, V=32", _loss_case(4, 10, 32), torch.float32)],
     mistakes=[
         Mistake("position t scored on token t, not t + 1", "query t predicts token t + 1: "
                 "logits[:, :-1] against tokens[:, 1:], marks repeat[:, :-1]",
-                partial(_repeat_loss, shift=False)),
+                partial(repeat_loss_variant, shift=False)),
         Mistake("the mean over every position", "average only where repeat is True",
-                partial(_repeat_loss, everywhere=True)),
+                partial(repeat_loss_variant, everywhere=True)),
+    ],
+)
+
+
+def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_too: bool = False,
+                     last_only: bool = False, every_query: bool = False,
+                     per_sequence: bool = False, transposed: bool = False) -> Tensor:
+    """Each head's duplicate-token score: the total weight query ``t`` puts on the earlier keys
+    ``j < t`` holding its own token, averaged over every (sequence, query) pair that has such a
+    key; or a known mistake (the switches)."""
+    T = tokens.shape[-1]
+    t, j = torch.arange(T, device=tokens.device)[:, None], torch.arange(T, device=tokens.device)
+    same = tokens[:, :, None] == tokens[:, None, :]  # (B, T, T): [b, query t, key j]
+    dup = same & (j < t)
+    has = dup.any(-1)  # (B, T)
+    target = same & (j <= t) if self_too else dup
+    if last_only:  # only the most recent earlier occurrence
+        last = torch.where(dup, j, -1).amax(-1, keepdim=True)
+        target = dup & (j == last)
+    if shift:  # the key after each earlier occurrence: the induction target
+        target = torch.nn.functional.pad(target[..., :-shift], (shift, 0))
+    w = weights.transpose(-2, -1) if transposed else weights
+    on = (w * target[:, None].to(w.dtype)).sum(-1)  # (B, H, T)
+    if every_query:
+        return on.mean((0, 2))
+    mask = has[:, None].to(w.dtype)
+    if per_sequence:
+        return ((on * mask).sum(-1) / mask.sum(-1)).mean(0)
+    return (on * mask).sum((0, 2)) / mask.sum((0, 2))
+
+
+def _score_case(B, H, T, V, distinct_batch=False):
+    def build(gen, device, dtype):
+        scores = randn(gen, B, H, T, T, device=device, dtype=dtype) * 2
+        causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+        weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        tokens = torch.randint(0, V, (B, T), generator=gen)
+        tokens[:, 1] = tokens[:, 0]  # every sequence has a duplicate
+        if distinct_batch:  # one sequence with a single duplicate, the others with many
+            tokens[0] = torch.arange(T) % (T - 1)
+        return (weights, tokens.to(device)), {}
+    return build
+
+
+DUPLICATE_TOKEN_SCORE = Exercise(
+    name="duplicate_token_score", reference=_duplicate_score, legend="(H,) one score per head",
+    cases=[Case("B=2, H=3, T=8, 3 token ids (tokens repeat often)", _score_case(2, 3, 8, 3),
+                torch.float64),
+           Case("B=3, H=2, T=10, 6 token ids", _score_case(3, 2, 10, 6), torch.float32),
+           Case("B=3, H=2, T=9, one sequence with a single duplicate, the others with many",
+                _score_case(3, 2, 9, 2, distinct_batch=True), torch.float64)],
+    mistakes=[
+        Mistake("off by one: the key after the earlier occurrence (j + 1; that is the induction "
+                "score)", "a duplicate-token head looks at the earlier occurrence itself: key j "
+                "with tokens[j] == tokens[t], j < t", partial(_duplicate_score, shift=1)),
+        Mistake("the query's own key counted (j <= t: every token matches itself)",
+                "only earlier keys count: j < t, the diagonal excluded",
+                partial(_duplicate_score, self_too=True)),
+        Mistake("only the most recent earlier occurrence counted",
+                "sum the weight on every earlier key that holds the query's token",
+                partial(_duplicate_score, last_only=True)),
+        Mistake("averaged over every query, also those whose token has not appeared before",
+                "average only over the (sequence, query) pairs that have an earlier duplicate",
+                partial(_duplicate_score, every_query=True)),
+        Mistake("each sequence averaged first, then the sequences (a mean of means)",
+                "one average over every (sequence, query) pair that has a duplicate: divide the "
+                "sum over the batch and the queries by their number",
+                partial(_duplicate_score, per_sequence=True)),
+        Mistake("the weights read as [key, query] instead of [query, key]",
+                "weights[b, h, t, j] is query t's weight on key j",
+                partial(_duplicate_score, transposed=True)),
     ],
 )
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(MEAN_ABLATE, REPEAT_LOSS)
+CHECKS = checks_of(MEAN_ABLATE, REPEAT_LOSS, DUPLICATE_TOKEN_SCORE)
 
 
 def check_mean_ablate(mean_ablate: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -127,3 +180,30 @@ def check_repeat_loss(repeat_loss: Callable[..., Tensor], seed: Optional[int] = 
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_repeat_loss"], repeat_loss, seed)
+
+
+def check_duplicate_token_score(duplicate_token_score: Callable[..., Tensor],
+                                seed: Optional[int] = 0) -> None:
+    """Check ``duplicate_token_score(weights, tokens)``: per head, the total weight a query
+    puts on the earlier keys holding its own token, averaged over the (sequence, query) pairs
+    that have one; ``weights (B, H, T, T)``, ``tokens (B, T)``, the result ``(H,)``.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_duplicate_token_score"], duplicate_token_score, seed)
+
+
+CHECKS["check_ablation_rise"] = ABLATION_CHECK
+
+
+def check_ablation_rise(ablation_rise: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``ablation_rise(model, layer, head, how, generator)`` as a
+    measurement on a trained model (see :mod:`._ablation_experiment`).
+
+    Raises:
+        AssertionError: naming the setting it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_ablation_rise"], ablation_rise, seed)

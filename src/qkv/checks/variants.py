@@ -20,6 +20,7 @@ from .mistakes.variants import (bottom_right_variant, gqa_attention_mistake, gqa
 __all__ = [
     "check_causal_mask_bottom_right",
     "check_dilated_window_mask_mod",
+    "check_grouped_causal_linear_attention",
     "check_grouped_query_attention",
     "check_linear_attention",
     "check_linear_gap",
@@ -214,7 +215,7 @@ def check_causal_mask_bottom_right(causal_mask_bottom_right: Callable[..., Tenso
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(REPEAT_KV, GROUPED_QUERY_ATTENTION, CAUSAL_MASK_BOTTOM_RIGHT)
 CHECKS.update(_beyond_checks.checks("check_linear_attention", "check_dilated_window_mask_mod",
-                                    "check_linear_gap"))
+                                    "check_linear_gap", "check_grouped_causal_linear_attention"))
 
 
 
@@ -255,3 +256,17 @@ def check_linear_gap(linear_gap: Callable[..., float], seed: Optional[int] = 0) 
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_linear_gap"], linear_gap, seed)
+
+
+def check_grouped_causal_linear_attention(grouped_causal_linear_attention: Callable[..., Tensor],
+                                          seed: Optional[int] = 0) -> None:
+    """Check the fixed ``grouped_causal_linear_attention(query, key, value)``: causal linear
+    attention (``elu(x) + 1``) in which ``Hq`` query heads share ``Hkv`` key/value heads (query
+    head ``h`` uses ``h // G``); each bug of the printed version still there is named.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_grouped_causal_linear_attention"], grouped_causal_linear_attention,
+              seed)

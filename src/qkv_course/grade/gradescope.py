@@ -81,6 +81,7 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
         raise UsageError(f"{found[0].name} is none of {', '.join(sorted(plans))}")
     job = (student or student_of(submission_dir), p, found[0])
     key = course_key(course)
+    run.prepare_checks({p.notebook: p})
     try:
         limits_ = Limits(wall_s=run.submission_budget({p.notebook: p}))
         with Pool(1, hide=[str(course)], limits=limits_) as pool:

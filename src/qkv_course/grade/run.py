@@ -68,6 +68,13 @@ def check_plans(plans: Dict[str, Plan]) -> None:
                                      f"{call.check}, which qkv.checks does not have")
 
 
+def prepare_checks(plans: Dict[str, Plan]) -> None:
+    """Each planned check's trusted work (e.g. a model an experiment measures, trained once),
+    done before any submission's wall clock starts."""
+    for check in sorted({c.check for p in plans.values() for t in p.tests for c in t.calls}):
+        checks_api.prepare(check)
+
+
 def plans_of(course: Path, assignment: str) -> Dict[str, Plan]:
     """Every notebook's plan, checked (:func:`check_plans`)."""
     plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
@@ -288,6 +295,7 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
         with Pool(jobs, unsafe=unsafe, hide=[str(course)], **caps) as pool:
             _warm(pool, min(jobs, len(todo)))
             check_plans(plans)  # imports torch and the checks while the sandboxes start
+            prepare_checks(plans)
             threads = ThreadPoolExecutor(max_workers=jobs)
             try:
                 for future in [threads.submit(work, job) for job in todo]:

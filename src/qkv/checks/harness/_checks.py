@@ -57,6 +57,11 @@ class Check:
             raise TypeError(f"{self.name} has no option {unknown[0]!r} (it takes {takes})")
         return {**self.options, **options}
 
+    def prepare(self) -> None:
+        """The check's own trusted work, done once per process before its first call (none
+        here; the ablation experiment trains a model): the grader does it before any
+        submission's clock runs."""
+
     def calls(self, seed: int, **options: Any) -> List[Args]:
         raise NotImplementedError
 

@@ -1,0 +1,126 @@
+"""Assignment 10's experiment: how much the loss on the repeat rises when one head of a trained
+model is removed, by zero or by mean ablation, judged as a measurement (see :mod:`._experiment`).
+
+The student's ``ablation_rise(model, layer, head, how, generator)`` needs a trained model. The
+trusted side (the grader's parent, or the student's kernel) trains it once per process: the
+chapter's two-layer attention-only model on the induction task, from a fixed seed, on one CPU
+thread (a few seconds), its global random state left as it was. A model is not data, so its
+weights cross the sandbox's boundary as tensors, with every call, and the sandbox builds a
+fresh model from them for each call: an answer that leaves a head removed spoils nothing after
+it, and the sandbox trains nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, List, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+import qkv
+
+from ._experiment import Experiment, ExperimentCheck
+from .harness import NOTHING, plain, reference_helpers, reference_names
+from .mistakes.heads import mean_ablate as _mean_ablate, repeat_loss as _repeat_loss
+
+#: The model every call measures: the chapter's, trained from this seed for this many steps.
+TRAIN_SEED, TRAIN_STEPS = 2, 300
+#: Sequences in the batch each measurement draws.
+PROBE = 64
+
+
+@functools.lru_cache(maxsize=1)
+def _trained_state() -> Dict[str, Tensor]:
+    threads = torch.get_num_threads()
+    with torch.random.fork_rng(devices=[]):
+        torch.set_num_threads(1)  # the same sums in every process, whatever its thread count
+        try:
+            torch.manual_seed(TRAIN_SEED)
+            task = qkv.InductionTask()
+            model = qkv.AttentionOnlyTransformer(task.vocab_size, task.length)
+            probe = task.sample(8, torch.Generator().manual_seed(TRAIN_SEED))
+            qkv.train_induction(model, task, TRAIN_STEPS, probe, seed=TRAIN_SEED,
+                                every=TRAIN_STEPS)
+        finally:
+            torch.set_num_threads(threads)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _model_from(values: Sequence[Tensor]) -> qkv.AttentionOnlyTransformer:
+    """The chapter's model with these weights, in its ``state_dict``'s order."""
+    task = qkv.InductionTask()
+    with torch.random.fork_rng(devices=[]):
+        model = qkv.AttentionOnlyTransformer(task.vocab_size, task.length)
+    model.load_state_dict(dict(zip(model.state_dict(), values)))
+    return model.eval()
+
+
+def trained_model() -> qkv.AttentionOnlyTransformer:
+    """A fresh copy of the experiment's trained model (trained on the first call)."""
+    return _model_from(list(_trained_state().values()))
+
+
+def _mean_ablated_logits(model: Any, layer: int, head: int, tokens: Tensor) -> Tensor:
+    attention = model.layers[layer]
+    hook = attention.out_proj.register_forward_pre_hook(
+        lambda module, inputs: (_mean_ablate(inputs[0], [head], attention.num_heads),))
+    try:
+        return model(tokens)[0]
+    finally:
+        hook.remove()
+
+
+@torch.no_grad()
+def ablation_rise(model: Any, layer: int, head: int, how: str, generator: torch.Generator) -> float:
+    """The rise of the loss on the repeat (:func:`._repeat_loss`) on ``PROBE`` sequences of
+    :class:`qkv.InductionTask` drawn from ``generator`` when head ``(layer, head)`` is removed,
+    by zeroing (``how="zero"``) or by its mean over the batch and positions (``"mean"``)."""
+    batch = qkv.InductionTask().sample(PROBE, generator)
+    base = _repeat_loss(model(batch.tokens)[0], batch.tokens, batch.repeat)
+    if how == "zero":
+        with qkv.ablate_heads(model, [(layer, head)]):
+            logits = model(batch.tokens)[0]
+    else:
+        logits = _mean_ablated_logits(model, layer, head, batch.tokens)
+    return (_repeat_loss(logits, batch.tokens, batch.repeat) - base).item()
+
+
+ABLATION_RISE = Experiment(
+    name="ablation_rise",
+    reference=lambda layer, head, how, generator: ablation_rise(trained_model(), layer, head,
+                                                                how, generator),
+    settings=((1, 0, "zero"), (0, 1, "mean")),
+    helpers={"mean_ablate": _mean_ablate, "repeat_loss": _repeat_loss},
+    quantity="rise of the loss on the repeat",
+    hint="draw InductionTask().sample(64, generator); return repeat_loss with the head removed "
+         "(how='zero': qkv.ablate_heads; how='mean': mean_ablated_logits) minus repeat_loss with "
+         "nothing removed, as a float")
+
+# The course's names the experiment is invited to use (no notice for them).
+_GIVEN = {**ABLATION_RISE.helpers, "InductionTask": qkv.InductionTask,
+          "ablate_heads": qkv.ablate_heads}
+
+
+class AblationCheck(ExperimentCheck):
+    """An :class:`ExperimentCheck` whose student's function gets the trained model first:
+    ``ablation_rise(model, *setting, generator)``; each input is ``(weights, *setting, seed)``
+    and the model is built from the weights where the student's code runs."""
+
+    def prepare(self) -> None:
+        _trained_state()
+
+    def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
+        # Trained here, on the trusted side, outside a call's time limit; the weights are data.
+        weights = tuple(_trained_state().values())
+        return [((weights, *args), kwargs) for args, kwargs in super().calls(seed, **options)]
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        weights, *setting, s = args
+        model = _model_from(weights)
+        with reference_helpers(student, self.exp.helpers):
+            got = student(model, *setting, torch.Generator().manual_seed(s))
+        return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, _GIVEN))
+
+
+ABLATION_CHECK = AblationCheck(ABLATION_RISE)

@@ -1,0 +1,37 @@
+"""The right and wrong versions of assignment 10's ``mean_ablate`` and ``repeat_loss``, for
+:mod:`..heads`'s mistakes and :mod:`.._ablation_experiment`'s reference.
+
+With its default switches each gives the right answer; a switch puts one mistake back.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def mean_ablate(head_outputs: Tensor, heads: Sequence[int], num_heads: int, *,
+                dims=(0, 1), narrow: bool = False, zero: bool = False) -> Tensor:
+    """``head_outputs`` (B, T, D), the heads side by side, with each head of ``heads`` replaced
+    by its mean over the batch and the positions; or a bug of the printed version put back."""
+    out = head_outputs.clone()
+    d = head_outputs.shape[-1] // num_heads
+    for h in heads:
+        cols = slice(h, h + d) if narrow else slice(h * d, (h + 1) * d)
+        part = out[..., cols]
+        out[..., cols] = 0.0 if zero else part.mean(dim=dims, keepdim=True).expand_as(part)
+    return out
+
+
+def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool = True,
+                everywhere: bool = False) -> Tensor:
+    """Mean cross-entropy of token t + 1 from position t, over the positions ``repeat`` marks;
+    or a known mistake (no shift; every position)."""
+    if shift:
+        logits, target, where = logits[:, :-1], tokens[:, 1:], repeat[:, :-1]
+    else:
+        target, where = tokens, repeat
+    loss = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+    return loss.mean() if everywhere else loss[where].mean()
