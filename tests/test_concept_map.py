@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import qkv.checks
-from qkv_course.concept_map import concepts, missing, table
 from qkv_course.config import ROOT
+from qkv_course.generate.concept_map import concepts, missing, table
 
 
 def test_every_concept_has_its_chapter_reference_checks_tests_and_assignment():

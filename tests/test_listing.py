@@ -1,7 +1,7 @@
 """The book's listings: the part of a function that teaches, fitted to the column.
 
-``qkv_course.listing`` leaves out docstrings and input validation (read from the syntax tree,
-the reference modules stay as they are) and ``qkv_course.linewrap`` breaks wide lines without
+``qkv_course.render.listing`` leaves out docstrings and input validation (read from the syntax tree,
+the reference modules stay as they are) and ``qkv_course.render.linewrap`` breaks wide lines without
 changing what the code means. The browser test measures the result on the built pages.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from qkv_course.config import ROOT
-from qkv_course.linewrap import fit_lines
-from qkv_course.listing import WIDTH, object_source, teaching_source
+from qkv_course.render.linewrap import fit_lines
+from qkv_course.render.listing import WIDTH, object_source, teaching_source
 
 SAMPLE = '''
 from . import _validate as v
