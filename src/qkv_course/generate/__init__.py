@@ -5,7 +5,8 @@
 - :mod:`.toc` (``_toc.yml``), :mod:`.assignments` (solution notebooks from
   ``solutions/*/*.md``), :mod:`.exercises` (nbgrader's release of them), :mod:`.points`
   (``solutions/POINTS.md``), :mod:`.colab` (the chapters' Colab copies), :mod:`.exports`
-  (``qkv``'s export lists), :mod:`.concept_map` (CONTRIBUTING.md's table);
+  (``qkv``'s export lists), :mod:`.concept_map` and :mod:`.tooling_map` (CONTRIBUTING.md's
+  tables);
 - :mod:`.setup_cell`: the first code cell of every notebook a reader or a student opens.
 
 What a Colab copy shows of a page (plain Markdown, listings, glued numbers) comes from

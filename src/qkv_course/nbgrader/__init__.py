@@ -1,5 +1,8 @@
-"""The course's side of nbgrader: plugins that ``nbgrader_config.py`` names, and reading what
-nbgrader writes. nbgrader itself is imported by the modules that need it, never here.
+"""The course's side of nbgrader: the plugins ``nbgrader_config.py`` names, and reading what
+nbgrader writes.
+
+nbgrader itself is imported by the modules that need it, never here (``qkv progress`` reads
+graded notebooks without it).
 
 - :mod:`.collect`: ``nbgrader zip_collect``'s collector (every file goes to a student);
 - :mod:`.overwrite`: autograding's cell check without the false alarm;

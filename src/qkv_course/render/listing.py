@@ -10,21 +10,27 @@ and its Colab copy shows the same text (``qkv_course.generate.colab``); both get
   guards, and the comment lines right above any of these; a block (or a method) left empty
   goes too,
 
-and breaks lines wider than :data:`WIDTH` (the book's code column) with :func:`fit_lines`. The
-reference modules are never edited for this: the rules read their syntax tree.
+and breaks lines wider than :data:`WIDTH` (the book's code column) with :func:`fit_lines`: ruff's
+formatter (pinned in requirements.txt) breaks the code, and the comments, which a formatter
+leaves alone, are re-flowed here. The reference modules are never edited for this: the rules read
+their syntax tree.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import io
 import re
+import subprocess
+import sys
 import textwrap
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..config import ROOT, config, repository_url
-from .linewrap import fit_lines
 
 # Characters per line that fit the book's code column at 1280 px (qkv.css sets the font and
 # the padding that make it so; tests/test_browser.py measures it).
@@ -165,6 +171,86 @@ def _between(lines: List[str], start_at: Optional[str], end_at: Optional[str]) -
     if last is None:
         raise LookupError(f"no line after {start_at!r} holds {end_at!r}")
     return lines[first : last + 1]
+
+
+def _comment_column(line: str) -> Optional[int]:
+    """Where a comment ends a code line (None: no comment, or a line that is only a comment)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line.lstrip() + "\n").readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None  # a line inside a bracket or a string: left to the formatter
+    comments = [t for t in tokens if t.type == tokenize.COMMENT]
+    if not comments or comments[0].start[1] == 0:
+        return None
+    return len(line) - len(line.lstrip()) + comments[0].start[1]
+
+
+def fit_comments(code: str, width: int) -> str:
+    """The comments of ``code`` within ``width``, which a formatter does not do.
+
+    A comment that makes its code line too wide goes on its own line above it; a run of comment
+    lines (one indentation) with a line too wide is re-flowed. The code itself is not touched.
+
+    Args:
+        code: Python source.
+        width: the widest line wanted.
+
+    Returns:
+        The same code, its comments placed and broken to fit where their words allow.
+    """
+    lines: List[str] = []
+    for line in code.split("\n"):
+        col = _comment_column(line) if len(line) > width else None
+        if col is None:
+            lines.append(line)
+        else:
+            pad = line[: len(line) - len(line.lstrip())]
+            lines += [pad + line[col:], line[:col].rstrip()]
+    out: List[str] = []
+    i = 0
+    while i < len(lines):
+        pad = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+        j = i
+        while j < len(lines) and lines[j].startswith(pad + "#"):
+            j += 1
+        run = lines[i:j]
+        if run and max(map(len, run)) > width:
+            words = " ".join(line.strip().lstrip("#").strip() for line in run)
+            out += textwrap.wrap(words, width, initial_indent=pad + "# ", subsequent_indent=pad + "# ",
+                                 break_on_hyphens=False, break_long_words=False)
+        else:
+            out += run or [lines[i]]
+        i = max(j, i + 1)
+    return "\n".join(out)
+
+
+def fit_lines(code: str, width: int) -> str:
+    """``code`` with its lines broken to at most ``width`` characters where this can be done.
+
+    Code that fits is returned as it is. Otherwise its comments are fitted (:func:`fit_comments`)
+    and ruff's formatter writes the code at that width, quotes as they were. What no formatter
+    breaks (a string longer than the column) stays wide.
+
+    Args:
+        code: Python source (a whole statement or more).
+        width: the widest line wanted.
+
+    Returns:
+        The fitted code, with the same syntax tree; ``code`` unchanged when it is not valid Python
+        on its own (a fragment cut by ``start_at``/``end_at``).
+
+    Raises:
+        RuntimeError: ruff is not installed in this Python (``pip install -r requirements.txt``).
+    """
+    if all(len(line) <= width for line in code.split("\n")):
+        return code
+    if importlib.util.find_spec("ruff") is None:
+        raise RuntimeError("the book's listings are formatted by ruff, which is not installed in "
+                           f"{sys.executable}: run `pip install -r requirements.txt`")
+    ruff = [sys.executable, "-m", "ruff", "format", "--isolated", "--line-length", str(width),
+            "--config", "format.quote-style = 'preserve'", "-"]
+    done = subprocess.run(ruff, input=fit_comments(code, width), capture_output=True, text=True)
+    return done.stdout.rstrip("\n") if done.returncode == 0 else code
 
 
 def teaching_source(path: Path, pyobject: str, width: Optional[int] = WIDTH,
