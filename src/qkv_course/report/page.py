@@ -11,12 +11,10 @@ import html
 import io
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, List
+from typing import List
 
 from ..nbgrader.graded import ERROR, NOT_WRITTEN, TIMEOUT, UNNAMED
-
-if TYPE_CHECKING:  # the command imports this page, not the other way round
-    from .command import Assignment
+from .mistakes import Assignment
 
 # Failures no check named are drawn in grey; the named mistakes, which say what to teach
 # again, in colour.
@@ -82,7 +80,7 @@ def write_html(path: Path, assignments: List[Assignment]) -> None:
 
     Args:
         path: the file to write (``report.html``).
-        assignments: as :func:`qkv_course.report.command.summarise` returns them.
+        assignments: as :func:`qkv_course.report.mistakes.summarise` returns them.
     """
     body = "".join(_section(a) for a in assignments)
     page = (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
