@@ -126,7 +126,8 @@ def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
     from qkv.checks._questions import QUESTIONS
     from qkv_course.progress import checks_called
 
-    question = sorted(QUESTIONS)[0]
+    question = "masking_q1"
+    assert question in QUESTIONS
     cells = ["from qkv.checks import check_scaled_dot_product_attention\n"
              "check_scaled_dot_product_attention(scaled_dot_product_attention, masks=False)\n"
              "check_scaled_dot_product_attention(scaled_dot_product_attention, seed=None, "
@@ -146,6 +147,22 @@ def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
     out = capsys.readouterr().out
     assert summary.passed == ["scaled_dot_product_attention(masks=False)"], out
     assert summary.failed == [f"check_question({question!r})"], out
+
+
+def test_in_notebook_judges_a_per_student_question_with_the_notebooks_parameters(capsys):
+    import qkv
+    from qkv_course.progress import checks_called
+
+    cells = ["check_question('multi_head_q1', multi_head_q1, embed_dim=embed_dim)"]
+    assert checks_called(cells) == [
+        ("check_question", "multi_head_q1",
+         {"variable": "multi_head_q1", "params": {"embed_dim": "embed_dim"}})]
+    right = sum(p.numel() for p in qkv.MultiHeadAttention(192, 8).parameters())
+    for answer, embed_dim, passed in ((right, 192, True), (right, 64, False)):
+        summary = in_notebook({"In": cells, "multi_head_q1": answer, "embed_dim": embed_dim})
+        out = capsys.readouterr().out
+        assert (summary.passed == ["check_question('multi_head_q1')"]) is passed, out
+        assert (summary.failed == ["check_question('multi_head_q1')"]) is not passed, out
 
 
 def test_a_cells_outcome_is_read_from_the_results_it_holds_not_from_its_text():

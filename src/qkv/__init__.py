@@ -18,6 +18,7 @@ from .capstone import (  # noqa: F401
     attention_forward,
     block_forward,
     evaluate,
+    random_block_params,
     random_windows,
     train_lm,
 )
@@ -170,6 +171,7 @@ __all__ = [
     "padding_mask",
     "padding_mask_mod",
     "path_length",
+    "random_block_params",
     "random_windows",
     "recurrent",
     "repeat_kv",

@@ -26,7 +26,7 @@ from .transformer import Block, CausalSelfAttention, DecoderLM
 # TrainLog is a record that train_lm returns (users read it, never build it): it stays in
 # this module, not in the package's API, as the other result records do.
 __all__ = ["ablation_baseline", "ablation_loss", "attention_forward", "block_forward", "evaluate",
-           "random_windows", "train_lm"]
+           "random_block_params", "random_windows", "train_lm"]
 
 #: The capstone's model and training: small enough for a minute on one CPU core.
 BASELINE: Dict[str, Any] = dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, d_ff=None,
@@ -218,6 +218,31 @@ def ablation_loss(options: Dict[str, Any], seed: int, steps: int = ABLATION_STEP
     log = train_lm(model, split, steps, seed=seed, eval_every=max(steps, 1), progress=progress,
                    desc=f"{options or 'baseline'}, seed {seed}")
     return float(log.valid_loss[-1])
+
+
+def random_block_params(d_model: int, num_heads: int, num_kv_heads: Optional[int] = None,
+                        d_ff: Optional[int] = None,
+                        generator: Optional[torch.Generator] = None) -> Dict[str, Tensor]:
+    """A :class:`qkv.transformer.Block`'s ``state_dict`` with weights drawn from ``generator``.
+
+    Each matrix of shape ``(out, in)`` is standard normal divided by ``sqrt(in)``, so that it
+    keeps its input's scale; each norm's gain is 1. The global random state is not used.
+
+    Args:
+        d_model, num_heads, num_kv_heads, d_ff: as for the block.
+        generator: where the weights come from (``None``: a generator seeded with 0).
+
+    Returns:
+        ``{name: tensor}``, in the order of the block's ``state_dict()``.
+    """
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    v.require_instance("generator", generator, torch.Generator, "a torch.Generator",
+                       "; make one with torch.Generator().manual_seed(0)")
+    with torch.device("meta"):  # the shapes only: no weights made, no random numbers drawn
+        shapes = {n: t.shape for n, t in Block(d_model, num_heads, num_kv_heads, d_ff).state_dict().items()}
+    return {n: torch.ones(s) if len(s) == 1 else torch.randn(s, generator=generator) / math.sqrt(s[1])
+            for n, s in shapes.items()}
 
 
 def chance_loss(vocab_size: int) -> float:

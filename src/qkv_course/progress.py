@@ -267,16 +267,26 @@ def checks_called(sources: Iterable[str]) -> List[Tuple[str, str, dict]]:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                     and node.func.id.startswith("check_") and node.args):
                 continue
+            first = node.args[0]
+            if node.func.id == "check_question":
+                # A per-student question passes its parameters as the notebook's variables
+                # (``embed_dim=embed_dim``): recorded by name, read when the check runs.
+                params = {k.arg: k.value.id for k in node.keywords
+                          if k.arg and isinstance(k.value, ast.Name)}
+                if (len(node.args) == 2 and isinstance(first, ast.Constant)
+                        and isinstance(node.args[1], ast.Name)
+                        and len(params) == len(node.keywords)):
+                    call = ("check_question", str(first.value),
+                            {"variable": node.args[1].id, **({"params": params} if params else {})})
+                    if call not in found:
+                        found.append(call)
+                continue
             try:
                 options = {k.arg: ast.literal_eval(k.value) for k in node.keywords
                            if k.arg and k.arg != "seed"}
             except ValueError:
                 continue
-            first = node.args[0]
-            if node.func.id == "check_question" and len(node.args) == 2 and isinstance(
-                    first, ast.Constant) and isinstance(node.args[1], ast.Name):
-                call = ("check_question", str(first.value), {"variable": node.args[1].id})
-            elif isinstance(first, ast.Name):
+            if isinstance(first, ast.Name):
                 call = (node.func.id, first.id, options)
             else:
                 continue
@@ -306,10 +316,13 @@ def _planned(ns: Mapping[str, Any], grading: Any, check_now: Callable[..., Any]
     checked = set()
     for check, name, options in calls:
         if check == "check_question":
-            variable = options["variable"]
-            if variable in ns:
+            variable, params = options["variable"], options.get("params", {})
+            if variable in ns and all(v in ns for v in params.values()):
+                answer = ns[variable]
+                if params:  # judged as the record holds it: the answer and its parameters
+                    answer = {"answer": answer, **{k: ns[v] for k, v in params.items()}}
                 planned.append((check + f"({name!r})",
-                                lambda q=name, v=ns[variable]: grading.question(q, v)))
+                                lambda q=name, v=answer: grading.question(q, v)))
             continue
         if check not in grading.CHECKS or name not in ns or _imported(ns[name]):
             continue

@@ -216,3 +216,73 @@ def alibi_far_weight(head, generator):
         ~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
     far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] > 16)[32:]
     return (torch.softmax(scores, -1)[32:] * far).sum(-1).mean().item()
+
+
+def talking_heads_attention(query, key, value, pre_mix, post_mix, transposed=False):
+    s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    pre, post = (pre_mix.T, post_mix.T) if transposed else (pre_mix, post_mix)
+    w = torch.softmax(torch.einsum("jh,bhls->bjls", pre, s), -1)
+    return torch.einsum("jh,bhls->bjls", post, w) @ value
+
+
+def talking_heads_attention_transposed(query, key, value, pre_mix, post_mix):
+    return talking_heads_attention(query, key, value, pre_mix, post_mix, transposed=True)
+
+
+def talking_heads_attention_loop(query, key, value, pre_mix, post_mix):
+    """Written otherwise: a loop over the new heads, the scale after the mix."""
+    s = query @ key.transpose(-2, -1)
+    H = query.shape[1]
+    mixed = torch.stack([sum(pre_mix[j, h] * s[:, h] for h in range(H)) for j in range(H)], 1)
+    w = torch.softmax(mixed / query.shape[-1] ** 0.5, dim=-1)
+    return torch.stack([sum(post_mix[j, h] * w[:, h] for h in range(H)) for j in range(H)],
+                       1) @ value
+
+
+def talking_heads_attention_matmul(query, key, value, pre_mix, post_mix):
+    """Written otherwise: the heads moved last and mixed by a matrix product."""
+    s = (query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])).permute(0, 2, 3, 1)
+    w = torch.softmax((s @ pre_mix.T).permute(0, 3, 1, 2), dim=-1).permute(0, 2, 3, 1)
+    return (w @ post_mix.T).permute(0, 3, 1, 2) @ value
+
+
+def head_difference(share, generator, half=0.5, pairs="distinct"):
+    x = torch.randn(16, 32, generator=generator)
+    W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    W_k = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    q = (x @ W_q.T).view(16, 4, 8).transpose(0, 1)
+    k = (x @ W_k.T).view(16, 4, 8).transpose(0, 1)
+    if share in ("key", "both"):
+        k = k[:1].expand(4, 16, 8)
+    if share == "both":
+        q = q[:1].expand(4, 16, 8)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), -1)
+    tv = [(half * (w[a] - w[b]).abs().sum(-1).mean()).item()
+          for a in range(4) for b in range(4) if pairs == "all" or a < b]
+    return sum(tv) / len(tv)
+
+
+def apply_partial_rope(x, rotary_dim, offset=0, base=10000.0, width=None):
+    r, L = rotary_dim, x.shape[-2]
+    pos = torch.arange(offset, offset + L, dtype=torch.float64, device=x.device)
+    theta = base ** (-torch.arange(0, r, 2, dtype=torch.float64, device=x.device) / (width or r))
+    ang = pos[:, None] * theta
+    a, b = x[..., 0:r:2].double(), x[..., 1:r:2].double()
+    out = x.clone()
+    out[..., 0:r:2] = (a * ang.cos() - b * ang.sin()).to(x.dtype)
+    out[..., 1:r:2] = (a * ang.sin() + b * ang.cos()).to(x.dtype)
+    return out
+
+
+def apply_partial_rope_full_width(x, rotary_dim, offset=0, base=10000.0):
+    return apply_partial_rope(x, rotary_dim, offset, base, width=x.shape[-1])
+
+
+def apply_rope(x, offset=0, base=10000.0):
+    """A student's apply_rope of step 2 (its answer; the check swaps in the course's)."""
+    return apply_partial_rope(x, x.shape[-1], offset, base)
+
+
+def apply_partial_rope_with_mine(x, rotary_dim, offset=0, base=10000.0):
+    """Written otherwise: the student's own apply_rope on the slice, then the rest."""
+    return torch.cat((apply_rope(x[..., :rotary_dim], offset, base), x[..., rotary_dim:]), -1)

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from qkv import apply_rope, merge_heads, repeat_kv, rms_norm, split_heads
+from qkv import apply_rope, merge_heads, random_block_params, repeat_kv, rms_norm, split_heads
 
 
 def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="interleave",
@@ -68,3 +68,80 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_no
         m = mlp(rms_norm(x, n2))
         return x + m if mlp_residual else m
     return block_forward
+
+
+# ----------------------------------------------------------------------------- beyond the page
+def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropout=(),
+                       dropout_removed=False, own_dropout=False):
+    """The debugging exercise's block, written as a student would, with the printed bugs (and a
+    few wrong fixes) as switches; ``own_dropout``: an honest variant that drops with
+    ``torch.rand`` itself (``if training``) instead of ``F.dropout``."""
+    def dropout_block_forward(x, params, num_heads, dropout=0.1, training=False):
+        L, E = x.shape[-2], x.shape[-1] // num_heads
+        h = rms_norm(x, params["norm1.weight"])
+        if residual == "normed":
+            x = h
+        inp = x if residual == "post" else h
+        q = split_heads(inp @ params["attn.q_proj.weight"].T, num_heads)
+        k = split_heads(inp @ params["attn.k_proj.weight"].T, num_heads)
+        v = split_heads(inp @ params["attn.v_proj.weight"].T, num_heads)
+        ones = torch.ones(L, L, dtype=torch.bool, device=x.device)
+        allowed = {"causal": ones.tril(), "inverted": ones.triu(), "none": ones}[mask]
+        scores = q @ k.transpose(-2, -1)
+        if scale:
+            scores = scores / math.sqrt(E)
+        weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        a = merge_heads(weights @ v) @ params["attn.out_proj.weight"].T
+
+        def drop(t, where):
+            if dropout_removed:
+                return t
+            if own_dropout:
+                if not training or dropout == 0:
+                    return t
+                keep = torch.rand(t.shape, device=t.device) >= dropout
+                return t * keep / (1 - dropout) if dropout < 1 else t * 0
+            return F.dropout(t, dropout, training or where in eval_dropout)
+
+        x = x + drop(a, "attn")
+        if residual == "post":
+            x = rms_norm(x, params["norm1.weight"])
+        h = x if residual == "post" else rms_norm(x, params["norm2.weight"])
+        x = x + drop(F.gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T, "mlp")
+        return rms_norm(x, params["norm2.weight"]) if residual == "post" else x
+    return dropout_block_forward
+
+
+#: The printed block, as the assignment prints it (its three bugs).
+buggy_dropout_block = make_dropout_block(residual="normed", mask="inverted", eval_dropout=("attn",))
+dropout_block_forward = make_dropout_block()
+
+
+def swiglu_mlp(h, params):
+    gate = h @ params["gate.weight"].T
+    return (F.silu(gate) * (h @ params["up.weight"].T)) @ params["down.weight"].T
+
+
+def swiglu_mlp_linear(h, params):
+    """An honest variant: F.linear and x * sigmoid(x)."""
+    gate = F.linear(h, params["gate.weight"])
+    return F.linear(gate * torch.sigmoid(gate) * F.linear(h, params["up.weight"]),
+                    params["down.weight"])
+
+
+def order_sensitivity(num_layers, rope, generator):
+    x = torch.randn(1, 16, 32, generator=generator)
+    layers = [random_block_params(32, 4, generator=generator) for _ in range(num_layers)]
+    order = torch.randperm(15, generator=generator)
+    shuffled = torch.cat([x[:, order], x[:, 15:]], dim=1)
+
+    def last(h):
+        for p in layers:
+            h = block_forward(h, p, 4, 4) if rope else dropout_block_forward(h, p, 4, 0.0)
+        return h[0, -1]
+
+    before, after = last(x), last(shuffled)
+    return ((after - before).norm() / before.norm()).item()
+
+
+block_forward = make_block()

@@ -30,6 +30,10 @@ FUNCTIONS = [
      a.multi_head_self_attention_model_scale, "scaled by sqrt(D)"),
     ("check_apply_rope_scaled", a.apply_rope_scaled, a.apply_rope_scaled_multiplied,
      "multiplied by the factor"),
+    ("check_talking_heads_attention", a.talking_heads_attention,
+     a.talking_heads_attention_transposed, "mixing matrices transposed"),
+    ("check_apply_partial_rope", a.apply_partial_rope, a.apply_partial_rope_full_width,
+     "frequencies over the full width E"),
     ("check_mean_ablate", a.mean_ablate, a.mean_ablate_features, "the mean over the features"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_unshifted, "scored on token t"),
 ]
@@ -42,6 +46,15 @@ EXPERIMENTS = [
     ("check_linear_gap", a.linear_gap, lambda E, g: 2 * a.linear_gap(E, g)),
     ("check_lookup_entropy", a.lookup_entropy, lambda t, g: a.lookup_entropy(2 * t, g)),
     ("check_self_weight", a.self_weight, lambda shared, g: a.self_weight(False, g)),
+    ("check_head_difference", a.head_difference, lambda share, g: a.head_difference(
+        share, g, pairs="all")),
+]
+
+# Right answers written otherwise: each passes its check.
+OTHERWISE = [
+    ("check_talking_heads_attention", a.talking_heads_attention_loop),
+    ("check_talking_heads_attention", a.talking_heads_attention_matmul),
+    ("check_apply_partial_rope", a.apply_partial_rope_with_mine),
 ]
 
 
@@ -65,6 +78,20 @@ def test_a_measurement_passes_and_a_formula_or_another_quantity_fails(name, righ
     with pytest.raises(AssertionError, match="identically seeded"):
         check(lambda *args: right(*args[:-1], torch.Generator().manual_seed(
             int(torch.randint(10**6, ())))))
+
+
+@pytest.mark.parametrize("name,right", OTHERWISE, ids=[f"{o[0]}-{o[1].__name__}" for o in OTHERWISE])
+def test_a_right_answer_written_otherwise_passes(name, right):
+    getattr(checks, name)(right)
+    getattr(checks, name)(right, seed=None)
+
+
+def test_the_head_difference_is_a_total_variation_over_distinct_pairs():
+    # Without the 1/2 of the total variation, the numbers double: refused.
+    with pytest.raises(AssertionError, match="averages"):
+        checks.check_head_difference(lambda share, g: a.head_difference(share, g, half=1.0))
+    # Heads that share both projections attend identically.
+    assert a.head_difference("both", torch.Generator().manual_seed(0)) == 0.0
 
 
 def test_the_alibi_experiment_uses_the_student_s_bias():

@@ -1,6 +1,7 @@
 """The assignments' conceptual questions (``qkv.checks.check_question``): every wrong answer is
 told why it is wrong, every right answer is a fact of :mod:`qkv`, and every assignment asks them."""
 
+import math
 import re
 from pathlib import Path
 
@@ -123,23 +124,32 @@ def test_the_first_answer_is_graded_and_a_later_one_is_not(capsys):
 @pytest.mark.parametrize("q", COMPUTED, ids=_ids)
 def test_a_per_student_question_computes_its_answer_from_the_student_s_parameters(
         q, capsys, monkeypatch, tmp_path):
-    for embed_dim in (64, 192, 512):
-        right = q.answer(embed_dim=embed_dim)
-        _fresh(monkeypatch, tmp_path, f"right{embed_dim}")
-        check_question(q.id, right, embed_dim=embed_dim)
-        assert f"{q.id} (embed_dim = {embed_dim}): right" in capsys.readouterr().out
-        for i, (value, why) in enumerate(q.wrong(embed_dim=embed_dim).items()):
-            assert not q.right(value, embed_dim=embed_dim)
-            _fresh(monkeypatch, tmp_path, f"wrong{embed_dim}-{i}")
+    assert len(q.examples) >= 3 and all(set(e) == set(q.params) for e in q.examples)
+    for n, params in enumerate(q.examples):
+        right = q.answer(**params)
+        assert math.isclose(right, RIGHT_COMPUTED[q.id](**params)), (q.id, params)
+        where = ", ".join(f"{k} = {v}" for k, v in sorted(params.items()))
+        _fresh(monkeypatch, tmp_path, f"right{n}")
+        check_question(q.id, right, **params)
+        assert f"{q.id} ({where}): right" in capsys.readouterr().out
+        for i, (value, why) in enumerate(q.wrong(**params).items()):
+            assert not q.right(value, **params), (params, value, why)
+            _fresh(monkeypatch, tmp_path, f"wrong{n}-{i}")
             with pytest.raises(AssertionError, match=re.escape(why)):
-                check_question(q.id, value, embed_dim=embed_dim)
+                check_question(q.id, value, **params)
+    first, other = q.examples[0], next(e for e in q.examples if q.answer(**e) != q.answer(
+        **q.examples[0]))
     _fresh(monkeypatch, tmp_path, "classmate")
     with pytest.raises(AssertionError, match="Not"):  # a classmate's number is no answer
-        check_question(q.id, q.answer(embed_dim=512), embed_dim=64)
-    with pytest.raises(ValueError, match="takes the parameters embed_dim"):
+        check_question(q.id, q.answer(**other), **first)
+    with pytest.raises(ValueError, match=f"takes the parameters {', '.join(q.params)}"):
         check_question(q.id, 1)
-    with pytest.raises(AssertionError, match="embed_dim must be a positive int"):
-        check_question(q.id, 1, embed_dim="64")
+    name = q.params[0]
+    with pytest.raises(AssertionError, match=f"{name} must be a positive int"):
+        check_question(q.id, 1, **{**first, name: str(first[name])})
+
+
+def test_a_fixed_question_takes_no_parameters():
     with pytest.raises(ValueError, match="takes no parameters"):
         check_question("scaling_q1", 64, d_k=64)
 
@@ -203,16 +213,23 @@ def _params(make):
 
 # Each numeric question's right answer, computed from the reference (the key must match).
 RIGHT_NUMBERS = {
-    "bottleneck_q1": lambda: _params(lambda: qkv.AdditiveAttention(64, 32, 16)),
     "scaling_q1": lambda: 64,
     "position_q2": lambda: float(qkv.alibi_slopes(8)[0]),
-    "efficient_q1": lambda: 4096 * 4096 * torch.finfo(torch.float32).bits / 8 / 2**20,
-    "variants_q1": lambda: 2 * 32 * 8 * 128 * torch.finfo(torch.bfloat16).bits // 8,
+}
+
+# Each per-student question's right answer, from its parameters, computed here on its own.
+RIGHT_COMPUTED = {
+    "bottleneck_q1": lambda attn_dim: _params(lambda: qkv.AdditiveAttention(64, 32, attn_dim)),
+    "multi_head_q1": lambda embed_dim: _params(lambda: qkv.MultiHeadAttention(embed_dim, 8)),
+    "efficient_q1": lambda length: length * length * torch.finfo(torch.float32).bits / 8 / 2**20,
+    "variants_q1": lambda layers, kv_heads: (2 * layers * kv_heads * 128
+                                             * torch.finfo(torch.bfloat16).bits // 8),
 }
 
 
 def test_every_numeric_key_is_the_reference_s_number():
     assert set(RIGHT_NUMBERS) == {q.id for q in NUMBERS}
+    assert set(RIGHT_COMPUTED) == {q.id for q in COMPUTED}
     for q in NUMBERS:
         assert q.right(RIGHT_NUMBERS[q.id]()), q.id
 
@@ -346,6 +363,28 @@ def test_every_assignment_asks_two_questions_worth_half_a_point_each(path):
         for letter, text in getattr(q, "choices", {}).items():
             shown = rf"\({letter}\) `?{re.escape(text)}`?\n"
             assert re.search(shown, markdown + "\n"), (qid, letter)
+
+
+@pytest.mark.parametrize("q", COMPUTED, ids=_ids)
+def test_a_per_student_question_s_parameters_come_from_the_seed_as_its_examples(q, capsys):
+    """The assignment's cell that draws the parameters from ``my_seed`` gives, for any seed,
+    parameters among the question's examples (so the tests above judge every case a student
+    can meet), and its test cell passes them to the check."""
+    (path,) = [p for p in SOURCES if q.id in _question_cells(p)[0]]
+    nb = jupytext.read(path, fmt="md:myst")
+    (draw,) = [c.source for c in nb.cells if c.cell_type == "code" and "my_seed" in c.source
+               and all(re.search(rf"\b{name}\b", c.source) for name in q.params)
+               and "answer" not in c.metadata and "tests" not in c.metadata]
+    seen = set()
+    for my_seed in range(200):
+        space = {"my_seed": my_seed}
+        exec(draw, space)  # noqa: S102 (the course's own source)
+        seen.add(tuple(sorted((name, space[name]) for name in q.params)))
+    capsys.readouterr()
+    assert seen == {tuple(sorted(e.items())) for e in q.examples}
+    (test,) = [c.source for c in nb.cells if c.metadata.get("tests") == f"test_{q.id}"]
+    for name in q.params:
+        assert f"{name}={name}" in test, test
 
 
 def test_every_question_is_asked_once():

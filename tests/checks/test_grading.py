@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import answers_beyond
+import answers_capstone
+import answers_variations
 import qkv
 from qkv.checks import grading
 from qkv.checks.harness._checks import ExerciseCheck
@@ -43,6 +45,9 @@ REFERENCES = {
     "check_causal_mask_bottom_right": qkv.causal_mask_bottom_right,
     "check_attention_forward": qkv.attention_forward,
     "check_block_forward": qkv.block_forward,
+    "check_dropout_block_forward": answers_capstone.dropout_block_forward,
+    "check_swiglu_mlp": answers_capstone.swiglu_mlp,
+    "check_order_sensitivity": answers_capstone.order_sensitivity,
     "check_ablation": lambda seed, steps=200: (
         {"window": 4}, qkv.ablation_loss({"window": 4}, seed, steps, progress=False)),
     # The exercises beyond the page (debugging, variations, experiments): a student's answers.
@@ -51,8 +56,12 @@ REFERENCES = {
         "streaming_attention", "fp16_overflow_rate", "linear_attention", "linear_gap",
         "dilated_window_mask_mod", "padded_bahdanau_weights", "top_k_lookup", "lookup_entropy",
         "self_attention_no_self", "self_weight", "multi_head_self_attention", "apply_rope_scaled",
-        "mean_ablate", "repeat_loss")},
+        "mean_ablate", "repeat_loss", "talking_heads_attention", "head_difference",
+        "apply_partial_rope")},
     "check_alibi_far_weight": answers_beyond.alibi_far_weight,
+    # The variations of assignments 1 to 4 (functions the reference does not contain).
+    **{f"check_{name}": getattr(answers_variations, name) for name in (
+        "coverage_attention", "sparsemax_lookup", "self_attention_with_null", "quiet_attention")},
 }
 OPTIONS = [(name, {}) for name in REFERENCES] + [
     ("check_scaled_dot_product_attention", {"masks": False}),

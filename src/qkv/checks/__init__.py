@@ -31,12 +31,16 @@ from ._stderr import (  # noqa: F401
 )
 from .bottleneck import (  # noqa: F401
     check_bahdanau_attention,
+    check_coverage_attention,
     check_padded_bahdanau_weights,
 )
 from .capstone import (  # noqa: F401
     check_ablation,
     check_attention_forward,
     check_block_forward,
+    check_dropout_block_forward,
+    check_order_sensitivity,
+    check_swiglu_mlp,
 )
 from .efficient import (  # noqa: F401
     check_chunked_attention,
@@ -54,6 +58,7 @@ from .lookup import (  # noqa: F401
     check_luong_score,
     check_soft_lookup,
     check_softmax,
+    check_sparsemax_lookup,
     check_top_k_lookup,
 )
 from .masking import (  # noqa: F401
@@ -64,13 +69,16 @@ from .masking import (  # noqa: F401
 )
 from .multi_head import (  # noqa: F401
     check_MultiHeadAttention,
+    check_head_difference,
     check_merge_heads,
     check_multi_head_self_attention,
     check_split_heads,
+    check_talking_heads_attention,
 )
 from .position import (  # noqa: F401
     check_alibi_bias,
     check_alibi_far_weight,
+    check_apply_partial_rope,
     check_apply_rope,
     check_apply_rope_scaled,
     check_sinusoidal_encoding,
@@ -79,6 +87,7 @@ from .qkv import (  # noqa: F401
     check_cross_attention,
     check_self_attention,
     check_self_attention_no_self,
+    check_self_attention_with_null,
     check_self_weight,
 )
 from .result import (  # noqa: F401
@@ -90,6 +99,7 @@ from .scaling import (  # noqa: F401
     check_attention_with_temperature,
     check_dot_product_variance,
     check_max_weight,
+    check_quiet_attention,
     check_scaled_dot_product_attention,
 )
 from .variants import (  # noqa: F401
@@ -109,6 +119,7 @@ __all__ = [
     "check_additive_score",
     "check_alibi_bias",
     "check_alibi_far_weight",
+    "check_apply_partial_rope",
     "check_apply_rope",
     "check_apply_rope_scaled",
     "check_attention_forward",
@@ -119,11 +130,14 @@ __all__ = [
     "check_causal_mask",
     "check_causal_mask_bottom_right",
     "check_chunked_attention",
+    "check_coverage_attention",
     "check_cross_attention",
     "check_dilated_window_mask_mod",
     "check_dot_product_variance",
+    "check_dropout_block_forward",
     "check_fp16_overflow_rate",
     "check_grouped_query_attention",
+    "check_head_difference",
     "check_kv_cache_step",
     "check_linear_attention",
     "check_linear_gap",
@@ -133,22 +147,28 @@ __all__ = [
     "check_mean_ablate",
     "check_merge_heads",
     "check_multi_head_self_attention",
+    "check_order_sensitivity",
     "check_padded_bahdanau_weights",
     "check_padded_causal_attention",
     "check_padding_leak",
     "check_padding_mask",
     "check_question",
+    "check_quiet_attention",
     "check_repeat_kv",
     "check_repeat_loss",
     "check_scaled_dot_product_attention",
     "check_self_attention",
     "check_self_attention_no_self",
+    "check_self_attention_with_null",
     "check_self_weight",
     "check_sinusoidal_encoding",
     "check_soft_lookup",
     "check_softmax",
+    "check_sparsemax_lookup",
     "check_split_heads",
     "check_streaming_attention",
+    "check_swiglu_mlp",
+    "check_talking_heads_attention",
     "check_top_k_lookup",
     "warnings_to_stdout",
 ]

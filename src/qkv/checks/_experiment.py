@@ -54,6 +54,8 @@ class Experiment:
         helpers: the student's other answers the experiment may call (name -> the
             reference's): while it runs they are the reference's, so that a missing or wrong
             helper costs only its own test (see :mod:`._helpers`).
+        given: names of the course's functions the assignment gives the experiment (a
+            call to one of them, or to the pieces its helpers are written with, is no note).
     """
 
     name: str
@@ -63,6 +65,7 @@ class Experiment:
     hint: str
     seeds: int = 12
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    given: Tuple[str, ...] = ()
 
 
 def _number(got: Any) -> Optional[float]:
@@ -134,7 +137,8 @@ class ExperimentCheck(Check):
         *setting, s = args
         with reference_helpers(student, self.exp.helpers):
             got = student(*setting, torch.Generator().manual_seed(s))
-        return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, {}))
+        given = dict.fromkeys(self.exp.given)
+        return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, given))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
         exp, plan, values, notices = self.exp, self.plan(seed), [], []

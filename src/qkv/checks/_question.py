@@ -239,6 +239,8 @@ class Computed:
         why: the reasoning, from the parameters, without a final full stop.
         wrong: computes the typical wrong numbers -> what each comes from, from the parameters.
         hint: what to look at for any other wrong number, without a final full stop.
+        examples: parameters a student's seed can give (the tests judge every question on
+            each of them; the assignment's formula from the seed draws among these).
     """
 
     id: str
@@ -247,6 +249,7 @@ class Computed:
     why: Callable[..., str]
     wrong: Callable[..., Mapping[float, str]]
     hint: str
+    examples: Tuple[Mapping[str, int], ...] = ()
     rel_tol: float = 1e-6
 
     def _same(self, a: float, b: float) -> bool:

@@ -13,18 +13,30 @@ import qkv
 
 from ._question import Choice, Computed, Number
 
-BOTTLENECK_Q1 = Number(
+def _additive_parameters(attn_dim: int) -> int:
+    """How many parameters the additive score of ``qkv.AdditiveAttention(64, 32, attn_dim)``
+    has, built on the meta device (no memory, no random draws)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in qkv.AdditiveAttention(64, 32, attn_dim).parameters())
+
+
+# Per student: attn_dim comes from the student's seed (the assignment says how).
+BOTTLENECK_Q1 = Computed(
     id="bottleneck_q1",
-    key="7aa7e09a76f4f6d4e6e65a95",
-    why="W_q is (16, 64), W_k is (16, 32) and v_a is (16,): 1024 + 512 + 16",
-    wrong=lambda: {
-        1536: "that is W_q and W_k only: v_a, which turns each tanh vector into one score, "
-              "has attn_dim = 16 parameters too",
-        2064: "W_k reads the keys, of width key_dim = 32, not 64: it is (16, 32)",
-        1040: "W_k counts too: the keys are projected to attn_dim as the query is",
+    params=("attn_dim",),
+    answer=_additive_parameters,
+    why=lambda attn_dim: (f"W_q is ({attn_dim}, 64), W_k is ({attn_dim}, 32) and v_a is "
+                          f"({attn_dim},): {attn_dim * 64} + {attn_dim * 32} + {attn_dim}"),
+    wrong=lambda attn_dim: {
+        attn_dim * 96: "that is W_q and W_k only: v_a, which turns each tanh vector into one "
+                       "score, has attn_dim parameters too",
+        attn_dim * 129: "W_k reads the keys, of width key_dim = 32, not 64: it is "
+                        "(attn_dim, 32)",
+        attn_dim * 65: "W_k counts too: the keys are projected to attn_dim as the query is",
     },
     hint="W_q is (attn_dim, query_dim), W_k is (attn_dim, key_dim) and v_a is (attn_dim,): "
          "add the three sizes",
+    examples=tuple({"attn_dim": 8 * (seed % 6 + 1)} for seed in range(6)),
 )
 
 BOTTLENECK_Q2 = Choice(
@@ -159,6 +171,7 @@ MULTI_HEAD_Q1 = Computed(
                            "biases"),
     wrong=_mha_wrong,
     hint="count the weights and biases of the four projections (q, k, v and the output)",
+    examples=tuple({"embed_dim": 64 * (seed % 8 + 1)} for seed in range(8)),
 )
 
 MULTI_HEAD_Q2 = Choice(

@@ -7,7 +7,9 @@ Each assignment asks its questions in a markdown cell that prints the choices as
 
 from __future__ import annotations
 
-from ._question import Choice, Number
+import torch
+
+from ._question import Choice, Computed, Number
 
 MASKING_Q1 = Choice(
     id="masking_q1",
@@ -66,19 +68,30 @@ POSITION_Q2 = Number(
     hint="with H = 8 heads the slopes are 2^(-8h/H) for h = 1..H",
 )
 
-EFFICIENT_Q1 = Number(
+def _score_mib(length: int) -> float:
+    """MiB of one (length, length) float32 score matrix."""
+    return length * length * torch.finfo(torch.float32).bits / 8 / 2**20
+
+
+# Per student: the length comes from the student's seed (the assignment says how).
+EFFICIENT_Q1 = Computed(
     id="efficient_q1",
-    key="9a47ebc8cc08729bd888e80f",
-    why="4096 * 4096 scores of 4 bytes each is 2^26 bytes, 64 MiB, for every head and "
-        "every sequence of the batch",
-    wrong=lambda: {
-        32: "that is 2 bytes per score (float16); a float32 takes 4",
-        16: "that is 1 byte per score; a float32 takes 4",
-        128: "that is 8 bytes per score (float64); a float32 takes 4",
-        1 / 16: "that is in GiB; the question asks MiB (2^20 bytes)",
-        64 * 2**20 / 10**6: "that is in MB (10^6 bytes); the question asks MiB (2^20 bytes)",
+    params=("length",),
+    answer=_score_mib,
+    why=lambda length: (f"{length} * {length} scores of 4 bytes each is "
+                        f"{length * length * 4:,} bytes, {_score_mib(length):g} MiB, for every "
+                        "head and every sequence of the batch"),
+    wrong=lambda length: {
+        _score_mib(length) / 2: "that is 2 bytes per score (float16); a float32 takes 4",
+        _score_mib(length) / 4: "that is 1 byte per score; a float32 takes 4",
+        _score_mib(length) * 2: "that is 8 bytes per score (float64); a float32 takes 4",
+        _score_mib(length) / 1024: "that is in GiB; the question asks MiB (2^20 bytes)",
+        length * length * 4 / 10**6: "that is in MB (10^6 bytes); the question asks MiB "
+                                     "(2^20 bytes)",
+        length * 4 / 2**20: "that is one row of scores; the matrix has length rows",
     },
     hint="L * S scores, 4 bytes each in float32, and 2^20 bytes to a MiB",
+    examples=tuple({"length": 1024 * (seed % 7 + 2)} for seed in range(7)),
 )
 
 EFFICIENT_Q2 = Choice(
@@ -96,21 +109,31 @@ EFFICIENT_Q2 = Choice(
     },
 )
 
-VARIANTS_Q1 = Number(
+def _kv_cache_bytes(layers: int, kv_heads: int) -> int:
+    """Bytes of a GQA model's bfloat16 KV cache per token: keys and values, every layer,
+    ``kv_heads`` key/value heads of 128 dims."""
+    return 2 * layers * kv_heads * 128 * torch.finfo(torch.bfloat16).bits // 8
+
+
+# Per student: the layers and key/value heads come from the student's seed.
+VARIANTS_Q1 = Computed(
     id="variants_q1",
-    key="2d1e626e1473470dff82f81c",
-    why="keys and values (2) in each of 32 layers, for 8 key/value heads of 128 dims, "
-        "2 bytes each",
-    wrong=lambda: {
-        2 * 32 * 32 * 128 * 2: "that caches 32 key/value heads, multi-head attention's cache; "
-                               "GQA stores only the 8 key/value heads",
-        32 * 8 * 128 * 2: "the cache holds the keys and the values: twice that",
-        2 * 32 * 8 * 128 * 4: "twice the answer: 4 bytes per number is float32, or 32 heads "
-                              "without the values; count 2 bytes and 8 key/value heads",
-        2 * 8 * 128 * 2: "that is one layer; every layer has a cache of its own",
+    params=("layers", "kv_heads"),
+    answer=_kv_cache_bytes,
+    why=lambda layers, kv_heads: (f"keys and values (2) in each of {layers} layers, for "
+                                  f"{kv_heads} key/value heads of 128 dims, 2 bytes each"),
+    wrong=lambda layers, kv_heads: {
+        2 * layers * 32 * 128 * 2: "that caches all 32 query heads, multi-head attention's "
+                                   "cache; GQA stores only the key/value heads",
+        layers * kv_heads * 128 * 2: "the cache holds the keys and the values: twice that",
+        2 * layers * kv_heads * 128 * 4: "twice the answer: 4 bytes per number is float32; a "
+                                         "16-bit float takes 2",
+        2 * kv_heads * 128 * 2: "that is one layer; every layer has a cache of its own",
     },
     hint="bytes per token = 2 (keys and values) x layers x key/value heads x head dim x bytes "
          "per number",
+    examples=tuple({"layers": 16 + 4 * (seed % 5), "kv_heads": 2 ** (seed % 3 + 1)}
+                   for seed in range(15)),
 )
 
 VARIANTS_Q2 = Choice(

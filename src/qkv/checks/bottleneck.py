@@ -14,12 +14,13 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond_checks
+from . import _beyond_checks, _variations_early
 from .harness import (Case, Exercise, ExerciseCheck, half_case, Mistake, picked, randn, run_check,
                       via_float32)
 
 __all__ = [
     "check_bahdanau_attention",
+    "check_coverage_attention",
     "check_padded_bahdanau_weights",
 ]
 
@@ -141,3 +142,23 @@ def check_padded_bahdanau_weights(padded_bahdanau_weights: Callable[..., Tensor]
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_padded_bahdanau_weights"], padded_bahdanau_weights, seed)
+
+
+# --------------------------------------------------------------------------- a variation
+# A function the reference does not contain (specified in ._variations_early).
+
+CHECKS["check_coverage_attention"] = ExerciseCheck(
+    "check_coverage_attention", lambda: (_variations_early.COVERAGE_WEIGHTS, _variations_early.COVERAGE_CONTEXT),
+    items=(1, 0), returns="(context, weights)")
+
+
+def check_coverage_attention(coverage_attention: Callable[..., Any], seed: Optional[int] = 0) -> None:
+    """Check ``coverage_attention(query, keys, coverage, W_q, W_k, w_c, v_a) -> (context, weights)``:
+    Bahdanau attention whose score also reads each encoder position's coverage (the weight it
+    has had so far), ``v_a . tanh(W_q s + W_k h_j + w_c c_j)``.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_coverage_attention"], coverage_attention, seed)

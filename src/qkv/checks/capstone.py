@@ -6,8 +6,9 @@ from a seed, calls the student's function, and compares with
 :func:`qkv.capstone.attention_forward` / :func:`qkv.capstone.block_forward`; when they
 differ it names the mistake among wrong versions written here (post-norm, a residual
 missing, no causal mask, the cache not appended, RoPE positions not offset...). The
-ablation is a measurement: :func:`check_ablation` checks the reported loss is one the
-run could give and, with ``rerun=True`` (when grading), trains the same run again.
+ablation is a measurement: :func:`check_ablation` trains the same short run again. The
+exercises beyond the page (a block to debug, SwiGLU, the order experiment) are specified in
+:mod:`._beyond_capstone`.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from torch import Tensor
 
 import qkv
 
+from . import _beyond_checks
 from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, randn, run_check,
                       split_outcome)
 from .mistakes.attention import TORCH_ATTENTION
 from .mistakes.capstone import attention_variant, block_variant
 from .result import NOT_WRITTEN, CheckResult
 
-__all__ = ["check_ablation", "check_attention_forward", "check_block_forward"]
+__all__ = ["check_ablation", "check_attention_forward", "check_block_forward",
+           "check_dropout_block_forward", "check_order_sensitivity", "check_swiglu_mlp"]
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -295,4 +298,45 @@ def check_ablation(ablation: Callable[..., Any], seed: Optional[int] = 0) -> Non
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = {**checks_of(ATTENTION_FORWARD, BLOCK_FORWARD), "check_ablation": ABLATION_CHECK}
+CHECKS = {**checks_of(ATTENTION_FORWARD, BLOCK_FORWARD), "check_ablation": ABLATION_CHECK,
+          **_beyond_checks.checks("check_dropout_block_forward", "check_swiglu_mlp",
+                                  "check_order_sensitivity")}
+
+
+# --------------------------------------------------------------------------- beyond the page
+# Debugging, a variation and an experiment (specified in ._beyond_capstone).
+
+
+def check_dropout_block_forward(dropout_block_forward: Callable[..., Tensor],
+                                seed: Optional[int] = 0) -> None:
+    """Check the debugged ``dropout_block_forward(x, params, num_heads, dropout=0.1,
+    training=False)``: a pre-norm block without positions, dropout on each sublayer's output
+    in training only. A bug of the printed version still present is named (all of them).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_dropout_block_forward"], dropout_block_forward, seed)
+
+
+def check_swiglu_mlp(swiglu_mlp: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``swiglu_mlp(h, params)``, SwiGLU's gated MLP (not in the course's reference).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_swiglu_mlp"], swiglu_mlp, seed)
+
+
+def check_order_sensitivity(order_sensitivity: Callable[..., float],
+                            seed: Optional[int] = 0) -> None:
+    """Check the experiment ``order_sensitivity(num_layers, rope, generator)`` as a
+    measurement (see :mod:`._experiment`).
+
+    Raises:
+        CheckFailed: naming the setting it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_order_sensitivity"], order_sensitivity, seed)

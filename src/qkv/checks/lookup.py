@@ -16,7 +16,7 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond_checks
+from . import _beyond_checks, _variations_early
 from .mistakes.attention import TORCH_ATTENTION
 from .harness import (bool_mask, Case, checks_of, Exercise, ExerciseCheck, Forbidden, half_case,
                       picked, randn, run_check, via_float32)
@@ -28,6 +28,7 @@ __all__ = [
     "check_luong_score",
     "check_soft_lookup",
     "check_softmax",
+    "check_sparsemax_lookup",
     "check_top_k_lookup",
 ]
 
@@ -262,3 +263,23 @@ def check_lookup_entropy(lookup_entropy: Callable[..., float], seed: Optional[in
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_lookup_entropy"], lookup_entropy, seed)
+
+
+# --------------------------------------------------------------------------- a variation
+# A function the reference does not contain (specified in ._variations_early).
+
+CHECKS["check_sparsemax_lookup"] = ExerciseCheck(
+    "check_sparsemax_lookup", lambda: (_variations_early.SPARSE_WEIGHTS, _variations_early.SPARSE_OUTPUT),
+    items=(1, 0), returns="(output, weights)")
+
+
+def check_sparsemax_lookup(sparsemax_lookup: Callable[..., Any], seed: Optional[int] = 0) -> None:
+    """Check ``sparsemax_lookup(query, keys, values, temperature=1.0) -> (output, weights)``: a
+    lookup whose weights are the sparsemax of the scores (their projection onto the simplex),
+    so that some are exactly 0.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_sparsemax_lookup"], sparsemax_lookup, seed)

@@ -22,8 +22,10 @@ from .mistakes.multi_head_module import (close_pair, mha_cases, reference, run_s
 __all__ = [
     "check_MultiHeadAttention",
     "check_merge_heads",
+    "check_head_difference",
     "check_multi_head_self_attention",
     "check_split_heads",
+    "check_talking_heads_attention",
 ]
 
 _TRANSPOSE_FIRST = "transposing before the reshape (the features and positions are mixed)"
@@ -192,13 +194,14 @@ def check_MultiHeadAttention(MultiHeadAttention: Any, seed: Optional[int] = 0) -
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION)
-CHECKS.update(_beyond_checks.checks("check_multi_head_self_attention"))
+CHECKS.update(_beyond_checks.checks("check_multi_head_self_attention",
+                                    "check_talking_heads_attention", "check_head_difference"))
 
 
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
-# registered in ._beyond_checks).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early
+# and ._beyond_mid, registered in ._beyond_checks).
 
 
 def check_multi_head_self_attention(multi_head_self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -210,3 +213,27 @@ def check_multi_head_self_attention(multi_head_self_attention: Callable[..., Ten
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_multi_head_self_attention"], multi_head_self_attention, seed)
+
+
+def check_talking_heads_attention(talking_heads_attention: Callable[..., Tensor],
+                                  seed: Optional[int] = 0) -> None:
+    """Check ``talking_heads_attention(query, key, value, pre_mix, post_mix)``: the scores mixed
+    across heads by ``pre_mix`` before the softmax, the weights by ``post_mix`` after it (new
+    head ``j`` = ``sum_h mix[j, h] * head h``), a variation the reference does not contain.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_talking_heads_attention"], talking_heads_attention, seed)
+
+
+def check_head_difference(head_difference: Callable[..., float], seed: Optional[int] = 0) -> None:
+    """Check the experiment ``head_difference(share, generator)`` as a measurement (see
+    :mod:`._experiment`).
+
+    Raises:
+        CheckFailed: naming the setting it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_head_difference"], head_difference, seed)

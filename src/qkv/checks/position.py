@@ -17,6 +17,7 @@ from .mistakes.position import alibi_variant, rope_variant, sinusoid_variant
 __all__ = [
     "check_alibi_bias",
     "check_alibi_far_weight",
+    "check_apply_partial_rope",
     "check_apply_rope",
     "check_apply_rope_scaled",
     "check_sinusoidal_encoding",
@@ -219,13 +220,14 @@ def check_alibi_bias(alibi_bias: Callable[..., Tensor], seed: Optional[int] = 0)
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SINUSOIDAL_ENCODING, APPLY_ROPE, ALIBI_BIAS)
-CHECKS.update(_beyond_checks.checks("check_apply_rope_scaled", "check_alibi_far_weight"))
+CHECKS.update(_beyond_checks.checks("check_apply_rope_scaled", "check_alibi_far_weight",
+                                    "check_apply_partial_rope"))
 
 
 
 # --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
-# registered in ._beyond_checks).
+# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early
+# and ._beyond_mid, registered in ._beyond_checks).
 
 
 def check_apply_rope_scaled(apply_rope_scaled: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
@@ -248,3 +250,15 @@ def check_alibi_far_weight(alibi_far_weight: Callable[..., float], seed: Optiona
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_alibi_far_weight"], alibi_far_weight, seed)
+
+
+def check_apply_partial_rope(apply_partial_rope: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``apply_partial_rope(x, rotary_dim, offset=0, base=10000.0)``: RoPE on the first
+    ``rotary_dim`` dims of ``x`` (frequencies ``base ** (-2i / rotary_dim)``), the others passed
+    through, a variation the reference does not contain.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_apply_partial_rope"], apply_partial_rope, seed)

@@ -17,7 +17,7 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond_checks
+from . import _beyond_checks, _variations_early
 from .mistakes.attention import TORCH_ATTENTION, attend
 from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, run_check, via_float32
 
@@ -25,6 +25,7 @@ __all__ = [
     "check_cross_attention",
     "check_self_attention",
     "check_self_attention_no_self",
+    "check_self_attention_with_null",
     "check_self_weight",
 ]
 
@@ -224,3 +225,22 @@ def check_self_weight(self_weight: Callable[..., float], seed: Optional[int] = 0
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_self_weight"], self_weight, seed)
+
+
+# --------------------------------------------------------------------------- a variation
+# A function the reference does not contain (specified in ._variations_early).
+
+CHECKS.update(checks_of(_variations_early.SELF_ATTENTION_WITH_NULL))
+
+
+def check_self_attention_with_null(self_attention_with_null: Callable[..., Tensor],
+                                   seed: Optional[int] = 0) -> None:
+    """Check ``self_attention_with_null(x, W_q, W_k, W_v, k_null, v_null)``: self-attention in
+    which each query may also attend to a learned null key ``k_null`` (E,), whose value is
+    ``v_null`` (Ev,).
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_self_attention_with_null"], self_attention_with_null, seed)

@@ -20,7 +20,7 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond_checks
+from . import _beyond_checks, _variations_early
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
                       is_tensor, notice_text, plain, Raised, randn, reference_names, run_check,
@@ -32,6 +32,7 @@ __all__ = [
     "check_attention_with_temperature",
     "check_dot_product_variance",
     "check_max_weight",
+    "check_quiet_attention",
     "check_scaled_dot_product_attention",
 ]
 
@@ -399,3 +400,21 @@ def check_max_weight(max_weight: Callable[..., float], seed: Optional[int] = 0) 
     """
     __tracebackhide__ = True
     run_check(CHECKS["check_max_weight"], max_weight, seed)
+
+
+# --------------------------------------------------------------------------- a variation
+# A function the reference does not contain (specified in ._variations_early).
+
+CHECKS.update({"check_quiet_attention": single(_variations_early.QUIET_ATTENTION)})
+
+
+def check_quiet_attention(quiet_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``quiet_attention(query, key, value, scale=None)``: attention whose weights are
+    ``exp(s_j) / (1 + sum_k exp(s_k))`` (a softmax "off by one"), stable for large and very
+    negative scores.
+
+    Raises:
+        CheckFailed: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(CHECKS["check_quiet_attention"], quiet_attention, seed)

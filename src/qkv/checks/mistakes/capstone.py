@@ -72,3 +72,76 @@ def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
     x = x + a if attn_residual else a
     m = mlp(norm(x, n2))
     return x + m if mlp_residual else m
+
+
+# ----------------------------------------------------------------- beyond the page
+#: The seed of torch's random state while a dropout block runs: a dropout left on in eval
+#: then drops the same features in the student's block and in the catalogue's, so the check
+#: can name it. The caller's random state is put back afterwards.
+DROPOUT_SEED = 1234
+
+
+def seeded(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with torch's random state at :data:`DROPOUT_SEED`, the caller's
+    state restored afterwards (on the CPU and on the input's CUDA device)."""
+    x = args[0] if args else None
+    cuda = [x.device.index or 0] if isinstance(x, Tensor) and x.is_cuda else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(DROPOUT_SEED)
+        return fn(*args, **kwargs)
+
+
+def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
+                          residual="stream", mask="causal", scale=True, eval_dropout=(),
+                          dropout_removed=False):
+    """The pre-norm block without positions, with dropout, with bugs put back (the defaults
+    are the right answer): ``residual="normed"`` (the stream replaced by its normalised copy
+    before the attention), ``"post"`` (post-norm); ``mask="inverted"`` (``triu``),
+    ``"none"``; ``scale=False``; ``eval_dropout``, the sublayers (``"attn"``, ``"mlp"``)
+    whose dropout stays on in eval; ``dropout_removed`` (never applied)."""
+    E = x.shape[-1] // num_heads
+    L = x.shape[-2]
+    w = params
+    h = qkv.rms_norm(x, w["norm1.weight"])
+    if residual == "normed":
+        x = h
+    inp = x if residual == "post" else h
+    q, k, val = (qkv.split_heads(inp @ w[f"attn.{n}_proj.weight"].T, num_heads) for n in "qkv")
+    ones = torch.ones(L, L, dtype=torch.bool, device=x.device)
+    allowed = {"causal": ones.tril(), "inverted": ones.triu(), "none": ones}[mask]
+    scores = q @ k.transpose(-2, -1) / (math.sqrt(E) if scale else 1.0)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    a = qkv.merge_heads(weights @ val) @ w["attn.out_proj.weight"].T
+
+    def drop(t, sublayer):
+        on = (training or sublayer in eval_dropout) and not dropout_removed
+        return F.dropout(t, dropout, training=on)
+
+    x = x + drop(a, "attn")
+    if residual == "post":
+        x = qkv.rms_norm(x, w["norm1.weight"])
+    h = x if residual == "post" else qkv.rms_norm(x, w["norm2.weight"])
+    m = F.gelu(h @ w["mlp.up.weight"].T) @ w["mlp.down.weight"].T
+    x = x + drop(m, "mlp")
+    return qkv.rms_norm(x, w["norm2.weight"]) if residual == "post" else x
+
+
+def swiglu_variant(h, params, *, act="silu", gated="gate", combine="product"):
+    """SwiGLU's MLP, ``(silu(h W_gate^T) * h W_up^T) W_down^T``, with one switch turned (the
+    defaults are the right answer): ``act`` the gate's activation (``"gelu"``, ``"sigmoid"``,
+    ``"relu"``); ``gated="up"`` (the activation on the up projection), ``"none"`` (no gate:
+    ``silu(h W_up^T) W_down^T``); ``combine="sum"`` (added, not multiplied), ``"inside"``
+    (the activation applied to the product)."""
+    f = {"silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "relu": F.relu}[act]
+    g, u = h @ params["gate.weight"].T, h @ params["up.weight"].T
+    if gated == "up":
+        g, u = u, g
+    if gated == "none":
+        hidden = f(u)
+    elif combine == "sum":
+        hidden = f(g) + u
+    elif combine == "inside":
+        hidden = f(g * u)
+    else:
+        hidden = f(g) * u
+    return hidden @ params["down.weight"].T
