@@ -27,7 +27,7 @@ test: $(STAMP) $(NODE_STAMP) chromium bubblewrap
 
 venv: $(STAMP)
 
-# Every generated file (Colab notebooks, exercises, ...) from its source: see src/qkv_course/generate.py.
+# Every generated file (Colab notebooks, exercises, ...) from its source: see src/qkv_course/generate/command.py.
 # A generated file edited by hand is kept (exit 2): move it away, or run the command with --force.
 generate: $(STAMP)
 	$(BIN)/python -m qkv_course generate

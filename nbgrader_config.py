@@ -6,7 +6,7 @@ See book/instructors.md for the commands. Everything nbgrader writes while gradi
 
 import os
 
-from qkv_course.provisional import template_dirs
+from qkv_course.nbgrader.provisional import template_dirs
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
@@ -44,7 +44,7 @@ c.Autograde.create_student = True
 # of the assignment's released notebooks, so ids may hold "_", "-" and "."; a file it cannot map
 # stops the collection with an error naming it (nbgrader's own collector would skip it silently
 # and the student would get a zero). See book/instructors.md.
-c.ZipCollectApp.collector_plugin = "qkv_course.collect.StudentFileCollector"
+c.ZipCollectApp.collector_plugin = "qkv_course.nbgrader.collect.StudentFileCollector"
 
 # Autograding puts back every locked cell (set-up and test cells) from the gradebook. nbgrader's
 # own OverwriteCells logs "Attribute 'checksum' ... has changed!" for every test cell with hidden
@@ -55,19 +55,19 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
-    "qkv_course.overwrite.OverwriteReleasedCells",
+    "qkv_course.nbgrader.overwrite.OverwriteReleasedCells",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
 # Feedback and export: an answer that waits for grading by hand (the written answers) says "Not
 # graded yet" on the student's feedback page instead of 0, and grades.csv marks totals that are
 # still provisional (columns needs_manual_grading and ungraded_points). See
-# src/qkv_course/provisional.py.
+# src/qkv_course/nbgrader/provisional.py.
 c.GenerateFeedback.preprocessors = [
-    "qkv_course.provisional.PendingGrades",
+    "qkv_course.nbgrader.provisional.PendingGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 c.HTMLExporter.template_name = "feedback_qkv"
 c.HTMLExporter.template_file = "feedback.html.j2"
 c.HTMLExporter.extra_template_basedirs = template_dirs()  # nbgrader's templates, then the course's
-c.ExportApp.plugin_class = "qkv_course.provisional.ProvisionalCsvExport"
+c.ExportApp.plugin_class = "qkv_course.nbgrader.provisional.ProvisionalCsvExport"

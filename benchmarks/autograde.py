@@ -32,14 +32,14 @@ from typing import Dict, List
 
 import nbformat
 
-from qkv_course import assignments
 from qkv_course.config import ROOT
-from qkv_course.exercises import nbgrader_api, nbgrader_environment
+from qkv_course.generate import assignments
+from qkv_course.nbgrader.api import nbgrader_api, nbgrader_environment
 
 sys.path.insert(0, str(ROOT / "tests"))
 import scaling_submissions as class_  # noqa: E402  (test material, shared with test_instructors)
 
-# The floor, written as an assignment source is (see qkv_course.assignments): the set-up cell
+# The floor, written as an assignment source is (see qkv_course.generate.assignments): the set-up cell
 # every assignment starts with, and one test cell with nothing to do.
 FLOOR = """# Floor
 

@@ -18,7 +18,7 @@ time, emulating those limits:
   torch maps far more address space than it touches, and no cgroup is available here.
 
 The zip's ``setup.sh`` uninstalls ``rfc3987-syntax`` from the image (see
-``qkv_course.gradescope_zip``); here its import is refused to the grading processes in the
+``qkv_course.gradescope.autograder_zip``); here its import is refused to the grading processes in the
 same way (a module of that name on ``PYTHONPATH`` that raises ImportError), unless
 ``--keep-rfc3987`` is given.
 
@@ -49,8 +49,9 @@ from typing import Dict, List, Tuple
 import nbformat
 import psutil
 
-from qkv_course import assignments, gradescope
 from qkv_course.config import ROOT
+from qkv_course.generate import assignments
+from qkv_course.gradescope import command as gradescope
 
 PERIOD, SHARE = 0.100, 0.5  # seconds per period, and the share of it the processes may run
 SAMPLE = 0.020  # seconds between memory samples

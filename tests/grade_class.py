@@ -21,7 +21,7 @@ NOTEBOOK = class_.NOTEBOOK
 def make_course(dest: Path, assignments: Iterable[str] = (ASSIGNMENT,)) -> Path:
     """A course folder holding the repository's nbgrader configuration, the assignments'
     sources and releases, and a gradebook that knows them (``nbgrader generate_assignment``)."""
-    from qkv_course.exercises import nbgrader_api, nbgrader_environment
+    from qkv_course.nbgrader.api import nbgrader_api, nbgrader_environment
 
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "nbgrader_config.py", dest / "nbgrader_config.py")

@@ -25,8 +25,8 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
+from book_pages import colab_url
 from qkv_course.config import ROOT, toc_pages
-from qkv_course.pages import colab_url
 
 CHROMIUM = Path(os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [

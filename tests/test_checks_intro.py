@@ -1,6 +1,6 @@
 """Every assignment's intro says what its checks try and refuse, and says it truly.
 
-The block is made by :mod:`qkv_course.checks_intro` from the checks' own data; these tests
+The block is made by :mod:`qkv_course.generate.checks_intro` from the checks' own data; these tests
 check that every solution notebook and every released exercise carries the block made from the
 current checks, and, by running each check on a spy, that what the block says (the dtypes,
 the number of calls, the calls noted rather than refused) is what the checks do.
@@ -15,7 +15,7 @@ import torch
 
 from qkv.checks import grading
 from qkv.checks.harness import check_now
-from qkv_course import checks_intro
+from qkv_course.generate import checks_intro
 from qkv_course.config import ROOT
 
 SOURCES = sorted(ROOT.glob("solutions/*/*.md"))

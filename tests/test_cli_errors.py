@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from qkv_course import generate, outdir
+from qkv_course import outdir
 from qkv_course.cli import main
-from qkv_course.graded import UsageError, nbgrader_meta, read_notebook
+from qkv_course.generate import command as generate
+from qkv_course.nbgrader.graded import nbgrader_meta, read_notebook
+from qkv_course.usage import UsageError
 
 GRADED = new_code_cell("x = 1", metadata={"nbgrader": {"grade": True, "grade_id": "t", "points": 1}})
 
@@ -78,7 +80,7 @@ def test_ctrl_c_leaves_no_half_written_output(tmp_path, capsys, monkeypatch):
         Path(path).write_text("<html>half")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("qkv_course.report_html.write_html", interrupted)
+    monkeypatch.setattr("qkv_course.report.page.write_html", interrupted)
     _one_line(capsys, main(["report", str(course), "--out", str(out)]), expected=130)
     # mistakes.csv was complete before the interruption; report.html was never renamed into place
     assert sorted(p.name for p in out.iterdir()) == ["mistakes.csv"]

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import qkv.checks
-from qkv_course.concept_map import concepts, missing, table
 from qkv_course.config import ROOT
+from qkv_course.generate.concept_map import concepts, missing, table
 
 
 def test_every_concept_has_its_chapter_reference_checks_tests_and_assignment():
@@ -65,3 +65,13 @@ def test_a_chapter_without_assignment_needs_no_checks_but_may_not_have_them(tmp_
     (tmp_path / "src" / "qkv" / "checks").mkdir(parents=True)
     (tmp_path / "src" / "qkv" / "checks" / "masking.py").write_text("def check_x(fn):\n    pass\n")
     assert any("assignment: false" in line for line in missing(c)), missing(c)
+
+
+def test_every_tooling_package_says_what_each_of_its_modules_is_for():
+    """CONTRIBUTING's tooling map lists a sub-package's modules; its face says what they do."""
+    package = ROOT / "src" / "qkv_course"
+    unnamed = [f"{face.parent.name}/{module.name}"
+               for face in sorted(package.glob("*/__init__.py"))
+               for module in sorted(face.parent.glob("*.py"))
+               if module.name != "__init__.py" and f".{module.stem}`" not in face.read_text()]
+    assert not unnamed, f"modules their package's __init__.py docstring does not name: {unnamed}"

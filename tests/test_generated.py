@@ -1,7 +1,7 @@
 """Every generated file fresh from its source; the assignments' source convention enforced.
 
-``solutions/<a>/<name>.md`` -> ``solutions/<a>/<name>.ipynb`` (qkv_course.assignments) ->
-``exercises/<a>/<name>.ipynb`` (nbgrader, qkv_course.exercises); the other generators (Colab
+``solutions/<a>/<name>.md`` -> ``solutions/<a>/<name>.ipynb`` (qkv_course.generate.assignments) ->
+``exercises/<a>/<name>.ipynb`` (nbgrader, qkv_course.generate.exercises); the other generators (Colab
 copies, ``_toc.yml``, the export lists, CONTRIBUTING's concept map) are checked here too.
 """
 
@@ -17,9 +17,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qkv_course import assignments, exercises, generate, outdir
+from qkv_course import outdir
 from qkv_course.config import ROOT
-from qkv_course.generate import COMMAND, GENERATORS, RECORD, Generator, stale
+from qkv_course.generate import assignments, exercises
+from qkv_course.generate import command as generate
+from qkv_course.generate.command import COMMAND, GENERATORS, RECORD, Generator, stale
 
 # The Colab copies are made from book/_glue, which a background book build rewrites.
 pytestmark = pytest.mark.usefixtures("book_build_finished")
@@ -30,8 +32,8 @@ HEAD = "---\nkernelspec:\n  display_name: Python 3\n  language: python\n  name: 
 
 
 def test_two_generators_solutions_first():
-    assert [g.module for g in ASSIGNMENT_GENERATORS] == ["qkv_course.assignments",
-                                                         "qkv_course.exercises"]
+    assert [g.module for g in ASSIGNMENT_GENERATORS] == ["qkv_course.generate.assignments",
+                                                         "qkv_course.generate.exercises"]
 
 
 # The exercises' generator runs nbgrader: slow, like every test that does.

@@ -24,7 +24,7 @@ import scaling_submissions as class_
 from qkv_course.cli import main as qkv
 from qkv_course.grade import plan as plan_mod
 from qkv_course.grade import records, run
-from qkv_course.graded import questions
+from qkv_course.nbgrader.graded import questions
 
 pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
 

@@ -193,13 +193,13 @@ def test_delegation_is_a_flag_not_a_deduction(tmp_path):
 
 
 def test_gradescope_runs_the_same_engine(attacked, tmp_path):
-    from qkv_course.grade import gradescope
+    from qkv_course.gradescope import autograder
 
     submission = tmp_path / "submission"
     submission.mkdir()
     nbformat.write(class_.submission("unscaled"), str(submission / "anything.ipynb"))
     out = tmp_path / "results" / "results.json"
-    assert gradescope.main([str(attacked["course"]), gc.ASSIGNMENT, str(submission), str(out)]) == 0
+    assert autograder.main([str(attacked["course"]), gc.ASSIGNMENT, str(submission), str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["score"] == class_.expected("unscaled")[0]
     failed = {t["name"] for t in result["tests"] if t["score"] < t["max_score"]}

@@ -24,10 +24,11 @@ import nbformat
 import pytest
 
 from masking_submissions import INVERTED_CAUSAL, MISTAKE_NAMES, sdpa_with_its_own_causal_mask
-from qkv_course import assignments, gradescope
 from qkv_course.cli import main
 from qkv_course.config import ROOT
-from qkv_course.exercises import nbgrader_api, nbgrader_environment
+from qkv_course.generate import assignments
+from qkv_course.gradescope import command as gradescope
+from qkv_course.nbgrader.api import nbgrader_api, nbgrader_environment
 from test_nbgrader import _cell, _scaling_variants, _scores, _submit
 
 MASKING, SCALING = "06-masking", "04-scaling"
@@ -245,7 +246,7 @@ def test_the_zip_installs_cpu_torch_and_the_bundled_package_and_runs_the_engine(
     assert f"python={sys.version_info.major}.{sys.version_info.minor}" in setup
     assert "bubblewrap" in setup and "git+" not in requirements  # nothing from the repository
     assert "otter" not in (setup + run + requirements).lower()
-    assert "-m qkv_course.grade.gradescope" in run and SCALING in run and mode & 0o111
+    assert "-m qkv_course.gradescope.autograder" in run and SCALING in run and mode & 0o111
     assert len(key) == 64
     head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip()

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qkv_course.exercises import nbgrader_api, nbgrader_environment
+from qkv_course.nbgrader.api import nbgrader_api, nbgrader_environment
 
 pytestmark = pytest.mark.slow
 

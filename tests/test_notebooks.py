@@ -15,10 +15,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qkv_course import colab, glued, outdir
+from book_pages import colab_url, first_code_cell, student_notebooks
+from qkv_course import outdir
 from qkv_course.config import ROOT, chapters, release_tag, repository_url, toc_pages
-from qkv_course.generate import COMMAND, GENERATORS, RECORD, stale
-from qkv_course.pages import colab_url, first_code_cell, student_notebooks
+from qkv_course.generate import colab
+from qkv_course.generate.command import COMMAND, GENERATORS, RECORD, stale
+from qkv_course.render import glued
 
 NOTEBOOK_PAGES = [p for p in toc_pages() if p.is_notebook]
 COLAB = [g for g in GENERATORS if g.name == "colab"]
@@ -118,7 +120,7 @@ def test_colab_copy_reads_like_the_page(tmp_path: Path):
     assert "/blob/main/src/m.py#L4-L7)" in text
     assert "> **Note**\n>\n> A $x$ note." in text
     assert not MYST.search(text)
-    assert "from qkv_course.glue import glue" in nb.cells[2].source
+    assert "from qkv_course.render.glue import glue" in nb.cells[2].source
     # A code change makes the record out of date until the book is built again.
     md.write_text(md.read_text().replace("0.8765", "0.9"))
     with pytest.raises(colab.ChapterError, match="recorded from other code"):

@@ -1,4 +1,4 @@
-"""The points rules of the assignments (qkv_course.points): enough experiments and written
+"""The points rules of the assignments (qkv_course.generate.points): enough experiments and written
 reasoning, few question points, no function graded twice, and a page that says so."""
 
 import re
@@ -6,9 +6,9 @@ import re
 import jupytext
 import pytest
 
-from qkv_course import points
-from qkv_course.assignments import SOURCES
 from qkv_course.config import ROOT
+from qkv_course.generate import points
+from qkv_course.generate.assignments import SOURCES
 
 ROWS = points.rows()
 

@@ -171,7 +171,7 @@ def test_a_cells_outcome_is_read_from_the_results_it_holds_not_from_its_text():
     from nbformat.v4 import new_code_cell, new_output
 
     from qkv.checks.result import MIME, CheckResult
-    from qkv_course.graded import FAIL, PASS, TIMEOUT, cell_outcome
+    from qkv_course.nbgrader.graded import FAIL, PASS, TIMEOUT, cell_outcome
 
     def cell(result, *more):
         data = {MIME: json.loads(result.to_json()), "text/plain": ""}

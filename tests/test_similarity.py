@@ -8,9 +8,9 @@ from pathlib import Path
 
 import nbformat
 
-from qkv_course import similarity
 from qkv_course.cli import main
 from qkv_course.config import ROOT
+from qkv_course.report import similarity
 
 ASSIGNMENT = "06-masking"
 RELEASED = ROOT / "exercises" / ASSIGNMENT / "masking.ipynb"

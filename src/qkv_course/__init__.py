@@ -4,8 +4,14 @@ Everything that turns the repository's hand-written sources into what readers, s
 instructors use lives here, in one package with one reader of ``_config.yml``:
 
 - :mod:`qkv_course.config`: the repository root, ``_config.yml`` and the table of contents;
-- notebook generation (assignments, Colab copies of the chapters) and the regenerate command;
-- the Sphinx extensions the book is built with.
+- one sub-package per verb: :mod:`.generate` (every generated file), :mod:`.render` (what a page
+  shows, for the book and its Colab copy), :mod:`.grade` (trusted grading), :mod:`.gradescope`,
+  :mod:`.nbgrader` (its plugins, and reading graded notebooks), :mod:`.report` (for
+  instructors), :mod:`.sphinx` (the book's extensions);
+- :mod:`.cli` (the ``qkv`` command), :mod:`.progress` (for students), :mod:`.usage` and
+  :mod:`.outdir`, which the commands share.
+
+CONTRIBUTING.md maps every module (generated from their docstrings).
 
 The reference package ``qkv`` and its checks never import this package (a test keeps it so).
 """

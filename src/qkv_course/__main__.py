@@ -1,8 +1,8 @@
-"""``python -m qkv_course generate [--check] [--force]``: see :mod:`qkv_course.generate`."""
+"""``python -m qkv_course generate [--check] [--force]``: see :mod:`qkv_course.generate.command`."""
 
 import sys
 
-from .generate import main
+from .generate.command import main
 
 if __name__ == "__main__":
     args = sys.argv[1:]

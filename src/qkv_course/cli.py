@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module and is imported only when it runs, so ``qkv --help``
 is instant and nothing imports nbgrader until a subcommand needs it. A subcommand raises
-:class:`~qkv_course.graded.UsageError` for bad usage: one line on stderr, exit status 2.
+:class:`~qkv_course.nbgrader.graded.UsageError` for bad usage: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import importlib
 import sys
 from typing import List, Optional
 
-from .graded import UsageError
+from .usage import UsageError
 
 # name -> (module with add_arguments(parser) and run(args) -> int, one-line help)
 SUBCOMMANDS = {
     "progress": ("qkv_course.progress", "students: run notebooks' answers and tests, report what passes"),
-    "report": ("qkv_course.report", "instructors: which named mistakes a class makes, after autograding"),
+    "report": ("qkv_course.report.command", "instructors: which named mistakes a class makes, after autograding"),
     "grade": ("qkv_course.grade.command", "instructors: grade submissions in a sandbox, write "
               "nbgrader's gradebook (in place of nbgrader autograde)"),
-    "gradescope": ("qkv_course.gradescope", "instructors: a Gradescope autograder (qkv grade's engine)"),
+    "gradescope": ("qkv_course.gradescope.command", "instructors: a Gradescope autograder (qkv grade's engine)"),
 }
 
 

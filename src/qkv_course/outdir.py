@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Dict, Iterator, Sequence
 
-from .graded import UsageError
+from .usage import UsageError
 
 #: The list of files a command wrote into ``--out``, with their SHA-256.
 MANIFEST = ".qkv-outputs.json"

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
-from .graded import (BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMED_OUT, TIMEOUT, Outcome,
-                     Question, UsageError, cell_outcome, is_graded, jupyter, nbgrader_meta,
-                     outcome_of_error, questions, read_notebook)
+from .nbgrader.graded import (
+    BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMED_OUT, TIMEOUT, Outcome, Question, cell_outcome,
+    is_graded, jupyter, nbgrader_meta, outcome_of_error, questions, read_notebook)
+from .usage import UsageError
 
 _WORDS = {PASS: "pass", BY_HAND: "by hand", TIMEOUT: "TIMEOUT", ERROR: "ERROR"}
 _INDENT = " " * 11

@@ -22,7 +22,8 @@ The trusted half (the parent, which alone judges and writes):
 - :mod:`.records`: one result file per submission, the record;
 - :mod:`.gradebook`: nbgrader's gradebook and autograded notebooks, from the result files;
 - :mod:`.flags`: delegation, flagged for a person;
-- :mod:`.run`, :mod:`.command`: the run (jobs, shards, summary) and the ``qkv grade`` command.
+- :mod:`.run`, :mod:`.summary`, :mod:`.command`: the run (jobs, shards), its summary lines, and
+  the ``qkv grade`` command; :mod:`.compare`: ``--compare``, against what nbgrader recorded.
 """
 
 from .client import Pool, Submission

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..graded import UsageError, require_folder
+from ..usage import UsageError, require_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

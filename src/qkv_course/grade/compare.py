@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ..graded import UsageError
+from ..usage import UsageError
 from . import records
 
 Key = Tuple[str, str, str]  # (student, notebook, grade id)

@@ -28,7 +28,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ..graded import ERROR_ON_TIMEOUT, UsageError, nbgrader_meta
+from ..nbgrader.graded import ERROR_ON_TIMEOUT, nbgrader_meta
+from ..usage import UsageError
 from . import records
 from .judge import PASS, TIMEOUT
 from .plan import Plan, text

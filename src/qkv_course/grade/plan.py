@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..graded import UsageError, did_you_mean, nbgrader_meta
+from ..nbgrader.graded import nbgrader_meta
+from ..usage import UsageError, did_you_mean
 
 SOURCES = ("solutions", "source")  # nbgrader's source folder: this course's, then the default
 RELEASES = ("exercises", "release")

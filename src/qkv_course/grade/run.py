@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..graded import UsageError, did_you_mean
+from ..usage import UsageError, did_you_mean
 from . import checks_api, flags, gradebook, judge, records, submission
 from .summary import Summary, report, summary_line
 from .plan import Plan, course_key, notebooks, plan

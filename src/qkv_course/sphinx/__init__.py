@@ -1,5 +1,5 @@
 """The Sphinx extensions the book is built with, loaded by name from ``_config.yml``
-(``sphinx: extra_extensions:``):
+(``sphinx: extra_extensions:``).
 
 - :mod:`qkv_course.sphinx.chapter_plan`: the landing page's ``{chapter-plan}`` table;
 - :mod:`qkv_course.sphinx.vendored_js`: the book serves its own JavaScript (MathJax), no CDN;

@@ -6,12 +6,12 @@ Written like ``literalinclude`` with ``:pyobject:``::
     :pyobject: chunked_attention
     ```
 
-It shows :func:`qkv_course.listing.teaching_source` (no docstring, no input validation, lines
+It shows :func:`qkv_course.render.listing.teaching_source` (no docstring, no input validation, lines
 fitted to the column) and, under it, a link to the whole object in the repository. The Colab
-copy of the chapter shows the same text (``qkv_course.colab``).
+copy of the chapter shows the same text (``qkv_course.generate.colab``).
 
 The extension also adds ``qkv.css``: the code font and padding that make a listing of
-:data:`qkv_course.listing.WIDTH` characters fit the column at 1280 px, and the rules that keep
+:data:`qkv_course.render.listing.WIDTH` characters fit the column at 1280 px, and the rules that keep
 a page from being wider than a phone's screen (wide code and outputs scroll in their own box).
 """
 
@@ -25,7 +25,7 @@ from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-from qkv_course.listing import source_link, teaching_source
+from qkv_course.render.listing import source_link, teaching_source
 
 CSS = Path(__file__).parent / "static" / "qkv.css"
 

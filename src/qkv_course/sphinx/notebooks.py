@@ -3,7 +3,7 @@
 After an HTML build, for every chapter in ``_toc.yml``:
 
 - the numbers it glued into its text (myst-nb's ``_build/jupyter_execute/<page>.glue.json``)
-  go into its record ``book/_glue/<chapter>.json`` (:mod:`qkv_course.glued`), which the
+  go into its record ``book/_glue/<chapter>.json`` (:mod:`qkv_course.render.glued`), which the
   Colab copy writes into its Markdown. The record is rewritten only when the chapter's code or
   glued names changed since it was made, so an unchanged chapter leaves no diff behind;
 - the page's ``.ipynb`` download (sphinx-book-theme copies the executed notebook to
@@ -21,8 +21,9 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from qkv_course import colab, glued
 from qkv_course.config import chapters, is_myst_notebook, repository_url
+from qkv_course.generate import colab
+from qkv_course.render import glued
 
 logger = logging.getLogger(__name__)
 

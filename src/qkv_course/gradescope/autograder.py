@@ -1,0 +1,115 @@
+"""The same engine on Gradescope: one submission graded as ``qkv grade`` grades it, into
+Gradescope's own ``results.json``.
+
+Gradescope runs ``/autograder/run_autograder`` in a container per submission; that script can
+call ``python -m qkv_course.gradescope.autograder COURSE ASSIGNMENT SUBMISSION_DIR RESULTS``, where
+``COURSE`` is a course folder shipped in the autograder (the assignment's source and release,
+and the course's ``.qkv-grade-key``). The submitted notebook is read as untrusted data, its
+code runs in the sandbox (or, where the container cannot run bubblewrap, unsandboxed: the
+container is then the boundary, one per submission), the checks judge outside it, and this
+process writes ``results.json``: one test per test cell, its points and its message, and the
+whole record under ``extra_data.qkv`` (what ``qkv report`` reads from a result file).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from ..grade import judge, run
+from ..grade.plan import course_key
+from ..usage import UsageError
+
+
+def student_of(submission_dir: Path) -> str:
+    """The submitter's id from Gradescope's ``submission_metadata.json`` (for the seeds)."""
+    try:
+        meta = json.loads((submission_dir.parent / "submission_metadata.json").read_text())
+        users = meta.get("users") or [{}]
+        return str(users[0].get("sid") or users[0].get("email") or meta.get("id") or "anonymous")
+    except (OSError, ValueError, AttributeError, IndexError, TypeError):
+        return "anonymous"
+
+
+WRITTEN_NOTE = ("Written answers are not scored here: they are graded by hand, as Gradescope "
+                "questions of their own.")
+
+
+def results_json(record: Dict[str, Any], sandboxed: bool, why: str = "") -> Dict[str, Any]:
+    """Gradescope's ``results.json`` from a result record.
+
+    Args:
+        record: what the engine decided (:func:`qkv_course.grade.run.grade_one`), kept whole in
+            ``extra_data.qkv`` for ``qkv report``.
+        sandboxed: whether the submission's code ran in bubblewrap's sandbox.
+        why: when it did not, what stopped the sandbox (said in the output).
+    """
+    tests = [{"name": t["grade_id"], "score": t["earned"], "max_score": t["points"],
+              "output": t["message"] or "passed", "visibility": "after_published"}
+             for t in record["tests"]]
+    lines = [run.summary_line(record)]
+    if not sandboxed:
+        lines.append("The sandbox (bubblewrap) could not start in this container"
+                     + (f" ({why})" if why else "") + ": the submission's code ran without it, "
+                     "isolated by the container alone; the checks still judged outside it.")
+    if record.get("written"):
+        lines.append(WRITTEN_NOTE)
+    record = dict(record, sandboxed=sandboxed)
+    return {"score": record["score"], "tests": tests, "output": "\n".join(lines),
+            "extra_data": {"qkv": record}}
+
+
+def grade_submission(course: Path, assignment: str, submission_dir: Path,
+                     student: Optional[str] = None, unsafe_fallback: bool = True,
+                     limits: Optional[judge.Timeouts] = None) -> Dict[str, Any]:
+    """Grade the one notebook in ``submission_dir``; Gradescope's ``results.json`` as a dict.
+
+    Raises:
+        UsageError: no notebook, or several, in ``submission_dir``.
+    """
+    from ..grade import Pool, SandboxUnavailable
+    from ..grade.limits import Limits
+
+    plans = run.plans_of(course, assignment)
+    found = sorted(p for p in submission_dir.glob("*.ipynb") if not p.name.startswith("."))
+    if len(found) != 1:
+        raise UsageError(f"{submission_dir}: expected one notebook, found {len(found)}")
+    p = plans.get(found[0].stem) or (next(iter(plans.values())) if len(plans) == 1 else None)
+    if p is None:
+        raise UsageError(f"{found[0].name} is none of {', '.join(sorted(plans))}")
+    job = (student or student_of(submission_dir), p, found[0])
+    key = course_key(course)
+    run.prepare_checks({p.notebook: p})
+    try:
+        limits_ = Limits(wall_s=run.submission_budget({p.notebook: p}))
+        with Pool(1, hide=[str(course)], limits=limits_) as pool:
+            return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), True)
+    except SandboxUnavailable as e:
+        if not unsafe_fallback:
+            raise
+        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    with Pool(1, unsafe=True, limits=Limits(wall_s=run.submission_budget({p.notebook: p}))) as pool:
+        return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), False, why)
+
+
+def main(argv: Optional[list] = None) -> int:
+    """``COURSE ASSIGNMENT SUBMISSION_DIR RESULTS_JSON``: grade and write ``results.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 4:
+        print("usage: python -m qkv_course.gradescope.autograder COURSE ASSIGNMENT SUBMISSION_DIR "
+              "RESULTS_JSON", file=sys.stderr)
+        return 2
+    course, assignment, submission_dir, out = args
+    try:
+        result = grade_submission(Path(course), assignment, Path(submission_dir))
+    except UsageError as e:
+        result = {"score": 0, "output": f"not graded: {e}", "tests": []}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

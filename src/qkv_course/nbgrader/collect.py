@@ -1,0 +1,57 @@
+"""Collecting an LMS download with ``nbgrader zip_collect``: every file goes to a student, or it stops.
+
+nbgrader's own collector reads the student id and the notebook with a regular expression, and
+skips a file it cannot read (``zip_collect`` still exits 0, and the student gets a zero). Ids
+with ``_`` in them break the usual pattern ``<id>_<notebook>.ipynb``: ``frank_li_masking.ipynb``
+is read as student ``frank``. This collector instead knows the notebooks the assignment
+released, so the id is whatever comes before ``_<notebook>``, however many ``_``, ``-`` or
+``.`` it holds; and a file it cannot map to a student and a released notebook stops the
+collection with an error that names the file and what was expected.
+
+Enable it in ``nbgrader_config.py``::
+
+    c.ZipCollectApp.collector_plugin = "qkv_course.nbgrader.collect.StudentFileCollector"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import List, Optional
+
+from nbgrader.plugins import FileNameCollectorPlugin
+
+# nbgrader makes a folder per student id: keep ids to characters that are safe in a path.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class StudentFileCollector(FileNameCollectorPlugin):
+    """Map ``.../<student id>_<released notebook>`` to that student; refuse anything else."""
+
+    def _released(self) -> List[str]:
+        app = self.parent
+        folder = app.coursedir.format_path(app.coursedir.release_directory, ".", app.coursedir.assignment_id)
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".ipynb")) if os.path.isdir(folder) else []
+        if not names:
+            self._fail(f"no released notebooks in {folder}: run `python -m qkv_course generate` "
+                       "(or nbgrader generate_assignment) before collecting")
+        return names
+
+    def _fail(self, message: str) -> None:
+        self.parent.fail("zip_collect: " + message)
+
+    def collect(self, submitted_file: str) -> Optional[dict]:
+        """The student id and notebook of one extracted file (stops the collection when there are none)."""
+        name = os.path.basename(submitted_file)
+        released = self._released()
+        # The longest notebook name first: "a_masking.ipynb" must not win over "extra_masking.ipynb".
+        for notebook in sorted(released, key=len, reverse=True):
+            if name.endswith("_" + notebook):
+                student = name[: -len(notebook) - 1]
+                if not _ID.fullmatch(student):
+                    self._fail(f"{submitted_file}: {student!r} is not a usable student id (letters, "
+                               "digits, '.', '_' and '-', starting with a letter or digit); rename the file")
+                return {"student_id": student, "file_id": notebook}
+        self._fail(f"{submitted_file} cannot be mapped to a student: expected <student id>_<notebook>, "
+                   f"where <notebook> is one of {', '.join(released)}; rename or remove the file")
+        return None

@@ -1,0 +1,152 @@
+"""Grades that wait for a person say so: in students' feedback and in the exported grades.
+
+After ``nbgrader autograde``, a written answer (graded by hand in formgrader) has no score yet,
+and nbgrader counts it as 0: the feedback page shows "Written response 0.0 / 2.0", even for the
+model answer, and ``grades.csv`` holds a total that will still change, with nothing marking it.
+
+- :class:`PendingGrades` (feedback): nbgrader's ``GetGrades``, which also marks every answer that
+  nobody has scored yet (no score from the autograder, none saved in formgrader). The course's
+  feedback template, ``templates/feedback_qkv/feedback.html.j2`` (nbgrader's page with two
+  blocks changed), says "Not graded yet" on those answers and lists them above the notebook,
+  and shows no "0.0 / 2.0" for them.
+- :class:`ProvisionalCsvExport` (``nbgrader export``): nbgrader's ``grades.csv`` columns, properly
+  quoted, plus ``needs_manual_grading`` (nbgrader's flag, as formgrader shows it: an answer waits
+  for a person, or a hand-given score is to be reviewed after autograding again) and
+  ``ungraded_points`` (the points of the answers nobody has scored: while it is above 0, the
+  total is provisional).
+
+Enable both in ``nbgrader_config.py``::
+
+    c.GenerateFeedback.preprocessors = ["qkv_course.nbgrader.provisional.PendingGrades", ...]
+    c.HTMLExporter.template_name = "feedback_qkv"
+    c.HTMLExporter.template_file = "feedback.html.j2"
+    c.HTMLExporter.extra_template_basedirs = qkv_course.nbgrader.provisional.template_dirs()
+    c.ExportApp.plugin_class = "qkv_course.nbgrader.provisional.ProvisionalCsvExport"
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Dict, Iterable, List, Tuple
+
+from nbconvert.exporters.exporter import ResourcesDict
+from nbformat.notebooknode import NotebookNode
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.plugins import ExportPlugin
+from nbgrader.preprocessors import GetGrades
+
+TEMPLATE = "feedback_qkv"
+# nbgrader's columns, in its order (LMS imports set up for nbgrader's file keep working), then ours.
+COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+           "raw_score", "late_submission_penalty", "score", "max_score",
+           "needs_manual_grading", "ungraded_points"]
+
+
+def template_dirs() -> List[str]:
+    """Where the feedback templates are: nbgrader's (ours extends its ``feedback``), then ours."""
+    import nbgrader
+
+    ours = Path(__file__).resolve().parent / "templates"
+    theirs = Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates"
+    return [str(theirs), str(ours)]
+
+
+class PendingGrades(GetGrades):
+    """``GetGrades`` that marks the answers still waiting for a person, for the feedback template.
+
+    Sets ``cell.metadata.nbgrader.pending`` on each such cell and lists them in
+    ``resources["nbgrader"]["pending"]`` (grade id and points, in the notebook's order).
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> Tuple[NotebookNode, ResourcesDict]:
+        resources.setdefault("nbgrader", {})["pending"] = []
+        return super().preprocess(nb, resources)
+
+    def _get_score(self, cell: NotebookNode, resources: ResourcesDict) -> None:
+        super()._get_score(cell, resources)
+        meta = cell.metadata.nbgrader
+        grade = self.gradebook.find_grade(meta["grade_id"], self.notebook_id, self.assignment_id,
+                                          self.student_id)
+        if not_scored(grade):
+            meta["pending"] = True
+            # nbgrader's template prints "score / points" wherever a cell is a grade cell (the
+            # contents and the cell's heading); this is the page's copy of the notebook, and
+            # the course template gives the cell its own "not graded yet" heading instead.
+            meta["grade"] = False
+            resources["nbgrader"]["pending"].append({"grade_id": meta["grade_id"],
+                                                     "points": float(grade.max_score)})
+
+
+def not_scored(grade) -> bool:
+    """Whether nobody has scored this answer: no score from the autograder, none by hand.
+
+    A written answer left as released has an automatic 0 and waits for no one; a score saved in
+    formgrader stays when the notebook is autograded again (nbgrader then flags it for review).
+    """
+    return grade.auto_score is None and grade.manual_score is None
+
+
+def _ungraded_points(submission) -> float:
+    """The points of a submission's answers that nobody has scored (0.0 when there are none)."""
+    return float(sum(grade.max_score for notebook in submission.notebooks
+                     for grade in notebook.grades if not_scored(grade)))
+
+
+def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterable[str] = ()) -> List[Dict]:
+    """One row per assignment and student in the gradebook, with :data:`COLUMNS` as keys.
+
+    Args:
+        gradebook: an open nbgrader gradebook.
+        assignments: only these assignments (all when empty).
+        students: only these student ids (all when empty).
+
+    Returns:
+        The rows; a student who submitted nothing scores 0 and needs no manual grading.
+    """
+    assignments, students = {str(a) for a in assignments}, {str(s) for s in students}
+    out = []
+    for assignment in gradebook.assignments:
+        if assignments and assignment.name not in assignments:
+            continue
+        for student in gradebook.students:
+            if students and student.id not in students:
+                continue
+            row = {"assignment": assignment.name, "duedate": assignment.duedate,
+                   "student_id": student.id, "last_name": student.last_name,
+                   "first_name": student.first_name, "email": student.email,
+                   "max_score": assignment.max_score, "timestamp": "", "raw_score": 0.0,
+                   "late_submission_penalty": 0.0, "score": 0.0, "needs_manual_grading": False,
+                   "ungraded_points": 0.0}
+            try:
+                submission = gradebook.find_submission(assignment.name, student.id)
+            except MissingEntry:
+                out.append(row)
+                continue
+            penalty = submission.late_submission_penalty or 0.0
+            ungraded = _ungraded_points(submission)
+            row.update(timestamp=submission.timestamp, raw_score=submission.score,
+                       late_submission_penalty=penalty,
+                       score=max(0.0, submission.score - penalty),
+                       needs_manual_grading=bool(submission.needs_manual_grade),
+                       ungraded_points=ungraded)
+            out.append(row)
+    return out
+
+
+class ProvisionalCsvExport(ExportPlugin):
+    """``nbgrader export`` to ``grades.csv`` (or ``--to``), provisional totals marked."""
+
+    def export(self, gradebook: Gradebook) -> None:
+        dest = self.to or "grades.csv"
+        self.log.info("Exporting grades to %s", dest)
+        table = rows(gradebook, self.assignment, self.student)
+        with open(dest, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            for row in table:
+                writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        pending = sum(1 for row in table if row["ungraded_points"])
+        if pending:
+            self.log.warning("%d of %d totals in %s are provisional: answers wait for grading "
+                             "by hand (column ungraded_points)", pending, len(table), dest)

@@ -1,0 +1,176 @@
+"""What a class got wrong: every submission's tests, counted per assignment, test and mistake.
+
+A submission is read from the result file ``qkv grade`` wrote
+(``COURSE_DIR/qkv-grades/<student>/<assignment>/``: each test's status and the mistake the
+check named, as data), else from a Gradescope ``results.json`` of ``qkv gradescope``'s
+autograder (its record under ``extra_data.qkv``), else from its autograded notebook (the test
+cells' outputs hold the checks' messages). :func:`summarise` counts them into
+:class:`Assignment` s, which ``mistakes.csv`` (:func:`write_csv`) and the page
+(:mod:`.page`) show.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Collection, Dict, Iterator, List, Tuple
+
+from ..nbgrader.graded import (BY_HAND, ERROR, FAIL, PASS, TIMEOUT, Outcome, Question, notebooks_in,
+                               questions, read_notebook)
+from ..usage import UsageError
+
+COLUMNS = ("assignment", "test", "mistake", "students")
+GRADES = "qkv-grades"  # qkv grade's result files (qkv_course.grade.records.FOLDER)
+STATUSES = (PASS, FAIL, ERROR, TIMEOUT)
+
+
+@dataclass
+class Assignment:
+    """What a class did on one assignment.
+
+    Args:
+        name: the assignment, e.g. ``06-masking``.
+        students: who submitted it (has a folder in ``autograded/``).
+        tests: the autograded test cells, in notebook order.
+        passed: test -> how many students passed it.
+        mistakes: ``(test, mistake, students)``, sorted as in ``mistakes.csv``.
+    """
+
+    name: str
+    students: List[str] = field(default_factory=list)
+    tests: List[str] = field(default_factory=list)
+    passed: Counter = field(default_factory=Counter)
+    mistakes: List[Tuple[str, str, int]] = field(default_factory=list)
+
+
+def read_course(course: Path, autograded: Path) -> Dict[str, Dict[str, List[Question]]]:
+    """The class as ``qkv grade``'s result files record it, and, for a submission without
+    one, as its autograded notebook says."""
+    graded = read_results(course)
+    for assignment, students in read_gradescope(course).items():
+        for student, qs in students.items():
+            graded.setdefault(assignment, {}).setdefault(student, qs)  # qkv grade's file wins
+    done = {(s, a) for a, students in graded.items() for s in students}
+    found = read_class(autograded, done) if autograded.is_dir() else {}
+    for assignment, students in graded.items():
+        found.setdefault(assignment, {}).update(students)
+    return found
+
+
+def read_results(course: Path) -> Dict[str, Dict[str, List[Question]]]:
+    """Every result file of ``qkv grade``: ``{assignment: {student: questions}}``."""
+    from ..grade import records  # noqa: PLC0415 (only where there are results)
+
+    found: Dict[str, Dict[str, List[Question]]] = {}
+    for path in sorted((course / GRADES).glob("*/*/*.json")):
+        record = records.read(path)
+        if record is None or path.name.startswith("."):
+            continue
+        student, assignment = path.parent.parent.name, path.parent.name
+        found.setdefault(assignment, {}).setdefault(student, []).extend(_questions(record))
+    return found
+
+
+def _questions(record: Dict) -> List[Question]:
+    """A result record's tests (and its hand-graded ones) as :class:`Question` s."""
+    qs = [Question(t["grade_id"], float(t["points"]), False,
+                   Outcome(t["status"] if t["status"] in STATUSES else ERROR,
+                           t.get("message", ""), t.get("mistake") or None))
+          for t in record.get("tests", [])]
+    qs += [Question(g, float(p), True, Outcome(BY_HAND))
+           for g, p in record.get("manual_tests", {}).items()]
+    return qs
+
+
+def gradescope_files(folder: Path) -> Iterator[Path]:
+    """Every ``results.json`` under ``folder`` (outside ``qkv-grades/``)."""
+    for path in sorted(folder.rglob("results.json")):
+        if GRADES not in path.relative_to(folder).parts:
+            yield path
+
+
+def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
+    """Every Gradescope ``results.json`` under ``folder`` that ``qkv gradescope``'s autograder
+    wrote (its record in ``extra_data.qkv``): ``{assignment: {student: questions}}``.
+
+    A student's latest record (by ``graded_at``) counts, as a resubmission replaces the
+    last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
+    """
+    latest: Dict[Tuple[str, str], Dict] = {}
+    for path in gradescope_files(folder):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
+            key = (str(record["assignment"]), str(record["student"]))
+            record["tests"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
+                  file=sys.stderr)
+            continue
+        if key not in latest or str(record.get("graded_at", "")) >= str(
+                latest[key].get("graded_at", "")):
+            latest[key] = record
+    found: Dict[str, Dict[str, List[Question]]] = {}
+    for (assignment, student), record in sorted(latest.items()):
+        found.setdefault(assignment, {})[student] = _questions(record)
+    return found
+
+
+def read_class(autograded: Path, skip: Collection[Tuple[str, str]] = ()
+               ) -> Dict[str, Dict[str, List[Question]]]:
+    """Every autograded submission's questions: ``{assignment: {student: questions}}``.
+
+    A file that is not a notebook is skipped with a warning on stderr, and so is every
+    ``(student, assignment)`` in ``skip`` (those ``qkv grade`` has a result file for).
+    """
+    found: Dict[str, Dict[str, List[Question]]] = {}
+    for student, assignment, notebook in notebooks_in(autograded):
+        if (student, assignment) in skip:
+            continue
+        try:
+            nb = read_notebook(notebook)
+        except UsageError as e:
+            print(f"qkv report: skipped {e}", file=sys.stderr)
+            continue
+        found.setdefault(assignment, {}).setdefault(student, []).extend(questions(nb))
+    return found
+
+
+def summarise(by_assignment: Dict[str, Dict[str, List[Question]]]) -> List[Assignment]:
+    """Count, per assignment and test, the students who passed and each kind of failure.
+
+    Each student counts once per test (their first cell of that name); a test a student's
+    notebooks lack counts as not passed. Hand-graded cells are left out.
+    """
+    result = []
+    for name in sorted(by_assignment):
+        a = Assignment(name, sorted(by_assignment[name]))
+        counts: Counter = Counter()
+        for student in a.students:
+            seen = set()
+            for q in by_assignment[name][student]:
+                if q.by_hand or q.grade_id in seen:
+                    continue
+                seen.add(q.grade_id)
+                if q.grade_id not in a.tests:
+                    a.tests.append(q.grade_id)
+                if q.outcome.status == PASS:
+                    a.passed[q.grade_id] += 1
+                else:
+                    counts[q.grade_id, q.outcome.label] += 1
+        a.mistakes = sorted(((t, m, n) for (t, m), n in counts.items()),
+                            key=lambda row: (row[0], -row[2], row[1]))
+        result.append(a)
+    return result
+
+
+def write_csv(path: Path, assignments: List[Assignment]) -> None:
+    """``mistakes.csv``: one row per assignment, test and mistake, with its student count."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        for a in assignments:
+            writer.writerows((a.name, test, mistake, n) for test, mistake, n in a.mistakes)
