@@ -123,7 +123,7 @@ def test_in_notebook_never_raises(capsys):
 
 
 def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
-    from qkv.checks._questions import QUESTIONS
+    from qkv.checks.questions import QUESTIONS
     from qkv_course.progress import checks_called
 
     question = "masking_q1"

@@ -13,9 +13,9 @@ import torch.nn as nn
 import qkv
 from qkv import checks
 from qkv.checks import check_question
-from qkv.checks import _answers
-from qkv.checks._question import Choice, Computed, Number
-from qkv.checks._questions import QUESTIONS
+from qkv.checks.questions import record as _answers
+from qkv.checks.questions.kinds import Choice, Computed, Number
+from qkv.checks.questions import QUESTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "solutions").glob("*/*.md"))

@@ -215,7 +215,7 @@ def test_a_result_round_trips_through_json():
 
 
 def test_a_question_is_judged_as_data():
-    from qkv.checks._questions import QUESTIONS
+    from qkv.checks.questions import QUESTIONS
     name, q = next(iter(QUESTIONS.items()))
     assert grading.question(name, "not an answer at all").passed is False
     with pytest.raises(KeyError):

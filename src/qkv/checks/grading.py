@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Tuple
 from . import (bottleneck, capstone, efficient, heads, lookup, masking, multi_head, position, qkv,
                scaling, variants)
 from .harness import Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
-from ._questions import QUESTIONS, judge_first
+from .questions import QUESTIONS, judge_first
 from .result import CheckFailed, CheckResult
 
 __all__ = ["CHECKS", "CheckResult", "Raised", "calls", "judge", "prepare", "question",

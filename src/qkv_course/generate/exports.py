@@ -20,6 +20,9 @@ END = "# --- end of exports ---"
 PACKAGES = ("src/qkv", "src/qkv/checks")
 # Public modules used by their own name, not re-exported: the grader's qkv.checks.grading.
 OWN_NAMESPACE = ("grading",)
+# Sub-packages whose own __all__ the package re-exports (the others, harness/ and mistakes/,
+# are the checks' internals, used by name inside qkv.checks only).
+EXPORTING_SUBPACKAGES = {"src/qkv/checks": ("questions",)}
 
 
 def declared(module: Path) -> List[str]:
@@ -35,14 +38,19 @@ def declared(module: Path) -> List[str]:
 
 
 def _modules(package: Path) -> List[Tuple[str, List[str]]]:
-    """(module name, its __all__) for every module of the package that declares one."""
+    """(module name, its __all__) for every module of the package that declares one, and for
+    the sub-packages it re-exports (:data:`EXPORTING_SUBPACKAGES`)."""
     found = []
-    for path in sorted(package.glob("*.py")):
-        if path.stem == "__init__" or path.stem in OWN_NAMESPACE:
+    subpackages = next((subs for rel, subs in EXPORTING_SUBPACKAGES.items()
+                        if package.as_posix().endswith(rel)), ())
+    paths = sorted([*package.glob("*.py"), *(package / sub / "__init__.py" for sub in subpackages)],
+                   key=lambda p: p.parent.name if p.stem == "__init__" else p.stem)
+    for path in paths:
+        if path.parent == package and (path.stem == "__init__" or path.stem in OWN_NAMESPACE):
             continue
         names = declared(path)
         if names:
-            found.append((path.stem, names))
+            found.append((path.parent.name if path.stem == "__init__" else path.stem, names))
     return found
 
 

@@ -1,4 +1,4 @@
-"""The conceptual questions of assignments 6 to 11 (see :mod:`._question`).
+"""The conceptual questions of assignments 6 to 11 (see :mod:`.kinds`).
 
 Each assignment asks its questions in a markdown cell that prints the choices as written here
 (``tests/checks/test_checks_questions.py`` checks that, and checks every right answer against
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._question import Choice, Computed, Number
+from .kinds import Choice, Computed, Number
 
 MASKING_Q1 = Choice(
     id="masking_q1",

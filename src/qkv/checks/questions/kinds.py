@@ -6,10 +6,10 @@ its right answer, normalised (a lower-case letter; a number to 10 significant di
 answer is right when its own hash matches. ``tests/checks/test_checks_questions.py`` checks
 every key against :mod:`qkv`, so the keys cannot drift from the reference.
 
-Feedback comes once: the first answer is the one graded (:mod:`._answers` records it), and the
+Feedback comes once: the first answer is the one graded (:mod:`.record` records it), and the
 explanation (why that answer is wrong, and what the right one is and why) is shown after it,
 so there is no unlimited "try again". The explanations are plain text: they are shown anyway.
-The banks (:mod:`._questions_early`, :mod:`._questions_late`) hold the questions and
+The banks (:mod:`.early`, :mod:`.late`) hold the questions and
 :func:`qkv.checks.check_question` looks them up.
 """
 

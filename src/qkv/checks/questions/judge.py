@@ -3,10 +3,10 @@
 Every assignment (1 to 11) asks two multiple-choice or numeric questions (shapes, parameter
 counts, which mask, what a scale does), worth little (half a point each). The student writes
 the answer in a variable named after the question (``masking_q1 = "b"``); a test cell calls
-``check_question("masking_q1", masking_q1)``. The first answer is recorded (:mod:`._answers`)
+``check_question("masking_q1", masking_q1)``. The first answer is recorded (:mod:`.record`)
 and graded; the explanation comes with it (why it is right, or why not and what is), and a
 later different answer is told that the first one stands. The questions live in
-:mod:`._questions_early` and :mod:`._questions_late`; their keys are hashes (:mod:`._question`).
+:mod:`.early` and :mod:`.late`; their keys are hashes (:mod:`.kinds`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping, Tuple, Union
 
-from . import _answers, _questions_early, _questions_late
-from ._question import Choice, Computed, Number
+from . import early, late, record
+from .kinds import Choice, Computed, Number
 
 __all__ = ["check_question"]
 
 
 def _bank() -> Mapping[str, Union[Choice, Computed, Number]]:
-    questions = _questions_early.QUESTIONS + _questions_late.QUESTIONS
+    questions = early.QUESTIONS + late.QUESTIONS
     bank = {q.id: q for q in questions}
     if len(bank) != len(questions):  # a copied question would shadow another silently
         raise RuntimeError("two conceptual questions share an id")
@@ -62,7 +62,7 @@ def check_question(question_id: str, answer: object, **params: object) -> None:
                          f"{', '.join(sorted(params))}")
     else:
         given = question.normalise(answer)
-    first = _answers.first(question_id, given)
+    first = record.first(question_id, given)
     right, message = judge_first(question_id, first)
     note = f"{question_id}: your first answer, recorded and graded: {_said(first)}\n"
     if first != given:

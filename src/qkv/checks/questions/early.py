@@ -1,4 +1,4 @@
-"""The conceptual questions of assignments 1 to 5 (see :mod:`._question`).
+"""The conceptual questions of assignments 1 to 5 (see :mod:`.kinds`).
 
 Each assignment asks its questions in a markdown cell that prints the choices as written here
 (``tests/checks/test_checks_questions.py`` checks that, and checks every right answer against
@@ -11,7 +11,7 @@ import torch
 
 import qkv
 
-from ._question import Choice, Computed, Number
+from .kinds import Choice, Computed, Number
 
 def _additive_parameters(attn_dim: int) -> int:
     """How many parameters the additive score of ``qkv.AdditiveAttention(64, 32, attn_dim)``
