@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import answers_beyond
+import answers_masking
 import qkv
 from qkv.checks import grading
 from qkv.checks.harness._checks import ExerciseCheck
@@ -33,6 +34,8 @@ REFERENCES = {
     "check_MultiHeadAttention": qkv.MultiHeadAttention,
     "check_causal_mask": qkv.causal_mask,
     "check_padding_mask": qkv.padding_mask,
+    "check_masked_scores": answers_masking.scores_ok,
+    "check_global_window_mask": answers_masking.window_ok,
     "check_sinusoidal_encoding": qkv.sinusoidal_encoding,
     "check_apply_rope": qkv.apply_rope,
     "check_alibi_bias": qkv.alibi_bias,
@@ -55,8 +58,7 @@ REFERENCES = {
     "check_alibi_far_weight": answers_beyond.alibi_far_weight,
 }
 OPTIONS = [(name, {}) for name in REFERENCES] + [
-    ("check_scaled_dot_product_attention", {"masks": False}),
-    ("check_scaled_dot_product_attention", {"masks": "only"})]
+    ("check_scaled_dot_product_attention", {"masks": False})]
 
 
 def _wire(x):

@@ -58,6 +58,8 @@ from .lookup import (  # noqa: F401
 )
 from .masking import (  # noqa: F401
     check_causal_mask,
+    check_global_window_mask,
+    check_masked_scores,
     check_padded_causal_attention,
     check_padding_leak,
     check_padding_mask,
@@ -123,12 +125,14 @@ __all__ = [
     "check_dilated_window_mask_mod",
     "check_dot_product_variance",
     "check_fp16_overflow_rate",
+    "check_global_window_mask",
     "check_grouped_query_attention",
     "check_kv_cache_step",
     "check_linear_attention",
     "check_linear_gap",
     "check_lookup_entropy",
     "check_luong_score",
+    "check_masked_scores",
     "check_max_weight",
     "check_mean_ablate",
     "check_merge_heads",
