@@ -57,7 +57,8 @@ def masked_scores(scores: Tensor, attn_mask: Optional[Tensor] = None, is_causal:
             -inf); ``added`` (a bool mask added as 0/1); ``ignored``; ``multiply_float`` (a
             float mask multiplied); ``transposed`` (the mask's last two axes swapped);
             ``full_rows_kept`` (a row that hides every key left as it is); ``square``
-            (the causal mask built ``(L, L)``).
+            (the causal mask built ``(L, L)``); ``built`` (written out, not the reference's
+            step: with ``causal_*`` or ``fill``, those mistakes).
         causal_diag, causal_align: a shifted causal mask.
         fill: what hidden scores become.
 
