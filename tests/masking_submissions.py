@@ -54,10 +54,25 @@ def padding_mask(lengths, S=None):
     return torch.arange(S, device=lengths.device)[None, :] >= lengths[:, None]
 '''
 
+ZERO_FILL = '''
+def masked_scores(scores, attn_mask=None, is_causal=False):
+    if is_causal and attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True")
+    if is_causal:
+        L, S = scores.shape[-2], scores.shape[-1]
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=scores.device).tril()
+    if attn_mask is None:
+        return scores
+    if attn_mask.dtype == torch.bool:
+        return scores.masked_fill(~attn_mask, 0.0)  # hidden keys still get exp(0) = 1
+    return scores + attn_mask
+'''
+
 MISTAKE_NAMES = {
     INVERTED_CAUSAL: "inverted mask (True marks the future)",
     DIAGONAL_MASKED: "causal mask off by one (the diagonal is masked)",
     INVERTED_PADDING: "inverted mask (True marks padding)",
+    ZERO_FILL: "hidden scores set to 0 instead of -inf",
 }
 
 
@@ -72,13 +87,14 @@ def solution_answer(grade: str) -> str:
     return re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", source, flags=re.MULTILINE)
 
 
-def sdpa_with_its_own_causal_mask() -> str:
-    """The model attention, building its causal mask inline: a mistake in a student's
-    ``causal_mask`` then fails its own test only, which keeps a class's counts simple."""
-    source = solution_answer("scaled_dot_product_attention")
-    call = "causal_mask(L, S, device=query.device)"
-    assert call in source, "the solution's attention no longer calls causal_mask like this"
-    return source.replace(call, "torch.ones(L, S, dtype=torch.bool, device=query.device).tril()")
+def masked_scores_with_its_own_causal_mask() -> str:
+    """The model masking step, building its causal mask inline: a student's ``causal_mask``
+    is then called by nothing graded after its own test (a missing one cannot break the
+    notebook's later cells), which keeps a class's counts simple."""
+    source = solution_answer("masked_scores")
+    call = "causal_mask(L, S, device=scores.device)"
+    assert call in source, "the solution's masking step no longer calls causal_mask like this"
+    return source.replace(call, "torch.ones(L, S, dtype=torch.bool, device=scores.device).tril()")
 
 
 def submission(answers: Dict[str, str], base: Path = EXERCISE):

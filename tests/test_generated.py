@@ -108,12 +108,15 @@ def test_rendered_cells_carry_nbgrader_metadata_by_kind():
     base = {"schema_version": 3, "task": False}
     assert _meta(by_id["setup"]) == {**base, "grade": False, "grade_id": "setup", "locked": True,
                                      "solution": False}
-    assert _meta(by_id["softmax"]) == {**base, "grade": False, "grade_id": "softmax",
-                                       "locked": False, "solution": True}
+    assert _meta(by_id["attention_scores"]) == {**base, "grade": False,
+                                                "grade_id": "attention_scores",
+                                                "locked": False, "solution": True}
     assert _meta(by_id["test_attention_scores"]) == {
         **base, "grade": True, "grade_id": "test_attention_scores", "locked": True,
         "solution": False, "points": 2}
-    assert "test_softmax" not in by_id  # graded in assignment 2, not again
+    # Assignment 2's softmax is given by the set-up (graded there), not asked for again.
+    assert "softmax" not in by_id and "test_softmax" not in by_id
+    assert "from qkv import softmax" in by_id["setup"].source
     written = by_id["written_no_scale"]
     assert written.cell_type == "markdown"
     assert _meta(written) == {**base, "grade": True, "grade_id": "written_no_scale",
@@ -187,14 +190,17 @@ def test_a_bad_source_names_the_file_and_the_cell(tmp_path, cells, words):
         assert word in message, message
 
 
-def test_an_answer_taken_from_another_assignment_is_written_once():
-    """Assignment 4 asks for the softmax of assignment 2: its source borrows the cell."""
-    four = assignments.notebook(ROOT / "solutions/04-scaling/scaling.md")
-    two = assignments.notebook(ROOT / "solutions/02-lookup/lookup.md")
-    cell = {c.id: c for c in four.cells}["softmax"]
+def test_an_answer_taken_from_another_assignment_is_written_once(tmp_path):
+    """An assignment that asks again for an earlier answer borrows its cell (no assignment
+    does now: a later one gives the earlier function instead, so that none is graded twice)."""
+    shutil.copytree(ROOT / "solutions" / "02-lookup", tmp_path / "solutions" / "02-lookup")
+    later = tmp_path / "solutions" / "99-later" / "later.md"
+    later.parent.mkdir(parents=True)
+    later.write_text(HEAD + "# Later\n\n" + _code(":answer: softmax\n:from: 02-lookup", ""))
+    cell = {c.id: c for c in assignments.notebook(later).cells}["softmax"]
+    two = assignments.notebook(ROOT / "solutions" / "02-lookup" / "lookup.md")
     assert cell.source == {c.id: c for c in two.cells}["softmax"].source
     assert "### BEGIN SOLUTION" in cell.source
-    assert ":from: 02-lookup" in (ROOT / "solutions/04-scaling/scaling.md").read_text()
 
 
 # Nothing a user made is lost: generate replaces or removes only its own files. A generator of

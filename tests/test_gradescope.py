@@ -23,7 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from masking_submissions import INVERTED_CAUSAL, MISTAKE_NAMES, sdpa_with_its_own_causal_mask
+from masking_submissions import (INVERTED_CAUSAL, MISTAKE_NAMES,
+                                 masked_scores_with_its_own_causal_mask)
 from qkv_course.cli import main
 from qkv_course.config import ROOT
 from qkv_course.generate import assignments
@@ -93,12 +94,12 @@ def _filled(base, solution, answers=None):
 
 def _masking_submissions(base, solution):
     mistake = {"causal_mask": INVERTED_CAUSAL,
-               "scaled_dot_product_attention": sdpa_with_its_own_causal_mask()}
+               "masked_scores": masked_scores_with_its_own_causal_mask()}
     # A wrong answer whose visible test is edited away (the autograder puts the test back).
     # Code that rebinds the checks in its own kernel is qkv grade's business, not this test's.
     tampered = _filled(base, solution, {
         "causal_mask": INVERTED_CAUSAL,
-        "scaled_dot_product_attention": sdpa_with_its_own_causal_mask()})
+        "masked_scores": masked_scores_with_its_own_causal_mask()})
     _cell(tampered, "test_causal_mask").source = "pass"  # an edited visible test
     return {"solution": _filled(base, solution), "blank": base,
             "mistake": _filled(base, solution, mistake), "tampered": tampered}
@@ -220,6 +221,7 @@ def test_scores_are_the_ones_each_submission_deserves(graded):
         assert sum(scores[assignment, "blank"][0].values()) == 0
     masking, engine = scores[MASKING, "mistake"]
     assert masking["test_causal_mask"] == 0 and masking["test_padding_mask"] == 2
+    assert masking["test_masked_scores"] == _points(MASKING)["test_masked_scores"]  # not again
     assert MISTAKE_NAMES[INVERTED_CAUSAL] in _output(engine, "test_causal_mask")
     assert scores[MASKING, "tampered"][0]["test_causal_mask"] == 0
     scaling, engine = scores[SCALING, "mistake"]

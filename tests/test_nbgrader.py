@@ -130,7 +130,7 @@ def _graded_course(course):
         _submit(course, student, SCALING, {"scaling.ipynb": nb})
     # An endless loop, graded with a short cell time limit.
     loop = copy.deepcopy(sol)
-    _cell(loop, "softmax").source += "\n\nwhile True:\n    pass\n"
+    _cell(loop, "attention_scores").source += "\n\nwhile True:\n    pass\n"
     _submit(course, "loops", SCALING, {"scaling.ipynb": loop})
 
     for a in ASSIGNMENTS:
@@ -225,8 +225,8 @@ def test_deleted_test_cell_is_readded_and_scores_zero(course):
 def test_endless_loop_times_out_and_the_rest_is_graded(course):
     course_dir, api = course
     scores, max_score = _scores(api, SCALING, "loops")
-    assert sum(scores.values()) == max_score, scores  # softmax was defined before the loop
-    text = _output_text(_cell(_autograded(course_dir, "loops"), "softmax"))
+    assert sum(scores.values()) == max_score, scores  # defined before the loop
+    text = _output_text(_cell(_autograded(course_dir, "loops"), "attention_scores"))
     assert "Timeout" in text or "KeyboardInterrupt" in text or "Interrupt" in text, text[-500:]
 
 

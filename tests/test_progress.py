@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from masking_submissions import (EXERCISE, INVERTED_CAUSAL, INVERTED_PADDING, LOOPS_WITHOUT_S,
-                                 MISTAKE_NAMES, SOLUTION, submission)
+                                 MISTAKE_NAMES, SOLUTION, ZERO_FILL, submission)
 from qkv.checks.masking import PADDING_MASK
 from qkv_course.cli import main
 from qkv_course.progress import in_notebook
@@ -29,9 +29,10 @@ def _line(out, grade_id):
 def test_solution_passes_every_test(capsys):
     code, out, _ = _progress(capsys, SOLUTION, "--timeout", 60)
     assert code == 0, out
-    for test in ("test_causal_mask", "test_padding_mask", "test_scaled_dot_product_attention"):
+    for test in ("test_causal_mask", "test_padding_mask", "test_masked_scores",
+                 "test_global_window_mask"):
         assert _line(out, test).split()[0] == "pass"
-    assert "total: 14/14 points from the tests (7 of 7 pass); 3 more graded by hand" in out
+    assert "total: 15/15 points from the tests (8 of 8 pass); 3 more graded by hand" in out
 
 
 def test_blank_exercise_fails_and_says_what_is_not_written(capsys):
@@ -39,7 +40,7 @@ def test_blank_exercise_fails_and_says_what_is_not_written(capsys):
     assert code == 1
     assert _line(out, "test_causal_mask").split()[:1] == ["FAIL"]
     assert "causal_mask is not written yet" in out
-    assert "total: 0/14 points from the tests (0 of 7 pass); 3 more graded by hand" in out
+    assert "total: 0/15 points from the tests (0 of 8 pass); 3 more graded by hand" in out
 
 
 def test_known_mistake_in_full_and_a_timeout_and_the_notebook_untouched(capsys, tmp_path):
@@ -96,19 +97,24 @@ def _namespace(*sources):
 
 def test_in_notebook_reports_each_defined_answer_in_full(capsys):
     from qkv import causal_mask as reference  # imported, not the student's: not checked
+    from qkv import scaled_dot_product_attention  # what assignment 6's set-up gives
 
     ns = _namespace(INVERTED_PADDING, "def causal_mask(L, S=None, device=None):\n"
                     "    return torch.ones(L, L if S is None else S, dtype=torch.bool, "
-                    "device=device).tril()\n")
+                    "device=device).tril()\n", ZERO_FILL)
     ns["softmax"] = reference
+    ns["scaled_dot_product_attention"] = scaled_dot_product_attention
     summary = in_notebook(ns)
     out = capsys.readouterr().out
-    assert summary.passed == ["causal_mask"] and summary.failed == ["padding_mask"]
+    assert summary.passed == ["causal_mask"]
+    assert summary.failed == ["padding_mask", "masked_scores"]
     assert not summary.all_passed
     hint = next(m.hint for m in PADDING_MASK.mistakes if m.name == MISTAKE_NAMES[INVERTED_PADDING])
     assert f"known mistake: {MISTAKE_NAMES[INVERTED_PADDING]}\n" in out
     assert f"Look at: {hint}" in out
-    assert "softmax" not in out and "1 of 2 checks pass" in out
+    assert f"known mistake: {MISTAKE_NAMES[ZERO_FILL]}\n" in out
+    assert "softmax" not in out and "scaled_dot_product_attention" not in out
+    assert "1 of 3 checks pass" in out
 
 
 def test_in_notebook_never_raises(capsys):

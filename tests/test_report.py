@@ -22,12 +22,13 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from masking_submissions import (ASSIGNMENT, DIAGONAL_MASKED, INVERTED_CAUSAL, INVERTED_PADDING,
                                  LOOPS_WITHOUT_S, MISSING_CAUSAL, MISTAKE_NAMES, SOLUTION,
-                                 finish, grade_id, masking_course, nbgrader,
-                                 sdpa_with_its_own_causal_mask, submission, where_it_failed)
+                                 ZERO_FILL, finish, grade_id, masking_course, nbgrader,
+                                 masked_scores_with_its_own_causal_mask, submission,
+                                 where_it_failed)
 from qkv.checks import check_causal_mask, check_padding_mask
 from qkv_course.cli import main
 
-CAUSAL, PADDING, SDPA = "test_causal_mask", "test_padding_mask", "test_scaled_dot_product_attention"
+CAUSAL, PADDING, MASKED = "test_causal_mask", "test_padding_mask", "test_masked_scores"
 # Every function test of the assignment (its questions, ``test_masking_q*``, aside).
 FUNCTION_TESTS = tuple(
     grade_id(c) for c in nbformat.read(str(SOLUTION), as_version=4).cells
@@ -37,13 +38,14 @@ LOOP_TIMEOUT = 15  # seconds per cell for the students whose answer never ends
 
 # (students, their answers, what each of them must get: test -> mistake); None: left blank.
 CLASS = [
-    (10, {}, {}),
+    (8, {}, {}),
     (7, {"causal_mask": INVERTED_CAUSAL}, {CAUSAL: MISTAKE_NAMES[INVERTED_CAUSAL]}),
     (5, {"causal_mask": DIAGONAL_MASKED}, {CAUSAL: MISTAKE_NAMES[DIAGONAL_MASKED]}),
     (3, {"causal_mask": MISSING_CAUSAL}, {CAUSAL: "error"}),  # NameError: causal_mask
-    # The attention's test uses the course's masks: a wrong padding mask costs its own test only.
     (3, {"padding_mask": INVERTED_PADDING}, {PADDING: MISTAKE_NAMES[INVERTED_PADDING]}),
     (2, {"padding_mask": LOOPS_WITHOUT_S}, {PADDING: "timeout"}),
+    # The masking step's test uses the course's causal mask: its own mistake costs it alone.
+    (2, {"masked_scores": ZERO_FILL}, {MASKED: MISTAKE_NAMES[ZERO_FILL]}),
     (1, None, {test: "not written yet" for test in FUNCTION_TESTS}),
 ]
 
@@ -84,7 +86,7 @@ def graded_class(tmp_path_factory):
         for i in range(count):
             student = f"g{group}s{i}"
             nb = (nbformat.read(str(release), as_version=4) if answers is None else submission(
-                {"scaled_dot_product_attention": sdpa_with_its_own_causal_mask(), **answers},
+                {"masked_scores": masked_scores_with_its_own_causal_mask(), **answers},
                 base=release))
             shard = "loops" if answers == {"padding_mask": LOOPS_WITHOUT_S} else "ab"[len(expected) % 2]
             shards[shard].append((student, nb))
@@ -127,7 +129,7 @@ def _finish_or_retry(course: Path, proc, extra) -> None:
 def test_report_counts_a_real_class_mistakes(graded_class, capsys, tmp_path):
     course, expected = graded_class
     assert len(expected) >= 30
-    assert {CAUSAL, PADDING, SDPA} < set(FUNCTION_TESTS)  # the scripted tests, and more
+    assert {CAUSAL, PADDING, MASKED} < set(FUNCTION_TESTS)  # the scripted tests, and more
     before = _snapshot(course)
     code, out, err = _report(capsys, course, tmp_path / "out")
     assert code == 0, err
@@ -256,9 +258,9 @@ def test_report_reads_qkv_grades_result_files_first(tmp_path, capsys):
 
     course = tmp_path / "course"
     records.write(records.path_of(course, "ann", ASSIGNMENT, "masking"), _record([
-        (CAUSAL, "fail", "inverted mask"), (PADDING, "pass", None), (SDPA, "timeout", None)]))
+        (CAUSAL, "fail", "inverted mask"), (PADDING, "pass", None), (MASKED, "timeout", None)]))
     records.write(records.path_of(course, "ben", ASSIGNMENT, "masking"), _record([
-        (CAUSAL, "fail", "inverted mask"), (PADDING, "fail", None), (SDPA, "error", None)]))
+        (CAUSAL, "fail", "inverted mask"), (PADDING, "fail", None), (MASKED, "error", None)]))
     # An autograded notebook of ann's too (as qkv grade also writes): the result file wins.
     folder = course / "autograded" / "ann" / ASSIGNMENT
     folder.mkdir(parents=True)
@@ -269,7 +271,7 @@ def test_report_reads_qkv_grades_result_files_first(tmp_path, capsys):
     assert code == 0, err
     rows = {(r[1], r[2]): r[3] for r in _rows(tmp_path / "out")[1:]}
     assert rows == {(CAUSAL, "inverted mask"): "2", (PADDING, "unnamed failure"): "1",
-                    (SDPA, "timeout"): "1", (SDPA, "error"): "1"}
+                    (MASKED, "timeout"): "1", (MASKED, "error"): "1"}
 
 
 def test_report_reads_a_folder_of_gradescope_results(tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""The masking checks (causal_mask, padding_mask) on catalogues of wrong and right answers."""
+"""The masking checks (causal_mask, padding_mask, masked_scores, global_window_mask) on catalogues
+of wrong and right answers."""
 
 import pytest
 import torch
@@ -10,6 +11,8 @@ from qkv import checks
 GROUPS = {
     "causal_mask": (checks.check_causal_mask, A.CAUSAL_WRONG, A.CAUSAL_RIGHT),
     "padding_mask": (checks.check_padding_mask, A.PADDING_WRONG, A.PADDING_RIGHT),
+    "masked_scores": (checks.check_masked_scores, A.SCORES_WRONG, A.SCORES_RIGHT),
+    "global_window_mask": (checks.check_global_window_mask, A.WINDOW_WRONG, A.WINDOW_RIGHT),
 }
 test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
 

@@ -12,6 +12,7 @@ import torch
 import answers_beyond
 import answers_capstone
 import answers_efficient
+import answers_masking
 import answers_variations
 import qkv
 from qkv.checks import grading
@@ -36,6 +37,8 @@ REFERENCES = {
     "check_MultiHeadAttention": qkv.MultiHeadAttention,
     "check_causal_mask": qkv.causal_mask,
     "check_padding_mask": qkv.padding_mask,
+    "check_masked_scores": answers_masking.scores_ok,
+    "check_global_window_mask": answers_masking.window_ok,
     "check_sinusoidal_encoding": qkv.sinusoidal_encoding,
     "check_apply_rope": qkv.apply_rope,
     "check_alibi_bias": qkv.alibi_bias,
@@ -69,8 +72,7 @@ REFERENCES = {
         "coverage_attention", "sparsemax_lookup", "self_attention_with_null", "quiet_attention")},
 }
 OPTIONS = [(name, {}) for name in REFERENCES] + [
-    ("check_scaled_dot_product_attention", {"masks": False}),
-    ("check_scaled_dot_product_attention", {"masks": "only"})]
+    ("check_scaled_dot_product_attention", {"masks": False})]
 
 
 def _wire(x):

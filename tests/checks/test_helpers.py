@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import qkv
-from qkv.checks import (check_MultiHeadAttention, check_merge_heads,
+from qkv.checks import (check_attention_with_temperature, check_masked_scores, check_max_weight,
+                        check_MultiHeadAttention, check_merge_heads,
                         check_scaled_dot_product_attention, check_soft_lookup)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,11 +52,12 @@ def _solution(assignment: str, grade_id: str) -> str:
     return re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", cell.source, flags=re.MULTILINE)
 
 
-RIGHT_MASKED_SDPA = _solution("06-masking", "scaled_dot_product_attention")
+RIGHT_MASKED_SCORES = _solution("06-masking", "masked_scores")
 RIGHT_UNMASKED_SDPA = _solution("04-scaling", "scaled_dot_product_attention")
 RIGHT_SOFT_LOOKUP = _solution("02-lookup", "soft_lookup")
 RIGHT_MERGE = _solution("05-multi-head", "merge_heads")
 RIGHT_MHA = _solution("05-multi-head", "MultiHeadAttention")
+RIGHT_MAX_WEIGHT = _solution("04-scaling", "max_weight")
 
 
 def _notebook(*cells):
@@ -68,21 +70,21 @@ def _notebook(*cells):
     return ns
 
 
-def test_masked_attention_scores_with_a_wrong_causal_mask():
-    ns = _notebook(WRONG_CAUSAL, RIGHT_MASKED_SDPA)
+def test_masked_scores_scores_with_a_wrong_causal_mask():
+    ns = _notebook(WRONG_CAUSAL, RIGHT_MASKED_SCORES)
     wrong = ns["causal_mask"]
-    check_scaled_dot_product_attention(ns["scaled_dot_product_attention"])
-    check_scaled_dot_product_attention(ns["scaled_dot_product_attention"], seed=None)
+    check_masked_scores(ns["masked_scores"])
+    check_masked_scores(ns["masked_scores"], seed=None)
     assert ns["causal_mask"] is wrong  # the notebook's own, put back
 
 
-def test_a_wrong_attention_with_a_right_causal_mask_is_named():
-    wrong = RIGHT_MASKED_SDPA.replace("* scale", "* 1.0")
-    assert wrong != RIGHT_MASKED_SDPA
+def test_a_wrong_masking_step_with_a_right_causal_mask_is_named():
+    wrong = RIGHT_MASKED_SCORES.replace('float("-inf")', "0.0")
+    assert wrong != RIGHT_MASKED_SCORES
     ns = _notebook("causal_mask = qkv.causal_mask\n", wrong)
-    with pytest.raises(AssertionError, match="^scaled_dot_product_attention: wrong on .*"
-                                             "no scaling"):
-        check_scaled_dot_product_attention(ns["scaled_dot_product_attention"])
+    with pytest.raises(AssertionError, match="^masked_scores: wrong on .*"
+                                             "hidden scores set to 0 instead of -inf"):
+        check_masked_scores(ns["masked_scores"])
 
 
 def test_unmasked_attention_scores_with_wrong_scores_and_softmax():
@@ -117,3 +119,18 @@ def test_a_call_of_the_reference_gets_a_notice(capsys):
     """)
     check_scaled_dot_product_attention(delegates["scaled_dot_product_attention"], masks=False)
     assert "you called qkv.scaled_dot_product_attention" in capsys.readouterr().out
+
+
+def test_assignment_4s_given_softmax_is_no_delegation(capsys):
+    """Assignment 4's set-up gives the course's softmax: its answers may call it, unnoticed."""
+    ns = _notebook("from qkv import softmax\n", WRONG_SCORES_AND_SOFTMAX.split("def softmax")[0],
+                   RIGHT_UNMASKED_SDPA, RIGHT_MAX_WEIGHT, """
+    def attention_with_temperature(query, key, value, temperature=1.0):
+        E = query.shape[-1]
+        return softmax(query @ key.transpose(-2, -1) / (math.sqrt(E) * temperature)) @ value
+    """)
+    assert ns["softmax"] is qkv.softmax
+    check_scaled_dot_product_attention(ns["scaled_dot_product_attention"], masks=False)
+    check_max_weight(ns["max_weight"])
+    check_attention_with_temperature(ns["attention_with_temperature"])
+    assert "you called" not in capsys.readouterr().out

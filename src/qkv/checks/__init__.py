@@ -65,6 +65,8 @@ from .lookup import (  # noqa: F401
 )
 from .masking import (  # noqa: F401
     check_causal_mask,
+    check_global_window_mask,
+    check_masked_scores,
     check_padded_causal_attention,
     check_padding_leak,
     check_padding_mask,
@@ -145,6 +147,7 @@ __all__ = [
     "check_dropout_block_forward",
     "check_duplicate_token_score",
     "check_fp16_overflow_rate",
+    "check_global_window_mask",
     "check_grouped_causal_linear_attention",
     "check_grouped_query_attention",
     "check_head_difference",
@@ -153,6 +156,7 @@ __all__ = [
     "check_linear_gap",
     "check_lookup_entropy",
     "check_luong_score",
+    "check_masked_scores",
     "check_max_weight",
     "check_mean_ablate",
     "check_merge_heads",

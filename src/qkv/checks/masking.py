@@ -1,4 +1,6 @@
-"""Checks for the masks: ``causal_mask`` and ``padding_mask`` (True = attention allowed)."""
+"""Checks for the masks: ``causal_mask``, ``padding_mask``, the masking step ``masked_scores`` and
+the variation ``global_window_mask`` (True = attention allowed; the last two are specified in
+:mod:`._masked`)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
+from ._masked import GLOBAL_WINDOW_MASK, MASKED_SCORES
 from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
 from .harness import Case, checks_of, Exercise, Forbidden, Mistake, run_check
 
 __all__ = [
     "check_causal_mask",
+    "check_global_window_mask",
+    "check_masked_scores",
     "check_padded_causal_attention",
     "check_padding_leak",
     "check_padding_mask",
@@ -143,8 +148,33 @@ def check_padding_mask(padding_mask: Callable[..., Tensor], seed: Optional[int] 
     __tracebackhide__ = True
     run_check(PADDING_MASK, padding_mask, seed)
 
+def check_masked_scores(masked_scores: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
+    """Check ``masked_scores(scores, attn_mask=None, is_causal=False)``: the reference
+    attention's masking step (bool mask: -inf where False; float mask: added; ``is_causal``:
+    the upper-left causal mask; both at once: ``ValueError``). While it runs, the student's
+    ``causal_mask`` is the course's: a mistake there costs only its own test.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(MASKED_SCORES, masked_scores, seed)
+
+
+def check_global_window_mask(global_window_mask: Callable[..., Tensor],
+                             seed: Optional[int] = 0) -> None:
+    """Check the variation ``global_window_mask(L, window, n_global, device=None)``: a causal
+    window of ``window`` keys, and tokens ``0..n_global-1`` that see and are seen by all.
+
+    Raises:
+        AssertionError: naming the input it fails on and what to look at.
+    """
+    __tracebackhide__ = True
+    run_check(GLOBAL_WINDOW_MASK, global_window_mask, seed)
+
+
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK)
+CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK, MASKED_SCORES, GLOBAL_WINDOW_MASK)
 CHECKS.update(_beyond_checks.checks("check_padded_causal_attention", "check_padding_leak"))
 
 

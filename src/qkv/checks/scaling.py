@@ -129,7 +129,8 @@ ATTENTION_SCORES = Exercise(
 _SDPA_HINTS = [("x.T", "transpose only the last two axes: key.transpose(-2, -1)"),
                ("without overflow", FILL_HINT)]
 
-# Assignment 6: with masks, built on the student's causal_mask (the reference's in the check).
+# With masks (the reference's full signature; assignment 6 grades only its masking step, with
+# check_masked_scores), built on the student's causal_mask (the reference's in the check).
 SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
     reference=via_float32(qkv.scaled_dot_product_attention),
@@ -138,16 +139,7 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     helpers={"causal_mask": qkv.causal_mask},
 )
 
-# Assignment 6 grades only what it adds to assignment 4's function: the inputs with a mask.
-MASKED_ATTENTION = Exercise(
-    name="scaled_dot_product_attention",
-    reference=via_float32(qkv.scaled_dot_product_attention),
-    cases=[c for c in _attention_cases() if "mask" in c.label or "is_causal" in c.label],
-    mistakes=attention_mistakes(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
-    error_hints=_SDPA_HINTS, helpers={"causal_mask": qkv.causal_mask},
-)
-
-# Assignment 4: no masks, built on the student's attention_scores and softmax.
+# Assignment 4: no masks, built on the student's attention_scores and the given softmax.
 UNMASKED_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
     reference=via_float32(qkv.scaled_dot_product_attention),
@@ -172,13 +164,12 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..
                                        seed: Optional[int] = 0, *, masks: object = True) -> None:
     """Check a student's ``scaled_dot_product_attention`` against the reference.
 
-    With ``masks`` (assignment 6), the signature of :func:`qkv.scaled_dot_product_attention`
-    and inputs with bool, float and causal masks; the check passes ``dropout_p=0.0`` (the
-    default), so dropout may be left out. Without (assignment 4), ``(query, key, value,
-    scale=None)`` and no masks. While it runs, the student's ``attention_scores`` and
-    ``softmax`` (assignment 4) or ``causal_mask`` (assignment 6) are the reference's: a
-    mistake there costs only that function's test. ``masks="only"`` (assignment 6, which
-    builds on assignment 4's function) runs the inputs with a mask only.
+    With ``masks``, the signature of :func:`qkv.scaled_dot_product_attention` and inputs
+    with bool, float and causal masks; the check passes ``dropout_p=0.0`` (the default), so
+    dropout may be left out. Without (assignment 4), ``(query, key, value, scale=None)`` and
+    no masks. While it runs, the student's ``attention_scores`` and ``softmax`` (without
+    masks) or ``causal_mask`` (with) are the reference's: a mistake there costs only that
+    function's test. (Assignment 6 grades the masking step alone: ``check_masked_scores``.)
 
     Raises:
         AssertionError: naming the input it fails on and what to look at.
@@ -364,8 +355,7 @@ CHECKS = {
     "check_attention_scores": single(ATTENTION_SCORES),
     "check_scaled_dot_product_attention": ExerciseCheck(
         "check_scaled_dot_product_attention",
-        lambda masks: (MASKED_ATTENTION if masks == "only" else
-                       SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
+        lambda masks: (SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
         options={"masks": True}),
     "check_dot_product_variance": VARIANCE_CHECK,
 }
