@@ -294,8 +294,9 @@ def grouped_causal_linear_attention(query, key, value, tile=False):
     else:
         key, value = key.repeat_interleave(G, dim=1), value.repeat_interleave(G, dim=1)
     phi_q, phi_k = F.elu(query) + 1, F.elu(key) + 1
-    S = torch.zeros(*key.shape[:2], key.shape[-1], value.shape[-1], dtype=query.dtype)
-    z = torch.zeros(*key.shape[:2], key.shape[-1], dtype=query.dtype)
+    S = torch.zeros(*key.shape[:2], key.shape[-1], value.shape[-1], dtype=query.dtype,
+                    device=query.device)
+    z = torch.zeros(*key.shape[:2], key.shape[-1], dtype=query.dtype, device=query.device)
     out = []
     for i in range(query.shape[2]):
         S = S + phi_k[:, :, i, :, None] * value[:, :, i, None, :]

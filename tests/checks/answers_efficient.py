@@ -202,7 +202,7 @@ def backward_einsum(query, key, value, out, lse, grad_out, is_causal=False, scal
     L, S = query.shape[-2], key.shape[-2]
     bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
     if is_causal:
-        bias = bias.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
+        bias = bias.masked_fill(torch.ones(L, S, dtype=torch.bool, device=query.device).triu(1), float("-inf"))
     s = torch.einsum("bhle,bhse->bhls", query * scale, key) + bias
     p = s.sub(lse[..., None]).exp()
     dv = torch.einsum("bhls,bhld->bhsd", p, grad_out)
@@ -218,7 +218,8 @@ def backward_per_head(query, key, value, out, lse, grad_out, is_causal=False, sc
     scale = scale or 1 / math.sqrt(query.shape[-1])
     dq, dk, dv = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
     L, S = query.shape[-2], key.shape[-2]
-    seen = torch.arange(S)[None, :] <= torch.arange(L)[:, None] if is_causal else None
+    seen = torch.arange(S, device=query.device)[None, :] <= torch.arange(
+        L, device=query.device)[:, None] if is_causal else None
     for b in range(B):
         for h in range(H):
             Q, K, V, O, dO = (t[b, h] for t in (query, key, value, out, grad_out))
@@ -239,7 +240,7 @@ def backward_autograd(query, key, value, out, lse, grad_out, is_causal=False, sc
     with torch.enable_grad():
         s = c * q @ k.transpose(-2, -1)
         if is_causal:
-            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril(), float("-inf"))
         o = torch.softmax(s, dim=-1) @ v
     return torch.autograd.grad(o, (q, k, v), grad_out)
 

@@ -67,7 +67,7 @@ def masked_scores(scores: Tensor, attn_mask: Optional[Tensor] = None, is_causal:
         (``is_causal`` with an ``attn_mask``: see :func:`_run`).
     """
     if is_causal and attn_mask is not None and mode == "right":
-        return torch.tensor(True)
+        return torch.tensor(True, device=scores.device)
     L, S = scores.shape[-2], scores.shape[-1]
     if mode == "right" and fill == _INF:
         return scores + _bias(scores, attn_mask, is_causal)
@@ -101,7 +101,7 @@ def _run(student: Any, scores: Tensor, attn_mask: Optional[Tensor] = None,
         try:
             student(scores, attn_mask=attn_mask, is_causal=True)
         except ValueError:
-            return torch.tensor(True)
+            return torch.tensor(True, device=scores.device)  # on the inputs' device, as a result must be
         raise ExerciseRule("with is_causal=True and an attn_mask it returned a result instead of "
                            "raising ValueError", _REFUSE_HINT)
     return student(scores, attn_mask=attn_mask, is_causal=is_causal)

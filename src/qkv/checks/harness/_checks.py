@@ -155,6 +155,11 @@ def _run_all(check: Check, student: Any, inputs: List[Args], options: Mapping[st
     """
     limit, outcomes = _seconds(check.seconds), []
     for args, kwargs in inputs:
+        # A call that carries no tensor and no device= (``causal_mask(4)``) asks for the
+        # default device, the CPU, wherever the check runs: only a call that carries the
+        # device must give its result there.
+        carried = device is not None and (bool(_devices_of(args) | _devices_of(
+            tuple(kwargs.values()))) or isinstance(kwargs.get("device"), (str, torch.device)))
         if device is not None:
             args, kwargs = _moved(args, device), _moved(kwargs, device)
         start = time.perf_counter()
@@ -167,7 +172,7 @@ def _run_all(check: Check, student: Any, inputs: List[Args], options: Mapping[st
             return outcomes, f"took more than {limit:g} s"
         if device is not None:
             result, noticed = out
-            if _devices_of(result) - {device.type}:
+            if carried and _devices_of(result) - {device.type}:
                 return outcomes, "device"
             out = (_moved(result, torch.device("cpu")), noticed)
         outcomes.append(out)
