@@ -24,6 +24,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # Per-cell time limit while autograding. The exercises are small CPU computations (a
 # check takes well under a second); the limit is for endless loops, not for slow answers.
 c.Execute.timeout = 120
+# How long a kernel may take to start (nbconvert's default is 60 s). Grading a class keeps the
+# machine busy, and a kernel that starts late is the machine's doing, not the student's: wait
+# for it rather than score the whole notebook as an error.
+c.Execute.startup_timeout = 300
 # A cell that runs out of time is interrupted and recorded as an error; the other cells
 # still run and are graded.
 c.Execute.interrupt_on_timeout = True

@@ -99,10 +99,8 @@ def graded_class(tmp_path_factory):
             (course / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
             nbformat.write(nb, str(course / "submitted" / student / ASSIGNMENT / "masking.ipynb"))
         timeout = [f"--Execute.timeout={LOOP_TIMEOUT}"] if shard == "loops" else []
-        # startup_timeout: three nbgrader runs share the machine with the rest of the suite
-        # (and, in CI, the book's build), so a kernel may be slow to start.
         procs.append((course, timeout, nbgrader(course, "autograde", ASSIGNMENT, "--force",
-                                                "--Execute.startup_timeout=300", *timeout)))
+                                                *timeout)))
     for course, timeout, proc in procs:
         _finish_or_retry(course, proc, timeout)
     gathered = tmp / "class"
@@ -122,7 +120,7 @@ def _finish_or_retry(course: Path, proc, extra) -> None:
         return
     for student in sorted(set(failed)):
         finish(nbgrader(course, "autograde", ASSIGNMENT, "--force", f"--student={student}",
-                        "--Execute.startup_timeout=300", *extra))
+                        *extra))
 
 
 @pytest.mark.slow
