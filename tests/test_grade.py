@@ -324,7 +324,7 @@ def test_a_submission_s_time_grows_with_the_checks_that_train():
         plans = run.plans_of(root, assignment)
         slow = [grading.CHECKS[c.check].seconds for p in plans.values() for t in p.tests
                 for c in t.calls if c.check in grading.CHECKS
-                and grading.CHECKS[c.check].seconds > run.QUICK_CALL_S]
+                and grading.CHECKS[c.check].seconds > grading.SECONDS]
         assert run.submission_budget(plans) == run.BASE_SUBMISSION_S + sum(slow)
     assert run.submission_budget(run.plans_of(root, "11-capstone")) >= 240
 

@@ -37,12 +37,12 @@ from typing import Any, Dict, List, Tuple
 
 from . import (bottleneck, capstone, efficient, heads, lookup, masking, multi_head, position, qkv,
                scaling, variants)
-from .harness import Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
+from .harness import SECONDS, Check, ExerciseRule, InputsChanged, NotRepeatable, Raised
 from .questions import QUESTIONS, judge_first
 from .result import CheckFailed, CheckResult
 
-__all__ = ["CHECKS", "CheckResult", "Raised", "calls", "judge", "prepare", "question",
-           "run_student"]
+__all__ = ["CHECKS", "CheckResult", "Raised", "SECONDS", "calls", "judge", "prepare",
+           "question", "run_student"]
 
 #: Every check the grader knows, by the name test cells call it.
 CHECKS: Dict[str, Check] = {}

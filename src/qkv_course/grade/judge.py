@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import checks_api
 from .results import Failed, Missing, NotData
@@ -94,28 +94,37 @@ def _result_json(result: Any) -> Dict[str, Any]:
         return {"passed": bool(getattr(result, "passed", False))}
 
 
+def _read(sub: Any, name: str, limits: Timeouts, unset: str, not_data: str) -> Tuple[Any, Any]:
+    """A variable of the student's notebook as data: ``(value, None)``; or ``(None, verdict)``
+    when it cannot be read (the sandbox failed), is not set, or is not data (``not_data`` may
+    name its ``{type}``)."""
+    value = sub.value(name, limits.value_s)
+    if isinstance(value, Failed):
+        return None, (None, value.reason)
+    if value is Missing:
+        return None, (NotAnswered(unset), None)
+    if isinstance(value, NotData):
+        return None, (NotAnswered(not_data.format(type=value.type)), None)
+    return value, None
+
+
 def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any:
     """One check call on the student's code: ``(CheckResult or None, failure reason or None)``."""
     if call.check == QUESTION:
-        value = sub.value(call.answer, limits.value_s)
-        if isinstance(value, Failed):
-            return None, value.reason
-        if value is Missing:
-            return NotAnswered(f"{call.answer} is not set: set it in its answer cell "
-                               f"({call.answer} = ...)"), None
-        if isinstance(value, NotData):
-            return NotAnswered(f"{call.answer} is a {value.type}: the question asks for a "
-                               "number or a string"), None
+        value, verdict = _read(sub, call.answer, limits,
+                               f"{call.answer} is not set: set it in its answer cell "
+                               f"({call.answer} = ...)",
+                               f"{call.answer} is a {{type}}: the question asks for a number or a "
+                               "string")
+        if verdict is not None:
+            return verdict
         if call.options:  # a per-student question: judged with the student's parameters
             given = {"answer": value}
             for param, variable in call.options.items():
-                got = sub.value(variable, limits.value_s)
-                if isinstance(got, Failed):
-                    return None, got.reason
-                if got is Missing or isinstance(got, NotData):
-                    return NotAnswered(f"{variable} is not set: run the cell that computes it "
-                                       "from your seed"), None
-                given[param] = got
+                unset = f"{variable} is not set: run the cell that computes it from your seed"
+                given[param], verdict = _read(sub, variable, limits, unset, unset)
+                if verdict is not None:
+                    return verdict
             value = given
         return checks_api.question(call.question, value), None
     outcomes = []

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..usage import UsageError, did_you_mean
 from . import checks_api, flags, gradebook, judge, records, submission
 from .summary import Summary, report, summary_line
-from .plan import Plan, course_key, notebooks, plan
+from .plan import Plan, course_key, notebooks, plan, text
 
 Job = Tuple[str, Plan, Path]  # student, the notebook's plan, the submitted file
 SANDBOX = "qkv_course.grade"  # where Pool and SandboxUnavailable live (tests of the parent swap it)
@@ -139,13 +139,9 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
 def _given(p: Plan) -> Dict[str, str]:
     """The code the release gives in each answer cell (grade id -> source): what the
     instructor wrote there is no student's delegation."""
-    given = {}
-    for cell in p.skeleton.get("cells", []):
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id in p.answers:
-            source = cell.get("source", "")
-            given[grade_id] = "".join(source) if isinstance(source, list) else str(source)
-    return given
+    return {cell["metadata"]["nbgrader"]["grade_id"]: text(cell.get("source"))
+            for cell in p.skeleton.get("cells", [])
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") in p.answers}
 
 
 def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
@@ -178,7 +174,6 @@ def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[s
 
 
 BASE_SUBMISSION_S = 120.0  # a submission's cells and its quick checks, on a loaded machine
-QUICK_CALL_S = 10.0  # a check's usual limit per call: within the base
 
 
 def submission_budget(plans: Dict[str, Plan]) -> float:
@@ -186,8 +181,9 @@ def submission_budget(plans: Dict[str, Plan]) -> float:
     plus the own limit of every call of a check that trains or samples (a minute each). So an
     assignment whose checks train a model (the capstone's ablation) is not cut short by a
     limit made for quick ones, and a submission that only sleeps still ends."""
+    quick = checks_api.usual_seconds()  # a check's usual limit per call: within the base
     extra = [sum(s for s in (checks_api.seconds(c.check) for t in p.tests for c in t.calls)
-                 if s > QUICK_CALL_S) for p in plans.values()]
+                 if s > quick) for p in plans.values()]
     return BASE_SUBMISSION_S + max(extra, default=0.0)
 
 

@@ -5,7 +5,7 @@ The check modules (:mod:`qkv.checks.scaling`, ...) and the catalogues of mistake
 (:mod:`qkv.checks.mistakes`) use only the names below; the modules behind them are private.
 """
 
-from ._checks import Check, ExerciseCheck, check_now, checks_of, run_check, single
+from ._checks import SECONDS, Check, ExerciseCheck, check_now, checks_of, run_check, single
 from ._compare import close, is_tensor
 from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
 from ._half import HALF, half_case, via_float32
@@ -18,7 +18,7 @@ from ._pairs import picked
 
 __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
-    "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "bool_mask", "check_now",
+    "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "SECONDS", "bool_mask", "check_now",
     "checks_of", "close", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
     "randn", "reference_helpers", "reference_names", "run_check", "single", "split_outcome", "via_float32",
 ]
