@@ -8,9 +8,15 @@ reference on as many other seeds, then asks, per setting:
 
 - the same seed gives the same number (the randomness comes from the generator passed in);
 - the numbers vary from seed to seed when the reference's do (a measurement, not a formula);
+- they are the reference's own numbers on the same seeds (the experiment done as described,
+  drawing in the order given: passes, whatever the seed); otherwise
 - their mean agrees with the reference's within 5 standard errors of the difference of two
-  means, and their spread is within a factor of 4 of the reference's: a right measurement fails
-  by chance far less than once in a million, a measurement of something else fails.
+  means: a right measurement drawn in another order fails by chance about never (none in 3,000
+  tries of the most heavy-tailed experiment), a measurement of something else fails.
+
+The spread over seeds is not compared beyond "it varies": the quantities are heavy-tailed
+(ALiBi's far weight, a ratio of exponentials) and a sample standard deviation of 12 of them is
+off by a factor of 4 about once in 300 tries; a right answer must never fail by chance.
 
 Every step is data in, data out (:mod:`qkv.checks.grading`): the inputs are the setting and a
 seed (:meth:`ExperimentCheck.calls`), the sandbox makes the generator and calls the student's
@@ -34,8 +40,6 @@ from .result import CheckResult
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
 SIGMAS = 5.0
-#: How far the spread over seeds may be from the reference's (a factor either way).
-SPREAD_FACTOR = 4.0
 _GENERATOR_HINT = ("draw every random number from the generator passed in: "
                    "torch.randn(..., generator=generator)")
 
@@ -87,6 +91,14 @@ def reference_values(exp: Experiment, setting: tuple, seed: int) -> List[float]:
             for k in range(exp.seeds)]
 
 
+def same_seeds(exp: Experiment, setting: tuple, seeds: Sequence[int],
+               values: Sequence[float]) -> bool:
+    """Whether ``values`` are the reference's numbers on the same ``seeds`` (to float32's
+    rounding: a sum taken in another order differs in the last digits)."""
+    return all(math.isclose(v, float(exp.reference(*setting, torch.Generator().manual_seed(s))),
+                            rel_tol=1e-4, abs_tol=1e-7) for v, s in zip(values, seeds))
+
+
 def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                  reference: Sequence[float]) -> Optional[Tuple[str, str]]:
     """``(what, hint)`` unless ``values`` (the student's, with the first seed repeated last)
@@ -106,10 +118,6 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
         return (f"over {n} seeds your {exp.quantity} averages {mean:.4g}, where the experiment "
                 f"as described averages {ref_mean:.4g} (more than {SIGMAS:g} standard errors "
                 "away)", exp.hint)
-    if ref_sd > 0 and not ref_sd / SPREAD_FACTOR <= my_sd <= ref_sd * SPREAD_FACTOR:
-        return (f"over {n} seeds your numbers spread by {my_sd:.3g}, where the experiment's "
-                f"spread by about {ref_sd:.3g}: measure once per call, with the sizes given",
-                exp.hint)
     return None
 
 
@@ -164,8 +172,10 @@ class ExperimentCheck(Check):
             values.append(value)
         n = exp.seeds + 1
         for i, setting in enumerate(exp.settings):
-            found = judge_values(exp, setting, values[i * n:(i + 1) * n],
-                                 reference_values(exp, setting, seed))
+            mine, seeds = values[i * n:(i + 1) * n], [s for _, s in plan[i * n:(i + 1) * n]]
+            if same_seeds(exp, setting, seeds[:-1], mine[:-1]) and mine[-1] == mine[0]:
+                continue
+            found = judge_values(exp, setting, mine, reference_values(exp, setting, seed))
             if found:
                 return CheckResult(exp.name, False, seed, _where(exp, setting), what=found[0],
                                    hint=found[1])
