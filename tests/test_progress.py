@@ -130,6 +130,7 @@ def test_in_notebook_never_raises(capsys):
 
 def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
     from qkv.checks.questions import QUESTIONS
+    from qkv_course.calls import Call
     from qkv_course.progress import checks_called
 
     question = "masking_q1"
@@ -140,8 +141,9 @@ def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
              "masks=False)",
              f"check_question({question!r}, my_answer)", "%timeit 1 + 1"]
     assert checks_called(cells) == [
-        ("check_scaled_dot_product_attention", "scaled_dot_product_attention", {"masks": False}),
-        ("check_question", question, {"variable": "my_answer"})]
+        Call("check_scaled_dot_product_attention", "scaled_dot_product_attention",
+             options={"masks": False}),
+        Call("check_question", "my_answer", question=question)]
     ns = _namespace(
         "def scaled_dot_product_attention(query, key, value, scale=None):\n"
         "    s = query @ key.transpose(-2, -1) * (query.shape[-1] ** -0.5 if scale is None "
@@ -157,12 +159,13 @@ def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
 
 def test_in_notebook_judges_a_per_student_question_with_the_notebooks_parameters(capsys):
     import qkv
+    from qkv_course.calls import Call
     from qkv_course.progress import checks_called
 
     cells = ["check_question('multi_head_q1', multi_head_q1, embed_dim=embed_dim)"]
     assert checks_called(cells) == [
-        ("check_question", "multi_head_q1",
-         {"variable": "multi_head_q1", "params": {"embed_dim": "embed_dim"}})]
+        Call("check_question", "multi_head_q1", question="multi_head_q1",
+             options={"embed_dim": "embed_dim"})]
     right = sum(p.numel() for p in qkv.MultiHeadAttention(192, 8).parameters())
     for answer, embed_dim, passed in ((right, 192, True), (right, 64, False)):
         summary = in_notebook({"In": cells, "multi_head_q1": answer, "embed_dim": embed_dim})

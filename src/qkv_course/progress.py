@@ -11,17 +11,17 @@ Exit status: 0 when every autograded test passes, 1 when one does not, 2 for bad
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from .nbgrader.graded import (
     BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMED_OUT, TIMEOUT, Outcome, Question, cell_outcome,
     is_graded, jupyter, nbgrader_meta, outcome_of_error, questions, read_notebook)
+from .calls import DEFAULT, QUESTION, Call, check_calls
 from .usage import UsageError
 
 _WORDS = {PASS: "pass", BY_HAND: "by hand", TIMEOUT: "TIMEOUT", ERROR: "ERROR"}
@@ -250,46 +250,22 @@ def in_notebook(namespace: Optional[Mapping[str, Any]] = None) -> Summary:
     return summary
 
 
-def checks_called(sources: Iterable[str]) -> List[Tuple[str, str, dict]]:
-    """``(check, argument, options)`` for each check a test cell calls, once each.
+def checks_called(sources: Iterable[str]) -> List[Call]:
+    """Each check the notebook's test cells call, once each, as ``qkv grade`` reads them.
 
-    ``check_x(answer, seed=None, masks=False)`` gives ``("check_x", "answer", {"masks":
-    False})`` (the seed is the check's business); ``check_question("q1", q1)`` gives
-    ``("check_question", "q1", {"variable": "q1"})``. Cells that do not parse are skipped.
+    The seed is the check's business here (``in_notebook()`` runs the visible inputs), so
+    calls differing only in their seed count once. A cell that is not a test cell qkv grade
+    could read (an IPython magic, a cell the student is still writing, a computed argument)
+    is passed over.
     """
-    found: List[Tuple[str, str, dict]] = []
-    for source in sources:
+    found: List[Call] = []
+    for number, source in enumerate(sources, 1):
         try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue  # IPython magics, or a cell the student is still writing
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id.startswith("check_") and node.args):
-                continue
-            first = node.args[0]
-            if node.func.id == "check_question":
-                # A per-student question passes its parameters as the notebook's variables
-                # (``embed_dim=embed_dim``): recorded by name, read when the check runs.
-                params = {k.arg: k.value.id for k in node.keywords
-                          if k.arg and isinstance(k.value, ast.Name)}
-                if (len(node.args) == 2 and isinstance(first, ast.Constant)
-                        and isinstance(node.args[1], ast.Name)
-                        and len(params) == len(node.keywords)):
-                    call = ("check_question", str(first.value),
-                            {"variable": node.args[1].id, **({"params": params} if params else {})})
-                    if call not in found:
-                        found.append(call)
-                continue
-            try:
-                options = {k.arg: ast.literal_eval(k.value) for k in node.keywords
-                           if k.arg and k.arg != "seed"}
-            except ValueError:
-                continue
-            if isinstance(first, ast.Name):
-                call = (node.func.id, first.id, options)
-            else:
-                continue
+            calls = check_calls(source, str(number))
+        except UsageError:
+            continue
+        for call in calls:
+            call = replace(call, seed=DEFAULT)
             if call not in found:
                 found.append(call)
     return found
@@ -314,9 +290,10 @@ def _planned(ns: Mapping[str, Any], grading: Any, check_now: Callable[..., Any]
     planned: List[Tuple[str, Callable[[], Any]]] = []
     calls = checks_called(_sources(ns))
     checked = set()
-    for check, name, options in calls:
-        if check == "check_question":
-            variable, params = options["variable"], options.get("params", {})
+    for call in calls:
+        check, name, options = call.check, call.answer, call.options
+        if check == QUESTION:
+            name, variable, params = call.question, call.answer, call.options
             if variable in ns and all(v in ns for v in params.values()):
                 answer = ns[variable]
                 if params:  # judged as the record holds it: the answer and its parameters

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import checks_api
 from .results import Failed, Missing, NotData
-from .plan import QUESTION, Call, Plan, Test, seed_for
+from ..calls import QUESTION, Call
+from .plan import Plan, Test, seed_for
 
 PASS, FAIL, ERROR, TIMEOUT = "pass", "fail", "error", "timeout"  # as qkv report counts them
 NOT_WRITTEN = "not written yet"  # qkv report's label for an answer raising NotImplementedError

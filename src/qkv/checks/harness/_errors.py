@@ -108,10 +108,3 @@ def first_line(error: BaseException) -> str:
     """``TypeError: unsupported operand ...``: the error's type and first line."""
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}"
-
-
-def at_line(error: BaseException) -> str:
-    """``"\n  at line 3 of softmax: ..."``: where in the student's code ``error`` was raised
-    (``""`` when not in their code)."""
-    line = your_line(error)
-    return f"\n  at {line}" if line else ""
