@@ -15,6 +15,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -246,6 +247,20 @@ def duplicate_score_loops(weights, tokens):
     return total / pairs
 
 
+def max_weight_in_numpy(d_k, scaled, generator):
+    """The max-weight experiment finished in NumPy: a float32 NumPy number comes back."""
+    q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
+    w = torch.softmax(q @ k.T / (math.sqrt(d_k) if scaled else 1.0), -1).numpy()
+    return w.max(-1).mean()
+
+
+def variance_in_numpy(d_k, n_samples, generator):
+    """The variance measured in NumPy, as a one-element float32 array."""
+    q = torch.randn(n_samples, d_k, generator=generator).numpy()
+    k = torch.randn(n_samples, d_k, generator=generator).numpy()
+    return np.array([(q * k).sum(-1).var(ddof=1)])
+
+
 OTHERWISE = {
     "softmax by recursion": ("check_softmax", softmax_recursive, {}),
     "attention_scores with an lru_cache'd scale and einsum": (
@@ -262,4 +277,8 @@ OTHERWISE = {
     "grouped causal linear attention as (L, L) weights, heads grouped by a view": (
         "check_grouped_causal_linear_attention", grouped_linear_quadratic, {}),
     "duplicate_token_score by loops": ("check_duplicate_token_score", duplicate_score_loops, {}),
+    "an experiment finished in NumPy (a float32 NumPy number)": (
+        "check_max_weight", max_weight_in_numpy, {}),
+    "dot_product_variance in NumPy (a one-element array)": (
+        "check_dot_product_variance", variance_in_numpy, {}),
 }

@@ -21,7 +21,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment, ExperimentCheck
-from .harness import NOTHING, plain, reference_helpers, reference_names
+from .harness import NOTHING, plain_number, reference_helpers, reference_names
 from .mistakes.heads import mean_ablate as _mean_ablate, repeat_loss as _repeat_loss
 
 #: The model every call measures: the chapter's, trained from this seed for this many steps.
@@ -120,7 +120,7 @@ class AblationCheck(ExperimentCheck):
         model = _model_from(weights)
         with reference_helpers(student, self.exp.helpers):
             got = student(model, *setting, torch.Generator().manual_seed(s))
-        return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, _GIVEN))
+        return plain_number(got), tuple(reference_names(student, self.exp.name, NOTHING, _GIVEN))
 
 
 ABLATION_CHECK = AblationCheck(ABLATION_RISE)

@@ -34,7 +34,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from .harness import (NOTHING, Check, Raised, notice_text, plain, reference_helpers,
+from .harness import (NOTHING, Check, Raised, notice_text, plain_number, reference_helpers,
                       reference_names, split_outcome)
 from .result import CheckResult
 
@@ -148,7 +148,7 @@ class ExperimentCheck(Check):
         # The helpers the experiment may call are no delegation, whoever gives them (assignment
         # 4's set-up gives the course's softmax), nor are the pieces it is handed (``given``).
         allowed = {**self.exp.helpers, **dict.fromkeys(self.exp.given)}
-        return plain(got), tuple(reference_names(student, self.exp.name, NOTHING, allowed))
+        return plain_number(got), tuple(reference_names(student, self.exp.name, NOTHING, allowed))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
         exp, plan, values, notices = self.exp, self.plan(seed), [], []

@@ -23,7 +23,7 @@ import qkv
 from . import _beyond_checks, _variations_early
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
-                      is_tensor, notice_text, plain, Raised, randn, reference_names, run_check,
+                      is_tensor, notice_text, plain_number, Raised, randn, reference_names, run_check,
                       single, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
 
@@ -264,7 +264,7 @@ class _VarianceCheck(Check):
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
         d, n, s = args
         got = student(d, n, torch.Generator().manual_seed(s))
-        return plain(got), tuple(reference_names(student, _VARIANCE, NOTHING, {}))
+        return plain_number(got), tuple(reference_names(student, _VARIANCE, NOTHING, {}))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
         plan, values, notices = self.plan(seed), [], []

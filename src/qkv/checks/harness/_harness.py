@@ -150,6 +150,17 @@ def plain(value: Any) -> Any:
     return f"<{kind.__name__}>"
 
 
+def plain_number(value: Any) -> Any:
+    """:func:`plain`, with a NumPy number or one-element array as a Python float: a
+    measurement finished in NumPy (``w.numpy().mean()``, a ``float32``) is still a number."""
+    kind = type(value)
+    if kind.__module__ == "numpy" and getattr(value, "size", None) == 1 and hasattr(value, "item"):
+        item = value.item()
+        if type(item) in (int, float):
+            return float(item)
+    return plain(value)
+
+
 def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict) -> Tuple[Any, tuple]:
     """Call the student's object on one input as the exercise does.
 
