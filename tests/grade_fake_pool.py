@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List
 from qkv.checks import grading
 
 
-from qkv_course.grade.limits import Limits  # noqa: F401 (the API names it)
+from qkv_course.grade.limits import Limits
 from qkv_course.grade.results import Missing, NotData
 
 
@@ -51,8 +51,13 @@ class Pool:
     """``Pool(jobs, unsafe=...)``: submissions run in this process, one after another."""
 
 
+    #: The limits each submission with code was given, in order (not the empty ones that
+    #: start the sandboxes early).
+    seen: List[Limits] = []
+
     def __init__(self, jobs: int, limits: Any = None, unsafe: bool = False, **kwargs: Any) -> None:
         self.jobs = jobs
+        self.limits = limits or Limits()
 
     def __enter__(self) -> "Pool":
         return self
@@ -62,6 +67,8 @@ class Pool:
 
     @contextlib.contextmanager
     def submission(self, cells: List[str]) -> Iterator[_Submission]:
+        if cells:
+            Pool.seen.append(self.limits)
         yield _Submission(cells)
 
 

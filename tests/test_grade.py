@@ -329,6 +329,22 @@ def test_a_submission_s_time_grows_with_the_checks_that_train():
     assert run.submission_budget(run.plans_of(root, "11-capstone")) >= 240
 
 
+def test_each_submission_gets_the_submission_s_time_limit(empty_course, tmp_path, fake_sandbox):
+    """The limit is known only once the checks are imported, which happens while the sandboxes
+    start (not before: the import would hold them back); every submission still gets it, the
+    default budget or --submission-timeout."""
+    import grade_fake_pool
+
+    course = _copy(empty_course, tmp_path / "course")
+    for student in ("ann", "bob"):
+        gc.submit(course, student, class_.submission("model"))
+    budget = run.submission_budget(run.plans_of(course, gc.ASSIGNMENT))
+    for extra, wall_s in (([], budget), (["--submission-timeout", "77", "--force"], 77.0)):
+        grade_fake_pool.Pool.seen.clear()
+        assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), *extra]) == 0
+        assert [lim.wall_s for lim in grade_fake_pool.Pool.seen] == [wall_s, wall_s]
+
+
 def test_a_per_student_question_is_judged_with_the_student_s_own_parameters():
     """``check_question("multi_head_q1", multi_head_q1, embed_dim=embed_dim)``: the plan keeps
     the parameter's variable, and the grader judges the answer with the value the student's

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -210,10 +211,6 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         echo: where the summary's lines go.
     """
     started = time.monotonic()
-    # nbgrader's import (its server extensions: seconds) is needed only at the end, to write
-    # the gradebook: let it happen while the sandboxes work.
-    threading.Thread(target=importlib.import_module, args=("nbgrader.api",), daemon=True,
-                     name="qkv-grade-import-nbgrader").start()
     plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
     if compare:  # nbgrader's scores, read before grading (and said at once when missing)
         from .compare import disagreements, recorded
@@ -286,12 +283,20 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
     try:
         # The course folder (gradebook, sources, other students' files) is out of the
         # sandbox's sight, whatever folder it is under.
-        wall_s = submission_budget(plans) if submission_s is None else submission_s
-        caps = {"limits": sandbox.Limits(wall_s=wall_s)}
-        with Pool(jobs, unsafe=unsafe, hide=[str(course)], **caps) as pool:
+        with Pool(jobs, unsafe=unsafe, hide=[str(course)]) as pool:
             _warm(pool, min(jobs, len(todo)))
             check_plans(plans)  # imports torch and the checks while the sandboxes start
             prepare_checks(plans)
+            # nbgrader's import (its server extensions: seconds) is needed only at the end, to
+            # write the gradebook: let it happen while the sandboxes work. Not earlier: a
+            # thread importing holds the interpreter's lock, and the sandboxes' start (the
+            # copy of qkv above) and the checks' import would wait for it.
+            threading.Thread(target=importlib.import_module, args=("nbgrader.api",),
+                             daemon=True, name="qkv-grade-import-nbgrader").start()
+            # The submissions' time limit needs the checks (their own limits): known only now,
+            # after the import above, which must not keep the sandboxes from starting.
+            wall_s = submission_budget(plans) if submission_s is None else submission_s
+            pool.limits = replace(pool.limits, wall_s=wall_s)
             threads = ThreadPoolExecutor(max_workers=jobs)
             try:
                 for future in [threads.submit(work, job) for job in todo]:
