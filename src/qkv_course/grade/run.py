@@ -83,7 +83,7 @@ def plans_of(course: Path, assignment: str) -> Dict[str, Plan]:
     return plans
 
 
-def _warm(pool: Any, jobs: int) -> None:
+def warm(pool: Any, jobs: int) -> None:
     """Start every slot's sandbox now, in parallel (one empty submission each), while this
     process imports torch and the checks; a sandbox that cannot start says so later."""
     def one() -> None:
@@ -188,6 +188,15 @@ def submission_budget(plans: Dict[str, Plan]) -> float:
     return BASE_SUBMISSION_S + max(extra, default=0.0)
 
 
+def limit_submissions(pool: Any, plans: Dict[str, Plan], submission_s: Optional[float]) -> None:
+    """Prepare the checks and give the pool's submissions their time limit (``submission_s``, or
+    :func:`submission_budget`). Called once the sandboxes are starting: the limit needs the
+    checks' own limits, and importing the checks must not keep the sandboxes from starting."""
+    prepare_checks(plans)
+    wall_s = submission_budget(plans) if submission_s is None else submission_s
+    pool.limits = replace(pool.limits, wall_s=wall_s)
+
+
 def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,
                 jobs: int = 2, shard: Optional[Tuple[int, int]] = None, force: bool = False,
                 unsafe: bool = False, merge: bool = False, compare: bool = False,
@@ -284,19 +293,15 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
         # The course folder (gradebook, sources, other students' files) is out of the
         # sandbox's sight, whatever folder it is under.
         with Pool(jobs, unsafe=unsafe, hide=[str(course)]) as pool:
-            _warm(pool, min(jobs, len(todo)))
+            warm(pool, min(jobs, len(todo)))
             check_plans(plans)  # imports torch and the checks while the sandboxes start
-            prepare_checks(plans)
+            limit_submissions(pool, plans, submission_s)
             # nbgrader's import (its server extensions: seconds) is needed only at the end, to
             # write the gradebook: let it happen while the sandboxes work. Not earlier: a
             # thread importing holds the interpreter's lock, and the sandboxes' start (the
             # copy of qkv above) and the checks' import would wait for it.
             threading.Thread(target=importlib.import_module, args=("nbgrader.api",),
                              daemon=True, name="qkv-grade-import-nbgrader").start()
-            # The submissions' time limit needs the checks (their own limits): known only now,
-            # after the import above, which must not keep the sandboxes from starting.
-            wall_s = submission_budget(plans) if submission_s is None else submission_s
-            pool.limits = replace(pool.limits, wall_s=wall_s)
             threads = ThreadPoolExecutor(max_workers=jobs)
             try:
                 for future in [threads.submit(work, job) for job in todo]:

@@ -70,7 +70,6 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
         UsageError: no notebook, or several, in ``submission_dir``.
     """
     from ..grade import Pool, SandboxUnavailable
-    from ..grade.limits import Limits
 
     plans = run.plans_of(course, assignment)
     found = sorted(p for p in submission_dir.glob("*.ipynb") if not p.name.startswith("."))
@@ -81,17 +80,21 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
         raise UsageError(f"{found[0].name} is none of {', '.join(sorted(plans))}")
     job = (student or student_of(submission_dir), p, found[0])
     key = course_key(course)
-    run.prepare_checks({p.notebook: p})
+
+    def grade(pool: Any) -> Dict[str, Any]:
+        run.warm(pool, 1)  # the sandbox starts while this process imports the checks
+        run.limit_submissions(pool, {p.notebook: p}, None)
+        return run.grade_one(pool, job, key, limits or judge.Timeouts())
+
     try:
-        limits_ = Limits(wall_s=run.submission_budget({p.notebook: p}))
-        with Pool(1, hide=[str(course)], limits=limits_) as pool:
-            return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), True)
+        with Pool(1, hide=[str(course)]) as pool:
+            return results_json(grade(pool), True)
     except SandboxUnavailable as e:
         if not unsafe_fallback:
             raise
         why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-    with Pool(1, unsafe=True, limits=Limits(wall_s=run.submission_budget({p.notebook: p}))) as pool:
-        return results_json(run.grade_one(pool, job, key, limits or judge.Timeouts()), False, why)
+    with Pool(1, unsafe=True) as pool:
+        return results_json(grade(pool), False, why)
 
 
 def main(argv: Optional[list] = None) -> int:
