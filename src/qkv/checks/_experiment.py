@@ -34,8 +34,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from .harness import (NOTHING, Check, Raised, notice_text, plain_number, reference_helpers,
-                      reference_names, split_outcome)
+from .harness import (NOTHING, Check, Raised, notice_text, number_of, plain_number,
+                      reference_helpers, reference_names, split_outcome)
 from .result import CheckResult
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
@@ -70,14 +70,6 @@ class Experiment:
     seeds: int = 12
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     given: Tuple[str, ...] = ()
-
-
-def _number(got: Any) -> Optional[float]:
-    if type(got) in (int, float):
-        return float(got)
-    if type(got) is torch.Tensor and got.numel() == 1 and got.is_floating_point():
-        return float(got.detach().reshape(()).item())
-    return None
 
 
 def _where(exp: Experiment, setting: tuple) -> str:
@@ -165,7 +157,7 @@ class ExperimentCheck(Check):
                 return fail(what=f"it raised {raised.type}: {first}", kind="raised")
             got, noticed = split_outcome(outcomes[i])
             notices += [n for n in noticed if n not in notices]
-            value = _number(got)
+            value = number_of(got)
             if value is None or not math.isfinite(value):
                 return fail(what=f"it returned {got!r}, expected one finite number",
                             hint="return the measurement as a float (e.g. tensor.mean().item())")

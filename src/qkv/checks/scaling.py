@@ -23,8 +23,8 @@ import qkv
 from . import _beyond_checks, _variations_early
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
-                      is_tensor, notice_text, plain_number, Raised, randn, reference_names, run_check,
-                      single, split_outcome, via_float32)
+                      is_tensor, notice_text, number_of, plain_number, Raised, randn,
+                      reference_names, run_check, single, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
 
 __all__ = [
@@ -230,15 +230,6 @@ def _where(d: int) -> str:
     return f"d_k={d}, n_samples={VARIANCE_SAMPLES}"
 
 
-def _as_number(value: Any) -> Optional[float]:
-    """The answer as a float: a Python number, or a one-element floating tensor."""
-    if type(value) in (int, float):
-        return float(value)
-    if is_tensor(value) and value.numel() == 1 and value.is_floating_point():
-        return float(value.detach().reshape(()).item())
-    return None
-
-
 class _VarianceCheck(Check):
     """``dot_product_variance(d_k, n_samples, generator)``: a measurement, judged as one.
 
@@ -284,7 +275,7 @@ class _VarianceCheck(Check):
                 return fail(what=f"it raised {out.type}: {first}", hint=hint, kind="raised")
             got, noticed = split_outcome(out)
             notices += [n for n in noticed if n not in notices]
-            value = _as_number(got)
+            value = number_of(got)
             if value is None or not math.isfinite(value):
                 return fail(what=f"it returned {got!r}, expected one finite number",
                             hint="return the variance as a float (e.g. dots.var().item()) or a "

@@ -10,8 +10,8 @@ from ._compare import close, is_tensor
 from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
 from ._half import HALF, half_case, via_float32
 from ._helpers import reference_helpers
-from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, plain,
-                       plain_number, split_outcome)
+from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
+                       plain, plain_number, split_outcome)
 from ._inputs import bool_mask, devices, randn
 from ._notice import notice_text, reference_names
 from ._pairs import picked
@@ -20,6 +20,6 @@ __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "SECONDS", "bool_mask", "check_now",
     "checks_of", "close", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
-    "plain_number",
+    "number_of", "plain_number",
     "randn", "reference_helpers", "reference_names", "run_check", "single", "split_outcome", "via_float32",
 ]

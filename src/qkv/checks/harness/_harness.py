@@ -161,6 +161,16 @@ def plain_number(value: Any) -> Any:
     return plain(value)
 
 
+def number_of(value: Any) -> Optional[float]:
+    """A measurement that came back (through :func:`plain_number`) as a float: a Python number
+    or a one-element floating tensor; ``None`` for anything else."""
+    if type(value) in (int, float):
+        return float(value)
+    if is_tensor(value) and value.numel() == 1 and value.is_floating_point():
+        return float(value.detach().reshape(()).item())
+    return None
+
+
 def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict) -> Tuple[Any, tuple]:
     """Call the student's object on one input as the exercise does.
 
