@@ -3,6 +3,7 @@ and what every check does whatever the exercise (silence, the random state, the 
 
 import ast
 import importlib
+import inspect
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from answers_masking import causal_ok, padding_no_device
 from answers_multi_head import MHA_RIGHT
 from answers_scaling import SDPA_RIGHT, SDPA_WRONG, make_sdpa
 from qkv import checks
+from qkv.checks import grading
 from qkv.checks import check_scaled_dot_product_attention, check_softmax
 
 HERE = Path(__file__).resolve().parent
@@ -124,6 +126,25 @@ def test_unwritten_answer_says_so(name):
 def test_not_a_function(name):
     with pytest.raises(AssertionError, match="expects your .* itself, got int"):
         getattr(checks, name)(3)
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_help_names_the_answer_seed_and_options(name):
+    """``help(check_x)`` shows what a test cell passes: the answer by its own name, the seed
+    and the check's options, and a docstring that says what is checked."""
+    check = getattr(checks, name)
+    params = inspect.signature(check).parameters
+    exercise = name[len("check_"):]
+    assert list(params)[:2] == [exercise, "seed"] and params["seed"].default == 0
+    assert set(list(params)[2:]) == set(grading.CHECKS[name].options)
+    assert check.__name__ == name and check.__module__.startswith("qkv.checks.")
+    assert f"    {exercise}: your" in check.__doc__ and "Raises:" in check.__doc__
+    assert check.__doc__.split("\n")[0].strip(), f"{name} says nothing of what it checks"
+
+
+def test_an_option_of_another_check_is_refused_by_name():
+    with pytest.raises(TypeError, match="check_softmax has no option 'masks'"):
+        checks.check_softmax(_unwritten, masks=False)
 
 
 def test_checks_leave_the_global_random_state_alone():

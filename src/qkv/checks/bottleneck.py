@@ -7,15 +7,14 @@ first (where most mistakes show), then the context.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, List, Optional
+from typing import List
 
 import torch
-from torch import Tensor
 
 import qkv
 
 from . import _beyond_checks, _variations_early
-from .harness import (Case, Exercise, ExerciseCheck, half_case, Mistake, picked, randn, run_check,
+from .harness import (Case, Exercise, ExerciseCheck, half_case, Mistake, picked, randn, make_check,
                       via_float32)
 
 __all__ = [
@@ -94,7 +93,6 @@ def _cases() -> List[Case]:
     ]
 
 
-
 BAHDANAU_WEIGHTS = Exercise(
     name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 1)), cases=_cases(),
     mistakes=_mistakes(1),
@@ -107,16 +105,6 @@ BAHDANAU_CONTEXT = Exercise(
 )
 
 
-def check_bahdanau_attention(bahdanau_attention: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``bahdanau_attention(query, keys, W_q, W_k, v_a) -> (context, weights)``.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_bahdanau_attention"], bahdanau_attention, seed)
-
-
 #: This module's checks (for :mod:`.grading`): the weights first, then the context.
 CHECKS = {
     "check_bahdanau_attention": ExerciseCheck(
@@ -124,24 +112,6 @@ CHECKS = {
         items=(1, 0), returns="(context, weights)"),
 }
 CHECKS.update(_beyond_checks.checks("check_padded_bahdanau_weights"))
-
-
-
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
-# registered in ._beyond_checks).
-
-
-def check_padded_bahdanau_weights(padded_bahdanau_weights: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check the fixed ``padded_bahdanau_weights(s, keys, W_q, W_k, v_a, lengths)``: additive
-    attention's ``(B, S)`` weights, the padded encoder states at 0; a bug of the printed
-    version left in is named.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_padded_bahdanau_weights"], padded_bahdanau_weights, seed)
 
 
 # --------------------------------------------------------------------------- a variation
@@ -152,13 +122,20 @@ CHECKS["check_coverage_attention"] = ExerciseCheck(
     items=(1, 0), returns="(context, weights)")
 
 
-def check_coverage_attention(coverage_attention: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``coverage_attention(query, keys, coverage, W_q, W_k, w_c, v_a) -> (context, weights)``:
-    Bahdanau attention whose score also reads each encoder position's coverage (the weight it
-    has had so far), ``v_a . tanh(W_q s + W_k h_j + w_c c_j)``.
+# --------------------------------------------------------------------------- the checks
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_coverage_attention"], coverage_attention, seed)
+check_bahdanau_attention = make_check(
+    CHECKS, "check_bahdanau_attention", __name__,
+    "Check ``bahdanau_attention(query, keys, W_q, W_k, v_a) -> (context, weights)``.")
+
+check_padded_bahdanau_weights = make_check(
+    CHECKS, "check_padded_bahdanau_weights", __name__,
+    "Check the fixed ``padded_bahdanau_weights(s, keys, W_q, W_k, v_a, lengths)``: additive "
+    "attention's ``(B, S)`` weights, the padded encoder states at 0; a bug of the printed version"
+    " left in is named.")
+
+check_coverage_attention = make_check(
+    CHECKS, "check_coverage_attention", __name__,
+    "Check ``coverage_attention(query, keys, coverage, W_q, W_k, w_c, v_a) -> (context, "
+    "weights)``: Bahdanau attention whose score also reads each encoder position's coverage (the "
+    "weight it has had so far), ``v_a . tanh(W_q s + W_k h_j + w_c c_j)``.")

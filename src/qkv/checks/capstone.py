@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -23,7 +23,7 @@ from torch import Tensor
 import qkv
 
 from . import _beyond_checks
-from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, randn, run_check,
+from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, randn, make_check,
                       split_outcome)
 from .mistakes.attention import TORCH_ATTENTION
 from .mistakes.capstone import attention_variant, block_variant
@@ -168,34 +168,6 @@ BLOCK_FORWARD = Exercise(
 )
 
 
-def check_attention_forward(attention_forward: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``attention_forward(x, params, num_heads, num_kv_heads, k_cache=None, v_cache=None)``
-    against :func:`qkv.capstone.attention_forward`: it must return ``(output, k_cache, v_cache)``.
-
-    While it runs, the notebook's ``apply_rope``, ``repeat_kv``, ``split_heads``,
-    ``merge_heads`` and ``causal_mask_bottom_right`` are the course's.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(ATTENTION_FORWARD, attention_forward, seed)
-
-
-def check_block_forward(block_forward: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``block_forward(x, params, num_heads, num_kv_heads)`` against
-    :func:`qkv.capstone.block_forward`: a pre-norm block, with residual connections.
-
-    While it runs, the notebook's ``attention_forward`` and ``rms_norm`` are the course's, so
-    a mistake in the attention costs only its own test.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(BLOCK_FORWARD, block_forward, seed)
-
-
 # ----------------------------------------------------------------------------- the ablation
 #: Steps of the short run the check trains (the student's function, then the reference).
 CHECK_STEPS = 5
@@ -280,63 +252,50 @@ class _AblationCheck(Check):
 ABLATION_CHECK = _AblationCheck()
 
 
-def check_ablation(ablation: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``ablation(seed, steps)``: train the baseline with one's own change, return
-    ``(options, validation loss)``.
-
-    The check calls it on a short run (:data:`CHECK_STEPS` steps, a seed drawn from
-    ``seed``): the options must change the baseline (:func:`qkv.ablation_baseline`) and the
-    loss must be what :func:`qkv.ablation_loss` measures for those options, that seed and
-    that number of steps, within :data:`TOLERANCE`: a measurement of the run described,
-    not a number typed in or taken from another run.
-
-    Raises:
-        CheckFailed: saying what is wrong.
-    """
-    __tracebackhide__ = True
-    run_check(ABLATION_CHECK, ablation, seed)
-
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = {**checks_of(ATTENTION_FORWARD, BLOCK_FORWARD), "check_ablation": ABLATION_CHECK,
           **_beyond_checks.checks("check_dropout_block_forward", "check_swiglu_mlp",
                                   "check_order_sensitivity")}
 
 
-# --------------------------------------------------------------------------- beyond the page
-# Debugging, a variation and an experiment (specified in ._beyond_capstone).
+# --------------------------------------------------------------------------- the checks
 
+check_attention_forward = make_check(
+    CHECKS, "check_attention_forward", __name__,
+    "Check ``attention_forward(x, params, num_heads, num_kv_heads, k_cache=None, v_cache=None)`` "
+    "against :func:`qkv.capstone.attention_forward`: it must return ``(output, k_cache, "
+    "v_cache)``.\n\n"
+    "While it runs, the notebook's ``apply_rope``, ``repeat_kv``, ``split_heads``, "
+    "``merge_heads`` and ``causal_mask_bottom_right`` are the course's.")
 
-def check_dropout_block_forward(dropout_block_forward: Callable[..., Tensor],
-                                seed: Optional[int] = 0) -> None:
-    """Check the debugged ``dropout_block_forward(x, params, num_heads, dropout=0.1,
-    training=False)``: a pre-norm block without positions, dropout on each sublayer's output
-    in training only. A bug of the printed version still present is named (all of them).
+check_block_forward = make_check(
+    CHECKS, "check_block_forward", __name__,
+    "Check ``block_forward(x, params, num_heads, num_kv_heads)`` against "
+    ":func:`qkv.capstone.block_forward`: a pre-norm block, with residual connections.\n\n"
+    "While it runs, the notebook's ``attention_forward`` and ``rms_norm`` are the course's, so a "
+    "mistake in the attention costs only its own test.")
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_dropout_block_forward"], dropout_block_forward, seed)
+check_ablation = make_check(
+    CHECKS, "check_ablation", __name__,
+    "Check ``ablation(seed, steps)``: train the baseline with one's own change, return "
+    "``(options, validation loss)``.\n\n"
+    "The check calls it on a short run (:data:`CHECK_STEPS` steps, a seed drawn from ``seed``): "
+    "the options must change the baseline (:func:`qkv.ablation_baseline`) and the loss must be "
+    "what :func:`qkv.ablation_loss` measures for those options, that seed and that number of "
+    "steps, within :data:`TOLERANCE`: a measurement of the run described, not a number typed in "
+    "or taken from another run.")
 
+check_dropout_block_forward = make_check(
+    CHECKS, "check_dropout_block_forward", __name__,
+    "Check the debugged ``dropout_block_forward(x, params, num_heads, dropout=0.1, "
+    "training=False)``: a pre-norm block without positions, dropout on each sublayer's output in "
+    "training only. A bug of the printed version still present is named (all of them).")
 
-def check_swiglu_mlp(swiglu_mlp: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``swiglu_mlp(h, params)``, SwiGLU's gated MLP (not in the course's reference).
+check_swiglu_mlp = make_check(
+    CHECKS, "check_swiglu_mlp", __name__,
+    "Check ``swiglu_mlp(h, params)``, SwiGLU's gated MLP (not in the course's reference).")
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_swiglu_mlp"], swiglu_mlp, seed)
-
-
-def check_order_sensitivity(order_sensitivity: Callable[..., float],
-                            seed: Optional[int] = 0) -> None:
-    """Check the experiment ``order_sensitivity(num_layers, rope, generator)`` as a
-    measurement (see :mod:`._experiment`).
-
-    Raises:
-        CheckFailed: naming the setting it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_order_sensitivity"], order_sensitivity, seed)
+check_order_sensitivity = make_check(
+    CHECKS, "check_order_sensitivity", __name__,
+    "Check the experiment ``order_sensitivity(num_layers, rope, generator)`` as a measurement "
+    "(see :mod:`._experiment`).")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List
 
 import torch
 from torch import Tensor
@@ -13,7 +13,7 @@ import qkv
 from . import _beyond_checks
 from ._efficient_extra import ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
-from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, run_check,
+from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, make_check,
                       via_float32)
 from .mistakes.efficient import kv_step_variant, online_variant, short_chunks
 
@@ -129,18 +129,6 @@ CHUNKED_ATTENTION = Exercise(
 )
 
 
-def check_chunked_attention(chunked_attention: Callable[..., Tensor],
-                            seed: Optional[int] = 0) -> None:
-    """Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
-    chunk_size=256)`` against :func:`qkv.chunked_attention`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHUNKED_ATTENTION, chunked_attention, seed)
-
-
 # ----------------------------------------------------------------------------- kv_cache_step
 def _kv_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
     if not isinstance(got, (tuple, list)) or len(got) != 3:
@@ -237,69 +225,43 @@ KV_CACHE_STEP = Exercise(
 )
 
 
-def check_kv_cache_step(kv_cache_step: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None)``
-    against :func:`qkv.kv_cache_step`: it must return ``(output, k_cache, v_cache)``.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(KV_CACHE_STEP, kv_cache_step, seed)
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP, ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP)
 CHECKS.update(_beyond_checks.checks("check_streaming_attention", "check_fp16_overflow_rate"))
 
 
-def check_attention_backward(attention_backward: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``attention_backward(query, key, value, out, lse, grad_out, is_causal=False,
-    scale=None)`` against autograd through :func:`qkv.scaled_dot_product_attention` with the
-    same ``is_causal`` (top left, as SDPA's; see :mod:`._efficient_extra`): it must return
-    ``(grad_query, grad_key, grad_value)``.
+# --------------------------------------------------------------------------- the checks
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_attention_backward"], attention_backward, seed)
+check_chunked_attention = make_check(
+    CHECKS, "check_chunked_attention", __name__,
+    "Check ``chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None, "
+    "chunk_size=256)`` against :func:`qkv.chunked_attention`.")
 
+check_kv_cache_step = make_check(
+    CHECKS, "check_kv_cache_step", __name__,
+    "Check ``kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None)`` against "
+    ":func:`qkv.kv_cache_step`: it must return ``(output, k_cache, v_cache)``.")
 
-def check_sliding_kv_cache_step(sliding_kv_cache_step: Callable[..., Any],
-                                seed: Optional[int] = 0) -> None:
-    """Check the variation ``sliding_kv_cache_step(query, key, value, k_ring, v_ring, pos,
-    scale=None)``: a ring buffer of the last W keys and values; returns ``(output, k_ring, v_ring)``.
+check_attention_backward = make_check(
+    CHECKS, "check_attention_backward", __name__,
+    "Check ``attention_backward(query, key, value, out, lse, grad_out, is_causal=False, "
+    "scale=None)`` against autograd through :func:`qkv.scaled_dot_product_attention` with the "
+    "same ``is_causal`` (top left, as SDPA's; see :mod:`._efficient_extra`): it must return "
+    "``(grad_query, grad_key, grad_value)``.")
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_sliding_kv_cache_step"], sliding_kv_cache_step, seed)
+check_sliding_kv_cache_step = make_check(
+    CHECKS, "check_sliding_kv_cache_step", __name__,
+    "Check the variation ``sliding_kv_cache_step(query, key, value, k_ring, v_ring, pos, "
+    "scale=None)``: a ring buffer of the last W keys and values; returns ``(output, k_ring, "
+    "v_ring)``.")
 
+check_streaming_attention = make_check(
+    CHECKS, "check_streaming_attention", __name__,
+    "Check the fixed ``streaming_attention(query, key, value, block)``: exact attention with a "
+    "running max, sum and output over blocks of keys; a bug of the printed version left in is "
+    "named.")
 
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
-# registered in ._beyond_checks).
-
-
-def check_streaming_attention(streaming_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check the fixed ``streaming_attention(query, key, value, block)``: exact attention with a
-    running max, sum and output over blocks of keys; a bug of the printed version left in is
-    named.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_streaming_attention"], streaming_attention, seed)
-
-
-def check_fp16_overflow_rate(fp16_overflow_rate: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``fp16_overflow_rate(spread, generator)`` as a measurement (see
-    :mod:`._experiment`).
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_fp16_overflow_rate"], fp16_overflow_rate, seed)
+check_fp16_overflow_rate = make_check(
+    CHECKS, "check_fp16_overflow_rate", __name__,
+    "Check the experiment ``fp16_overflow_rate(spread, generator)`` as a measurement (see "
+    ":mod:`._experiment`).")

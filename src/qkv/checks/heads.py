@@ -15,13 +15,12 @@ head), one key before the induction head's target.
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 
 from ._ablation_experiment import ABLATION_CHECK
-from .harness import Case, Exercise, Mistake, checks_of, randn, run_check
+from .harness import Case, Exercise, Mistake, checks_of, randn, make_check
 from .mistakes.heads import mean_ablate as mean_ablate_variant
 from .mistakes.heads import repeat_loss as repeat_loss_variant
 
@@ -159,51 +158,29 @@ DUPLICATE_TOKEN_SCORE = Exercise(
 CHECKS = checks_of(MEAN_ABLATE, REPEAT_LOSS, DUPLICATE_TOKEN_SCORE)
 
 
-def check_mean_ablate(mean_ablate: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check the fixed ``mean_ablate(head_outputs, heads, num_heads)``: the heads' outputs
-    side by side, ``(B, T, D)``, with each listed head replaced by its mean over the batch and
-    the positions; a bug of the printed version left in is named.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_mean_ablate"], mean_ablate, seed)
-
-
-def check_repeat_loss(repeat_loss: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``repeat_loss(logits, tokens, repeat)``: the mean next-token cross-entropy over
-    the positions ``repeat`` marks (position ``t`` predicts token ``t + 1``).
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_repeat_loss"], repeat_loss, seed)
-
-
-def check_duplicate_token_score(duplicate_token_score: Callable[..., Tensor],
-                                seed: Optional[int] = 0) -> None:
-    """Check ``duplicate_token_score(weights, tokens)``: per head, the total weight a query
-    puts on the earlier keys holding its own token, averaged over the (sequence, query) pairs
-    that have one; ``weights (B, H, T, T)``, ``tokens (B, T)``, the result ``(H,)``.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_duplicate_token_score"], duplicate_token_score, seed)
-
-
 CHECKS["check_ablation_rise"] = ABLATION_CHECK
 
 
-def check_ablation_rise(ablation_rise: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``ablation_rise(model, layer, head, how, generator)`` as a
-    measurement on a trained model (see :mod:`._ablation_experiment`).
+# --------------------------------------------------------------------------- the checks
 
-    Raises:
-        AssertionError: naming the setting it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_ablation_rise"], ablation_rise, seed)
+check_mean_ablate = make_check(
+    CHECKS, "check_mean_ablate", __name__,
+    "Check the fixed ``mean_ablate(head_outputs, heads, num_heads)``: the heads' outputs side by "
+    "side, ``(B, T, D)``, with each listed head replaced by its mean over the batch and the "
+    "positions; a bug of the printed version left in is named.")
+
+check_repeat_loss = make_check(
+    CHECKS, "check_repeat_loss", __name__,
+    "Check ``repeat_loss(logits, tokens, repeat)``: the mean next-token cross-entropy over the "
+    "positions ``repeat`` marks (position ``t`` predicts token ``t + 1``).")
+
+check_duplicate_token_score = make_check(
+    CHECKS, "check_duplicate_token_score", __name__,
+    "Check ``duplicate_token_score(weights, tokens)``: per head, the total weight a query puts on"
+    " the earlier keys holding its own token, averaged over the (sequence, query) pairs that have"
+    " one; ``weights (B, H, T, T)``, ``tokens (B, T)``, the result ``(H,)``.")
+
+check_ablation_rise = make_check(
+    CHECKS, "check_ablation_rise", __name__,
+    "Check the experiment ``ablation_rise(model, layer, head, how, generator)`` as a measurement "
+    "on a trained model (see :mod:`._ablation_experiment`).")

@@ -8,18 +8,17 @@ its check runs the harness twice, first on the weights, then on the output.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import List
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
 
 import qkv
 
 from . import _beyond_checks, _variations_early
 from .mistakes.attention import TORCH_ATTENTION
 from .harness import (bool_mask, Case, checks_of, Exercise, ExerciseCheck, Forbidden, half_case,
-                      picked, randn, run_check, via_float32)
+                      picked, randn, make_check, via_float32)
 from .mistakes.lookup import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
 
 __all__ = [
@@ -181,51 +180,6 @@ LUONG_SCORE = Exercise(
 # --------------------------------------------------------------------------- checks
 
 
-def check_softmax(softmax: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check a student's ``softmax(x, dim=-1)`` against :func:`qkv.softmax`.
-
-    Args:
-        softmax: the student's function.
-        seed: another seed gives other random inputs; ``None`` draws fresh ones (the
-            hidden tests).
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(SOFTMAX, softmax, seed)
-
-
-def check_soft_lookup(soft_lookup: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``soft_lookup(query, keys, values, temperature=1.0) -> (output, weights)``.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_soft_lookup"], soft_lookup, seed)
-
-
-def check_additive_score(additive_score: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``additive_score(query, key, W_q, W_k, v_a)`` against :func:`qkv.additive_score`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(ADDITIVE_SCORE, additive_score, seed)
-
-
-def check_luong_score(luong_score: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``luong_score(query, key, W=None)`` (dot, or general when W is given).
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(LUONG_SCORE, luong_score, seed)
-
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`). soft_lookup
 #: returns a pair: the weights are compared first (where most mistakes show), then the output.
 CHECKS = {
@@ -237,34 +191,6 @@ CHECKS = {
 CHECKS.update(_beyond_checks.checks("check_top_k_lookup", "check_lookup_entropy"))
 
 
-
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
-# registered in ._beyond_checks).
-
-
-def check_top_k_lookup(top_k_lookup: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``top_k_lookup(query, keys, values, k)``: a soft lookup over each query's ``k`` best
-    keys only; a bug of the printed version left in is named.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_top_k_lookup"], top_k_lookup, seed)
-
-
-def check_lookup_entropy(lookup_entropy: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``lookup_entropy(temperature, generator)`` as a measurement (see
-    :mod:`._experiment`).
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_lookup_entropy"], lookup_entropy, seed)
-
-
 # --------------------------------------------------------------------------- a variation
 # A function the reference does not contain (specified in ._variations_early).
 
@@ -273,13 +199,36 @@ CHECKS["check_sparsemax_lookup"] = ExerciseCheck(
     items=(1, 0), returns="(output, weights)")
 
 
-def check_sparsemax_lookup(sparsemax_lookup: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``sparsemax_lookup(query, keys, values, temperature=1.0) -> (output, weights)``: a
-    lookup whose weights are the sparsemax of the scores (their projection onto the simplex),
-    so that some are exactly 0.
+# --------------------------------------------------------------------------- the checks
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_sparsemax_lookup"], sparsemax_lookup, seed)
+check_softmax = make_check(
+    CHECKS, "check_softmax", __name__,
+    "Check a student's ``softmax(x, dim=-1)`` against :func:`qkv.softmax`.")
+
+check_soft_lookup = make_check(
+    CHECKS, "check_soft_lookup", __name__,
+    "Check ``soft_lookup(query, keys, values, temperature=1.0) -> (output, weights)``.")
+
+check_additive_score = make_check(
+    CHECKS, "check_additive_score", __name__,
+    "Check ``additive_score(query, key, W_q, W_k, v_a)`` against :func:`qkv.additive_score`.")
+
+check_luong_score = make_check(
+    CHECKS, "check_luong_score", __name__,
+    "Check ``luong_score(query, key, W=None)`` (dot, or general when W is given).")
+
+check_top_k_lookup = make_check(
+    CHECKS, "check_top_k_lookup", __name__,
+    "Check ``top_k_lookup(query, keys, values, k)``: a soft lookup over each query's ``k`` best "
+    "keys only; a bug of the printed version left in is named.")
+
+check_lookup_entropy = make_check(
+    CHECKS, "check_lookup_entropy", __name__,
+    "Check the experiment ``lookup_entropy(temperature, generator)`` as a measurement (see "
+    ":mod:`._experiment`).")
+
+check_sparsemax_lookup = make_check(
+    CHECKS, "check_sparsemax_lookup", __name__,
+    "Check ``sparsemax_lookup(query, keys, values, temperature=1.0) -> (output, weights)``: a "
+    "lookup whose weights are the sparsemax of the scores (their projection onto the simplex), so"
+    " that some are exactly 0.")

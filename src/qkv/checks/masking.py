@@ -5,17 +5,16 @@ the variation ``global_window_mask`` (True = attention allowed; the last two are
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, List, Optional
+from typing import List
 
 import torch
-from torch import Tensor
 
 import qkv
 
 from . import _beyond_checks
 from ._masked import GLOBAL_WINDOW_MASK, MASKED_SCORES
 from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
-from .harness import Case, checks_of, Exercise, Forbidden, Mistake, run_check
+from .harness import Case, checks_of, Exercise, Forbidden, Mistake, make_check
 
 __all__ = [
     "check_causal_mask",
@@ -129,79 +128,40 @@ PADDING_MASK = Exercise(
 )
 
 
-def check_causal_mask(causal_mask: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``causal_mask(L, S=None, device=None)`` against :func:`qkv.causal_mask`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CAUSAL_MASK, causal_mask, seed)
-
-
-def check_padding_mask(padding_mask: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``padding_mask(lengths, S=None)`` against :func:`qkv.padding_mask`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(PADDING_MASK, padding_mask, seed)
-
-def check_masked_scores(masked_scores: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``masked_scores(scores, attn_mask=None, is_causal=False)``: the reference
-    attention's masking step (bool mask: -inf where False; float mask: added; ``is_causal``:
-    the upper-left causal mask; both at once: ``ValueError``). While it runs, the student's
-    ``causal_mask`` is the course's: a mistake there costs only its own test.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(MASKED_SCORES, masked_scores, seed)
-
-
-def check_global_window_mask(global_window_mask: Callable[..., Tensor],
-                             seed: Optional[int] = 0) -> None:
-    """Check the variation ``global_window_mask(L, window, n_global, device=None)``: a causal
-    window of ``window`` keys, and tokens ``0..n_global-1`` that see and are seen by all.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(GLOBAL_WINDOW_MASK, global_window_mask, seed)
-
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK, MASKED_SCORES, GLOBAL_WINDOW_MASK)
 CHECKS.update(_beyond_checks.checks("check_padded_causal_attention", "check_padding_leak"))
 
 
+# --------------------------------------------------------------------------- the checks
 
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond,
-# registered in ._beyond_checks).
+check_causal_mask = make_check(
+    CHECKS, "check_causal_mask", __name__,
+    "Check ``causal_mask(L, S=None, device=None)`` against :func:`qkv.causal_mask`.")
 
+check_padding_mask = make_check(
+    CHECKS, "check_padding_mask", __name__,
+    "Check ``padding_mask(lengths, S=None)`` against :func:`qkv.padding_mask`.")
 
-def check_padded_causal_attention(padded_causal_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check the fixed ``padded_causal_attention(query, key, value, lengths)``: query ``i`` of
-    sequence ``b`` sees keys ``j <= i`` with ``j < lengths[b]``; a bug of the printed version
-    left in is named.
+check_masked_scores = make_check(
+    CHECKS, "check_masked_scores", __name__,
+    "Check ``masked_scores(scores, attn_mask=None, is_causal=False)``: the reference attention's "
+    "masking step (bool mask: -inf where False; float mask: added; ``is_causal``: the upper-left "
+    "causal mask; both at once: ``ValueError``). While it runs, the student's ``causal_mask`` is "
+    "the course's: a mistake there costs only its own test.")
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_padded_causal_attention"], padded_causal_attention, seed)
+check_global_window_mask = make_check(
+    CHECKS, "check_global_window_mask", __name__,
+    "Check the variation ``global_window_mask(L, window, n_global, device=None)``: a causal "
+    "window of ``window`` keys, and tokens ``0..n_global-1`` that see and are seen by all.")
 
+check_padded_causal_attention = make_check(
+    CHECKS, "check_padded_causal_attention", __name__,
+    "Check the fixed ``padded_causal_attention(query, key, value, lengths)``: query ``i`` of "
+    "sequence ``b`` sees keys ``j <= i`` with ``j < lengths[b]``; a bug of the printed version "
+    "left in is named.")
 
-def check_padding_leak(padding_leak: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``padding_leak(length, S, generator)`` as a measurement (see
-    :mod:`._experiment`).
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_padding_leak"], padding_leak, seed)
+check_padding_leak = make_check(
+    CHECKS, "check_padding_leak", __name__,
+    "Check the experiment ``padding_leak(length, S, generator)`` as a measurement (see "
+    ":mod:`._experiment`).")

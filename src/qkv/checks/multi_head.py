@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, List, Optional
+from typing import List
 
 import torch
-from torch import Tensor
 
 import qkv
 
 from . import _beyond_checks
 from .mistakes.attention import TORCH_ATTENTION
-from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, run_check, via_float32
-from .result import CheckFailed, CheckResult
+from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, make_check, via_float32
 from .mistakes.multi_head import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
                                    merge_variant, split_variant)
 from .mistakes.multi_head_module import (close_pair, mha_cases, reference, run_student,
@@ -136,26 +134,6 @@ MERGE_HEADS = Exercise(
 )
 
 
-def check_split_heads(split_heads: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``split_heads(x, num_heads)`` against :func:`qkv.split_heads`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(SPLIT_HEADS, split_heads, seed)
-
-
-def check_merge_heads(merge_heads: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``merge_heads(x)`` against :func:`qkv.merge_heads`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(MERGE_HEADS, merge_heads, seed)
-
-
 # --------------------------------------------------------------------------- the module
 
 MULTI_HEAD_ATTENTION = Exercise(
@@ -174,66 +152,41 @@ MULTI_HEAD_ATTENTION = Exercise(
 )
 
 
-def check_MultiHeadAttention(MultiHeadAttention: Any, seed: Optional[int] = 0) -> None:  # noqa: N802
-    """Check a student's ``MultiHeadAttention`` class against :class:`qkv.MultiHeadAttention`.
-
-    The check builds the class with the same arguments as the reference
-    (``embed_dim, num_heads, kdim=, vdim=, device=, dtype=``), copies the same
-    weights into its ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj``
-    (``nn.Linear``), and compares ``forward``'s output.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    if not isinstance(MultiHeadAttention, type):
-        raise CheckFailed(CheckResult("MultiHeadAttention", False, seed, what=(
-            "check_MultiHeadAttention expects your class MultiHeadAttention itself, got "
-            f"{type(MultiHeadAttention).__name__}")))
-    run_check(MULTI_HEAD_ATTENTION, MultiHeadAttention, seed)
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION)
 CHECKS.update(_beyond_checks.checks("check_multi_head_self_attention",
                                     "check_talking_heads_attention", "check_head_difference"))
 
 
+# --------------------------------------------------------------------------- the checks
 
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early
-# and ._beyond_mid, registered in ._beyond_checks).
+check_split_heads = make_check(
+    CHECKS, "check_split_heads", __name__,
+    "Check ``split_heads(x, num_heads)`` against :func:`qkv.split_heads`.")
 
+check_merge_heads = make_check(
+    CHECKS, "check_merge_heads", __name__,
+    "Check ``merge_heads(x)`` against :func:`qkv.merge_heads`.")
 
-def check_multi_head_self_attention(multi_head_self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check the fixed ``multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads)``; a bug of
-    the printed version left in is named.
+check_MultiHeadAttention = make_check(
+    CHECKS, "check_MultiHeadAttention", __name__,
+    "Check a student's ``MultiHeadAttention`` class against :class:`qkv.MultiHeadAttention`.\n\n"
+    "The check builds the class with the same arguments as the reference (``embed_dim, num_heads,"
+    " kdim=, vdim=, device=, dtype=``), copies the same weights into its ``q_proj``, ``k_proj``, "
+    "``v_proj`` and ``out_proj`` (``nn.Linear``), and compares ``forward``'s output.", wants_class=True)
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_multi_head_self_attention"], multi_head_self_attention, seed)
+check_multi_head_self_attention = make_check(
+    CHECKS, "check_multi_head_self_attention", __name__,
+    "Check the fixed ``multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads)``; a bug of "
+    "the printed version left in is named.")
 
+check_talking_heads_attention = make_check(
+    CHECKS, "check_talking_heads_attention", __name__,
+    "Check ``talking_heads_attention(query, key, value, pre_mix, post_mix)``: the scores mixed "
+    "across heads by ``pre_mix`` before the softmax, the weights by ``post_mix`` after it (new "
+    "head ``j`` = ``sum_h mix[j, h] * head h``), a variation the reference does not contain.")
 
-def check_talking_heads_attention(talking_heads_attention: Callable[..., Tensor],
-                                  seed: Optional[int] = 0) -> None:
-    """Check ``talking_heads_attention(query, key, value, pre_mix, post_mix)``: the scores mixed
-    across heads by ``pre_mix`` before the softmax, the weights by ``post_mix`` after it (new
-    head ``j`` = ``sum_h mix[j, h] * head h``), a variation the reference does not contain.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_talking_heads_attention"], talking_heads_attention, seed)
-
-
-def check_head_difference(head_difference: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``head_difference(share, generator)`` as a measurement (see
-    :mod:`._experiment`).
-
-    Raises:
-        CheckFailed: naming the setting it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_head_difference"], head_difference, seed)
+check_head_difference = make_check(
+    CHECKS, "check_head_difference", __name__,
+    "Check the experiment ``head_difference(share, generator)`` as a measurement (see "
+    ":mod:`._experiment`).")

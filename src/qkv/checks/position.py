@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, List, Optional
+from typing import List
 
 import torch
-from torch import Tensor
 
 import qkv
 
 from . import _beyond_checks
-from .harness import Case, checks_of, Exercise, Forbidden, Mistake, randn, run_check
+from .harness import Case, checks_of, Exercise, Forbidden, Mistake, randn, make_check
 from .mistakes.position import alibi_variant, rope_variant, sinusoid_variant
 
 __all__ = [
@@ -186,79 +185,41 @@ ALIBI_BIAS = Exercise(
 )
 
 
-def check_sinusoidal_encoding(sinusoidal_encoding: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``sinusoidal_encoding(L, E, base=10000.0, device=None, dtype=torch.float32)``
-    against :func:`qkv.sinusoidal_encoding`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(SINUSOIDAL_ENCODING, sinusoidal_encoding, seed)
-
-
-def check_apply_rope(apply_rope: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``apply_rope(x, offset=0, base=10000.0)`` against :func:`qkv.apply_rope`
-    (pairs of dims ``(2i, 2i + 1)``).
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(APPLY_ROPE, apply_rope, seed)
-
-
-def check_alibi_bias(alibi_bias: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``alibi_bias(num_heads, L, S=None, device=None, dtype=torch.float32)`` against
-    :func:`qkv.alibi_bias`: the ``(H, L, S)`` bias ``-m_h |i - j|``.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(ALIBI_BIAS, alibi_bias, seed)
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SINUSOIDAL_ENCODING, APPLY_ROPE, ALIBI_BIAS)
 CHECKS.update(_beyond_checks.checks("check_apply_rope_scaled", "check_alibi_far_weight",
                                     "check_apply_partial_rope"))
 
 
+# --------------------------------------------------------------------------- the checks
 
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early
-# and ._beyond_mid, registered in ._beyond_checks).
+check_sinusoidal_encoding = make_check(
+    CHECKS, "check_sinusoidal_encoding", __name__,
+    "Check ``sinusoidal_encoding(L, E, base=10000.0, device=None, dtype=torch.float32)`` against "
+    ":func:`qkv.sinusoidal_encoding`.")
 
+check_apply_rope = make_check(
+    CHECKS, "check_apply_rope", __name__,
+    "Check ``apply_rope(x, offset=0, base=10000.0)`` against :func:`qkv.apply_rope` (pairs of "
+    "dims ``(2i, 2i + 1)``).")
 
-def check_apply_rope_scaled(apply_rope_scaled: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``apply_rope_scaled(x, factor)``: RoPE with position interpolation (row ``t`` at
-    position ``t / factor``); a bug of the printed version left in is named.
+check_alibi_bias = make_check(
+    CHECKS, "check_alibi_bias", __name__,
+    "Check ``alibi_bias(num_heads, L, S=None, device=None, dtype=torch.float32)`` against "
+    ":func:`qkv.alibi_bias`: the ``(H, L, S)`` bias ``-m_h |i - j|``.")
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_apply_rope_scaled"], apply_rope_scaled, seed)
+check_apply_rope_scaled = make_check(
+    CHECKS, "check_apply_rope_scaled", __name__,
+    "Check ``apply_rope_scaled(x, factor)``: RoPE with position interpolation (row ``t`` at "
+    "position ``t / factor``); a bug of the printed version left in is named.")
 
+check_alibi_far_weight = make_check(
+    CHECKS, "check_alibi_far_weight", __name__,
+    "Check the experiment ``alibi_far_weight(head, generator)`` as a measurement (see "
+    ":mod:`._experiment`).")
 
-def check_alibi_far_weight(alibi_far_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``alibi_far_weight(head, generator)`` as a measurement (see
-    :mod:`._experiment`).
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_alibi_far_weight"], alibi_far_weight, seed)
-
-
-def check_apply_partial_rope(apply_partial_rope: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``apply_partial_rope(x, rotary_dim, offset=0, base=10000.0)``: RoPE on the first
-    ``rotary_dim`` dims of ``x`` (frequencies ``base ** (-2i / rotary_dim)``), the others passed
-    through, a variation the reference does not contain.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_apply_partial_rope"], apply_partial_rope, seed)
+check_apply_partial_rope = make_check(
+    CHECKS, "check_apply_partial_rope", __name__,
+    "Check ``apply_partial_rope(x, rotary_dim, offset=0, base=10000.0)``: RoPE on the first "
+    "``rotary_dim`` dims of ``x`` (frequencies ``base ** (-2i / rotary_dim)``), the others passed"
+    " through, a variation the reference does not contain.")

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List
 
 import torch
-from torch import Tensor
 
 import qkv
 
 from . import _beyond_checks, _variations_early
 from .mistakes.attention import TORCH_ATTENTION, attend
-from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, run_check, via_float32
+from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, make_check, via_float32
 
 __all__ = [
     "check_cross_attention",
@@ -172,59 +171,9 @@ CROSS_ATTENTION = Exercise(
 )
 
 
-def check_self_attention(self_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check a student's ``self_attention(x, W_q, W_k, W_v)`` against :func:`qkv.self_attention`.
-
-    Weights are ``(out_features, in_features)``, as ``nn.Linear``'s; x is ``(L, D)`` or batched
-    ``(..., L, D)``.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(SELF_ATTENTION, self_attention, seed)
-
-
-def check_cross_attention(cross_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``cross_attention(x, context, W_q, W_k, W_v)`` against :func:`qkv.cross_attention`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CROSS_ATTENTION, cross_attention, seed)
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SELF_ATTENTION, CROSS_ATTENTION)
 CHECKS.update(_beyond_checks.checks("check_self_attention_no_self", "check_self_weight"))
-
-
-
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_early,
-# registered in ._beyond_checks).
-
-
-def check_self_attention_no_self(self_attention_no_self: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check the fixed ``self_attention_no_self(x, W_q, W_k, W_v)``: self-attention in which
-    no token attends to itself; a bug of the printed version left in is named.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_self_attention_no_self"], self_attention_no_self, seed)
-
-
-def check_self_weight(self_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``self_weight(shared, generator)`` as a measurement (see
-    :mod:`._experiment`).
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_self_weight"], self_weight, seed)
 
 
 # --------------------------------------------------------------------------- a variation
@@ -233,14 +182,30 @@ def check_self_weight(self_weight: Callable[..., float], seed: Optional[int] = 0
 CHECKS.update(checks_of(_variations_early.SELF_ATTENTION_WITH_NULL))
 
 
-def check_self_attention_with_null(self_attention_with_null: Callable[..., Tensor],
-                                   seed: Optional[int] = 0) -> None:
-    """Check ``self_attention_with_null(x, W_q, W_k, W_v, k_null, v_null)``: self-attention in
-    which each query may also attend to a learned null key ``k_null`` (E,), whose value is
-    ``v_null`` (Ev,).
+# --------------------------------------------------------------------------- the checks
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_self_attention_with_null"], self_attention_with_null, seed)
+check_self_attention = make_check(
+    CHECKS, "check_self_attention", __name__,
+    "Check a student's ``self_attention(x, W_q, W_k, W_v)`` against :func:`qkv.self_attention`.\n\n"
+    "Weights are ``(out_features, in_features)``, as ``nn.Linear``'s; x is ``(L, D)`` or batched "
+    "``(..., L, D)``.")
+
+check_cross_attention = make_check(
+    CHECKS, "check_cross_attention", __name__,
+    "Check ``cross_attention(x, context, W_q, W_k, W_v)`` against :func:`qkv.cross_attention`.")
+
+check_self_attention_no_self = make_check(
+    CHECKS, "check_self_attention_no_self", __name__,
+    "Check the fixed ``self_attention_no_self(x, W_q, W_k, W_v)``: self-attention in which no "
+    "token attends to itself; a bug of the printed version left in is named.")
+
+check_self_weight = make_check(
+    CHECKS, "check_self_weight", __name__,
+    "Check the experiment ``self_weight(shared, generator)`` as a measurement (see "
+    ":mod:`._experiment`).")
+
+check_self_attention_with_null = make_check(
+    CHECKS, "check_self_attention_with_null", __name__,
+    "Check ``self_attention_with_null(x, W_q, W_k, W_v, k_null, v_null)``: self-attention in "
+    "which each query may also attend to a learned null key ``k_null`` (E,), whose value is "
+    "``v_null`` (Ev,).")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -24,7 +24,7 @@ from . import _beyond_checks, _variations_early
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
                       is_tensor, notice_text, number_of, plain_number, Raised, randn,
-                      reference_names, run_check, single, split_outcome, via_float32)
+                      reference_names, make_check, single, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
 
 __all__ = [
@@ -147,36 +147,6 @@ UNMASKED_ATTENTION = Exercise(
     forbid=TORCH_ATTENTION, legend="(..., L, Ev)", error_hints=_SDPA_HINTS,
     helpers={"attention_scores": _scores_without_masks, "softmax": qkv.softmax},
 )
-
-
-def check_attention_scores(attention_scores: Callable[..., Tensor],
-                           seed: Optional[int] = 0) -> None:
-    """Check assignment 4's ``attention_scores(query, key, scale=None)``: the scaled scores.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(ATTENTION_SCORES, attention_scores, seed)
-
-
-def check_scaled_dot_product_attention(scaled_dot_product_attention: Callable[..., Tensor],
-                                       seed: Optional[int] = 0, *, masks: object = True) -> None:
-    """Check a student's ``scaled_dot_product_attention`` against the reference.
-
-    With ``masks``, the signature of :func:`qkv.scaled_dot_product_attention` and inputs
-    with bool, float and causal masks; the check passes ``dropout_p=0.0`` (the default), so
-    dropout may be left out. Without (assignment 4), ``(query, key, value, scale=None)`` and
-    no masks. While it runs, the student's ``attention_scores`` and ``softmax`` (without
-    masks) or ``causal_mask`` (with) are the reference's: a mistake there costs only that
-    function's test. (Assignment 6 grades the masking step alone: ``check_masked_scores``.)
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_scaled_dot_product_attention"], scaled_dot_product_attention, seed,
-              masks=masks)
 
 
 # --------------------------------------------------------------------------- variance
@@ -323,24 +293,6 @@ def _judge_estimate(value: float, d: int) -> Optional[dict]:
 VARIANCE_CHECK = _VarianceCheck()
 
 
-def check_dot_product_variance(dot_product_variance: Callable[..., Any],
-                               seed: Optional[int] = 0) -> None:
-    """Check a measured ``dot_product_variance(d_k, n_samples, generator)``.
-
-    For d_k in 4, 64 and 256 with 20,000 samples, the answer must lie within
-    ``5 * d_k * sqrt((2 + 6 / d_k) / n_samples)`` of ``d_k`` (5 standard errors of the
-    sample variance: a right answer fails by chance far less than once in a million).
-    It must behave as a measurement: the same seed gives the same number, another seed
-    another number, and it varies from seed to seed as much as a sample variance does
-    (over 16 seeds, a spread between 1/4 and 3 times its standard error).
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(VARIANCE_CHECK, dot_product_variance, seed)
-
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = {
     "check_attention_scores": single(ATTENTION_SCORES),
@@ -353,49 +305,51 @@ CHECKS = {
 CHECKS.update(_beyond_checks.checks("check_attention_with_temperature", "check_max_weight"))
 
 
-
-# --------------------------------------------------------------------------- beyond the page
-# Assignment 4's debugging exercise and experiment (specified in ._beyond, registered in
-# ._beyond_checks).
-
-
-def check_attention_with_temperature(attention_with_temperature: Callable[..., Tensor],
-                                     seed: Optional[int] = 0) -> None:
-    """Check the fixed ``attention_with_temperature(query, key, value, temperature=1.0)``:
-    ``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``; a bug of the printed version
-    left in is named.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_attention_with_temperature"], attention_with_temperature, seed)
-
-
-def check_max_weight(max_weight: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``max_weight(d_k, scaled, generator)`` as a measurement (see
-    :mod:`._experiment`): at d_k = 16 and 512, scaled, and 512 unscaled.
-
-    Raises:
-        CheckFailed: naming the setting it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_max_weight"], max_weight, seed)
-
-
 # --------------------------------------------------------------------------- a variation
 # A function the reference does not contain (specified in ._variations_early).
 
 CHECKS.update({"check_quiet_attention": single(_variations_early.QUIET_ATTENTION)})
 
 
-def check_quiet_attention(quiet_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``quiet_attention(query, key, value, scale=None)``: attention whose weights are
-    ``exp(s_j) / (1 + sum_k exp(s_k))`` (a softmax "off by one"), stable for large and very
-    negative scores.
+# --------------------------------------------------------------------------- the checks
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_quiet_attention"], quiet_attention, seed)
+check_attention_scores = make_check(
+    CHECKS, "check_attention_scores", __name__,
+    "Check assignment 4's ``attention_scores(query, key, scale=None)``: the scaled scores.")
+
+check_scaled_dot_product_attention = make_check(
+    CHECKS, "check_scaled_dot_product_attention", __name__,
+    "Check a student's ``scaled_dot_product_attention`` against the reference.\n\n"
+    "With ``masks``, the signature of :func:`qkv.scaled_dot_product_attention` and inputs with "
+    "bool, float and causal masks; the check passes ``dropout_p=0.0`` (the default), so dropout "
+    "may be left out. Without (assignment 4), ``(query, key, value, scale=None)`` and no masks. "
+    "While it runs, the student's ``attention_scores`` and ``softmax`` (without masks) or "
+    "``causal_mask`` (with) are the reference's: a mistake there costs only that function's test."
+    " (Assignment 6 grades the masking step alone: ``check_masked_scores``.)")
+
+check_dot_product_variance = make_check(
+    CHECKS, "check_dot_product_variance", __name__,
+    "Check a measured ``dot_product_variance(d_k, n_samples, generator)``.\n\n"
+    "For d_k in 4, 64 and 256 with 20,000 samples, the answer must lie within ``5 * d_k * sqrt((2"
+    " + 6 / d_k) / n_samples)`` of ``d_k`` (5 standard errors of the sample variance: a right "
+    "answer fails by chance far less than once in a million). It must behave as a measurement: "
+    "the same seed gives the same number, another seed another number, and it varies from seed to"
+    " seed as much as a sample variance does (over 16 seeds, a spread between 1/4 and 3 times its"
+    " standard error).")
+
+check_attention_with_temperature = make_check(
+    CHECKS, "check_attention_with_temperature", __name__,
+    "Check the fixed ``attention_with_temperature(query, key, value, temperature=1.0)``: "
+    "``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``; a bug of the printed version "
+    "left in is named.")
+
+check_max_weight = make_check(
+    CHECKS, "check_max_weight", __name__,
+    "Check the experiment ``max_weight(d_k, scaled, generator)`` as a measurement (see "
+    ":mod:`._experiment`): at d_k = 16 and 512, scaled, and 512 unscaled.")
+
+check_quiet_attention = make_check(
+    CHECKS, "check_quiet_attention", __name__,
+    "Check ``quiet_attention(query, key, value, scale=None)``: attention whose weights are "
+    '``exp(s_j) / (1 + sum_k exp(s_k))`` (a softmax "off by one"), stable for large and very '
+    "negative scores.")

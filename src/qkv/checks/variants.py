@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, List, Optional
+from typing import List
 
 import torch
-from torch import Tensor
 
 import qkv
 
 from . import _beyond_checks
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
-from .harness import (Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, run_check,
+from .harness import (Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, make_check,
                       via_float32)
 from .mistakes.variants import (bottom_right_variant, gqa_attention_mistake, gqa_variant,
                                 repeat_variant)
@@ -68,16 +67,6 @@ REPEAT_KV = Exercise(
     forbid=Forbidden(patterns=("repeat_kv",)),  # transformers' own repeat_kv, for one
     legend="(B, Hkv * n_rep, S, E)",
 )
-
-
-def check_repeat_kv(repeat_kv: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``repeat_kv(x, n_rep)`` against :func:`qkv.repeat_kv`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(REPEAT_KV, repeat_kv, seed)
 
 
 # ----------------------------------------------------------------------------- grouped_query_attention
@@ -141,18 +130,6 @@ GROUPED_QUERY_ATTENTION = Exercise(
 )
 
 
-def check_grouped_query_attention(grouped_query_attention: Callable[..., Tensor],
-                                  seed: Optional[int] = 0) -> None:
-    """Check ``grouped_query_attention(query, key, value, is_causal=False, scale=None)`` against
-    :func:`qkv.grouped_query_attention`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(GROUPED_QUERY_ATTENTION, grouped_query_attention, seed)
-
-
 # ----------------------------------------------------------------------------- causal_mask_bottom_right
 
 
@@ -201,72 +178,46 @@ CAUSAL_MASK_BOTTOM_RIGHT = Exercise(
 )
 
 
-def check_causal_mask_bottom_right(causal_mask_bottom_right: Callable[..., Tensor],
-                                   seed: Optional[int] = 0) -> None:
-    """Check ``causal_mask_bottom_right(L, S=None, device=None)`` against
-    :func:`qkv.causal_mask_bottom_right`.
-
-    Raises:
-        AssertionError: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CAUSAL_MASK_BOTTOM_RIGHT, causal_mask_bottom_right, seed)
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(REPEAT_KV, GROUPED_QUERY_ATTENTION, CAUSAL_MASK_BOTTOM_RIGHT)
 CHECKS.update(_beyond_checks.checks("check_linear_attention", "check_dilated_window_mask_mod",
                                     "check_linear_gap", "check_grouped_causal_linear_attention"))
 
 
+# --------------------------------------------------------------------------- the checks
 
-# --------------------------------------------------------------------------- beyond the page
-# This assignment's exercises that copying a page cannot answer (specified in ._beyond_late,
-# registered in ._beyond_checks).
+check_repeat_kv = make_check(
+    CHECKS, "check_repeat_kv", __name__,
+    "Check ``repeat_kv(x, n_rep)`` against :func:`qkv.repeat_kv`.")
 
+check_grouped_query_attention = make_check(
+    CHECKS, "check_grouped_query_attention", __name__,
+    "Check ``grouped_query_attention(query, key, value, is_causal=False, scale=None)`` against "
+    ":func:`qkv.grouped_query_attention`.")
 
-def check_linear_attention(linear_attention: Callable[..., Tensor], seed: Optional[int] = 0) -> None:
-    """Check ``linear_attention(query, key, value, is_causal=False)`` with the feature map
-    ``elu(x) + 1``, against :func:`qkv.linear_attention`.
+check_causal_mask_bottom_right = make_check(
+    CHECKS, "check_causal_mask_bottom_right", __name__,
+    "Check ``causal_mask_bottom_right(L, S=None, device=None)`` against "
+    ":func:`qkv.causal_mask_bottom_right`.")
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_linear_attention"], linear_attention, seed)
+check_linear_attention = make_check(
+    CHECKS, "check_linear_attention", __name__,
+    "Check ``linear_attention(query, key, value, is_causal=False)`` with the feature map ``elu(x)"
+    " + 1``, against :func:`qkv.linear_attention`.")
 
+check_dilated_window_mask_mod = make_check(
+    CHECKS, "check_dilated_window_mask_mod", __name__,
+    "Check ``dilated_window_mask_mod(window, dilation)``: the FlexAttention ``mask_mod`` of a "
+    "dilated causal window (``window`` keys, ``dilation`` apart, the query's own included), "
+    "evaluated on every (query, key) pair.")
 
-def check_dilated_window_mask_mod(dilated_window_mask_mod: Callable[..., Any], seed: Optional[int] = 0) -> None:
-    """Check ``dilated_window_mask_mod(window, dilation)``: the FlexAttention ``mask_mod`` of a
-    dilated causal window (``window`` keys, ``dilation`` apart, the query's own included),
-    evaluated on every (query, key) pair.
+check_linear_gap = make_check(
+    CHECKS, "check_linear_gap", __name__,
+    "Check the experiment ``linear_gap(E, generator)`` as a measurement (see "
+    ":mod:`._experiment`).")
 
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_dilated_window_mask_mod"], dilated_window_mask_mod, seed)
-
-
-def check_linear_gap(linear_gap: Callable[..., float], seed: Optional[int] = 0) -> None:
-    """Check the experiment ``linear_gap(E, generator)`` as a measurement (see
-    :mod:`._experiment`).
-
-    Raises:
-        AssertionError: naming the setting it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_linear_gap"], linear_gap, seed)
-
-
-def check_grouped_causal_linear_attention(grouped_causal_linear_attention: Callable[..., Tensor],
-                                          seed: Optional[int] = 0) -> None:
-    """Check the fixed ``grouped_causal_linear_attention(query, key, value)``: causal linear
-    attention (``elu(x) + 1``) in which ``Hq`` query heads share ``Hkv`` key/value heads (query
-    head ``h`` uses ``h // G``); each bug of the printed version still there is named.
-
-    Raises:
-        CheckFailed: naming the input it fails on and what to look at.
-    """
-    __tracebackhide__ = True
-    run_check(CHECKS["check_grouped_causal_linear_attention"], grouped_causal_linear_attention,
-              seed)
+check_grouped_causal_linear_attention = make_check(
+    CHECKS, "check_grouped_causal_linear_attention", __name__,
+    "Check the fixed ``grouped_causal_linear_attention(query, key, value)``: causal linear "
+    "attention (``elu(x) + 1``) in which ``Hq`` query heads share ``Hkv`` key/value heads (query "
+    "head ``h`` uses ``h // G``); each bug of the printed version still there is named.")

@@ -75,11 +75,14 @@ class Concept:
         return self.root / "solutions" / f"{self.number}-{self.slug}" / f"{self.module}.md"
 
     def checks(self) -> List[str]:
-        """The ``check_*`` functions its check module defines."""
+        """The ``check_*`` functions its check module defines (``def`` or ``= make_check(...)``)."""
         if not self.check_module.is_file():
             return []
         tree = ast.parse(self.check_module.read_text())
-        return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("check_")]
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        names += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                  if isinstance(t, ast.Name)]
+        return [n for n in names if n.startswith("check_")]
 
 
 def concepts(root: Path = ROOT) -> List[Concept]:

@@ -10,7 +10,9 @@ the kernel: those same three steps, then :class:`~.result.CheckFailed` on a fail
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
+import textwrap
 import time
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -277,3 +279,47 @@ def run_check(check: Any, student: Any, seed: Optional[int] = 0, **options: Any)
         raise CheckFailed(result)
     if result.notice:
         print(f"{name}: note: {result.notice}")
+
+
+def make_check(checks: Mapping[str, Check], name: str, module: str, about: str,
+               wants_class: bool = False) -> Callable[..., None]:
+    """The function a test cell calls, ``check_<name>(student, seed=0, **options)``.
+
+    Every check does the same in the kernel (:func:`run_check`); only what it checks differs,
+    so each module makes its ``check_<name>`` here from its table of checks.
+
+    Args:
+        checks: the module's checks by name (complete when this is called).
+        name: ``"check_<name>"``.
+        module: the module that exports it (its ``__name__``), for ``help()``.
+        about: what it checks, the first paragraph of its docstring.
+        wants_class: the student's object is a class (``check_MultiHeadAttention``).
+
+    Returns:
+        the check, with its docstring and a signature that names the student's object.
+    """
+    check = checks[name]
+    exercise = check.exercise
+
+    def check_function(student: Any, seed: Optional[int] = 0, **options: Any) -> None:
+        __tracebackhide__ = True
+        if wants_class and not isinstance(student, type):
+            raise CheckFailed(CheckResult(exercise, False, seed, what=(
+                f"{name} expects your class {exercise} itself, got {type(student).__name__}")))
+        run_check(check, student, seed, **options)
+
+    P = inspect.Parameter
+    check_function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [P(exercise, P.POSITIONAL_OR_KEYWORD), P("seed", P.POSITIONAL_OR_KEYWORD, default=0)]
+        + [P(k, P.KEYWORD_ONLY, default=v) for k, v in check.options.items()], return_annotation=None)
+    check_function.__name__ = check_function.__qualname__ = name
+    check_function.__module__ = module
+    your = f"your class {exercise} itself" if wants_class else f"your {exercise} (the function itself)"
+    about = "\n\n".join(textwrap.fill(para, 88) for para in about.split("\n\n"))
+    check_function.__doc__ = (
+        f"{about}\n\nArgs:\n    {exercise}: {your}.\n    seed: another seed gives other inputs; "
+        "``None`` draws fresh ones (the hidden tests).\n"
+        + "".join(f"    {k}: default {v!r} (see above).\n" for k, v in check.options.items())
+        + "\nRaises:\n    CheckFailed: naming the input it fails on and what to look at "
+        "(``.result``, a :class:`CheckResult`).\n")
+    return check_function
