@@ -13,9 +13,9 @@ import torch
 
 import qkv
 
-from . import _beyond_checks, _variations_early
-from .harness import (Case, Exercise, ExerciseCheck, half_case, Mistake, picked, randn, make_check,
+from .harness import (Case, Exercise, checks_of, half_case, Mistake, pair_check, picked, randn, make_check,
                       via_float32)
+from . import _beyond_early as e, _variations_early as v
 
 __all__ = [
     "check_bahdanau_attention",
@@ -105,21 +105,13 @@ BAHDANAU_CONTEXT = Exercise(
 )
 
 
-#: This module's checks (for :mod:`.grading`): the weights first, then the context.
-CHECKS = {
-    "check_bahdanau_attention": ExerciseCheck(
-        "check_bahdanau_attention", lambda: (BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT),
-        items=(1, 0), returns="(context, weights)"),
-}
-CHECKS.update(_beyond_checks.checks("check_padded_bahdanau_weights"))
-
-
-# --------------------------------------------------------------------------- a variation
-# A function the reference does not contain (specified in ._variations_early).
-
-CHECKS["check_coverage_attention"] = ExerciseCheck(
-    "check_coverage_attention", lambda: (_variations_early.COVERAGE_WEIGHTS, _variations_early.COVERAGE_CONTEXT),
-    items=(1, 0), returns="(context, weights)")
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(
+    pair_check("check_bahdanau_attention", BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT,
+               "(context, weights)"),
+    e.PADDED_BAHDANAU_WEIGHTS,
+    pair_check("check_coverage_attention", v.COVERAGE_WEIGHTS, v.COVERAGE_CONTEXT,
+               "(context, weights)"))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -22,12 +22,13 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond_checks
 from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, randn, make_check,
                       split_outcome)
 from .mistakes.attention import TORCH_ATTENTION
 from .mistakes.capstone import attention_variant, block_variant
 from .result import NOT_WRITTEN, CheckResult
+from . import _beyond_capstone as c
+from ._experiment import ExperimentCheck
 
 __all__ = ["check_ablation", "check_attention_forward", "check_block_forward",
            "check_dropout_block_forward", "check_order_sensitivity", "check_swiglu_mlp"]
@@ -253,9 +254,8 @@ ABLATION_CHECK = _AblationCheck()
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = {**checks_of(ATTENTION_FORWARD, BLOCK_FORWARD), "check_ablation": ABLATION_CHECK,
-          **_beyond_checks.checks("check_dropout_block_forward", "check_swiglu_mlp",
-                                  "check_order_sensitivity")}
+CHECKS = checks_of(ATTENTION_FORWARD, BLOCK_FORWARD, ABLATION_CHECK, c.DROPOUT_BLOCK_FORWARD,
+                   c.SWIGLU_MLP, ExperimentCheck(c.ORDER_SENSITIVITY))
 
 
 # --------------------------------------------------------------------------- the checks

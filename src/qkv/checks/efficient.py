@@ -10,12 +10,13 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond_checks
 from ._efficient_extra import ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, make_check,
                       via_float32)
 from .mistakes.efficient import kv_step_variant, online_variant, short_chunks
+from . import _beyond as b
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_attention_backward",
@@ -226,8 +227,8 @@ KV_CACHE_STEP = Exercise(
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP, ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP)
-CHECKS.update(_beyond_checks.checks("check_streaming_attention", "check_fp16_overflow_rate"))
+CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP, ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP,
+                   b.STREAMING_ATTENTION, ExperimentCheck(b.FP16_OVERFLOW_RATE))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -15,11 +15,12 @@ import torch.nn.functional as F
 
 import qkv
 
-from . import _beyond_checks, _variations_early
 from .mistakes.attention import TORCH_ATTENTION
-from .harness import (bool_mask, Case, checks_of, Exercise, ExerciseCheck, Forbidden, half_case,
+from .harness import (bool_mask, Case, checks_of, Exercise, pair_check, Forbidden, half_case,
                       picked, randn, make_check, via_float32)
 from .mistakes.lookup import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
+from . import _beyond_early as e, _variations_early as v
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_additive_score",
@@ -180,23 +181,11 @@ LUONG_SCORE = Exercise(
 # --------------------------------------------------------------------------- checks
 
 
-#: This module's checks, by the name test cells call them (for :mod:`.grading`). soft_lookup
-#: returns a pair: the weights are compared first (where most mistakes show), then the output.
-CHECKS = {
-    **checks_of(SOFTMAX, ADDITIVE_SCORE, LUONG_SCORE),
-    "check_soft_lookup": ExerciseCheck("check_soft_lookup",
-                                       lambda: (SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT),
-                                       items=(1, 0), returns="(output, weights)"),
-}
-CHECKS.update(_beyond_checks.checks("check_top_k_lookup", "check_lookup_entropy"))
-
-
-# --------------------------------------------------------------------------- a variation
-# A function the reference does not contain (specified in ._variations_early).
-
-CHECKS["check_sparsemax_lookup"] = ExerciseCheck(
-    "check_sparsemax_lookup", lambda: (_variations_early.SPARSE_WEIGHTS, _variations_early.SPARSE_OUTPUT),
-    items=(1, 0), returns="(output, weights)")
+#: This module's checks, by the name test cells call them (for :mod:`.grading`).
+CHECKS = checks_of(
+    SOFTMAX, ADDITIVE_SCORE, LUONG_SCORE, e.TOP_K_LOOKUP, ExperimentCheck(e.LOOKUP_ENTROPY),
+    pair_check("check_soft_lookup", SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT, "(output, weights)"),
+    pair_check("check_sparsemax_lookup", v.SPARSE_WEIGHTS, v.SPARSE_OUTPUT, "(output, weights)"))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -11,10 +11,11 @@ import torch
 
 import qkv
 
-from . import _beyond_checks
 from ._masked import GLOBAL_WINDOW_MASK, MASKED_SCORES
 from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
 from .harness import Case, checks_of, Exercise, Forbidden, Mistake, make_check
+from . import _beyond as b
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_causal_mask",
@@ -129,8 +130,8 @@ PADDING_MASK = Exercise(
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK, MASKED_SCORES, GLOBAL_WINDOW_MASK)
-CHECKS.update(_beyond_checks.checks("check_padded_causal_attention", "check_padding_leak"))
+CHECKS = checks_of(CAUSAL_MASK, PADDING_MASK, MASKED_SCORES, GLOBAL_WINDOW_MASK,
+                   b.PADDED_CAUSAL_ATTENTION, ExperimentCheck(b.PADDING_LEAK))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -9,13 +9,14 @@ import torch
 
 import qkv
 
-from . import _beyond_checks
 from .mistakes.attention import TORCH_ATTENTION
 from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, make_check, via_float32
 from .mistakes.multi_head import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
                                    merge_variant, split_variant)
 from .mistakes.multi_head_module import (close_pair, mha_cases, reference, run_student,
                                          with_spec_dict)
+from . import _beyond_early as e, _beyond_mid as m
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_MultiHeadAttention",
@@ -153,9 +154,8 @@ MULTI_HEAD_ATTENTION = Exercise(
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION)
-CHECKS.update(_beyond_checks.checks("check_multi_head_self_attention",
-                                    "check_talking_heads_attention", "check_head_difference"))
+CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION, e.MULTI_HEAD_SELF_ATTENTION,
+                   m.TALKING_HEADS_ATTENTION, ExperimentCheck(m.HEAD_DIFFERENCE))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -9,9 +9,10 @@ import torch
 
 import qkv
 
-from . import _beyond_checks
 from .harness import Case, checks_of, Exercise, Forbidden, Mistake, randn, make_check
 from .mistakes.position import alibi_variant, rope_variant, sinusoid_variant
+from . import _beyond_early as e, _beyond_mid as m
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_alibi_bias",
@@ -186,9 +187,8 @@ ALIBI_BIAS = Exercise(
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(SINUSOIDAL_ENCODING, APPLY_ROPE, ALIBI_BIAS)
-CHECKS.update(_beyond_checks.checks("check_apply_rope_scaled", "check_alibi_far_weight",
-                                    "check_apply_partial_rope"))
+CHECKS = checks_of(SINUSOIDAL_ENCODING, APPLY_ROPE, ALIBI_BIAS, e.APPLY_ROPE_SCALED,
+                   ExperimentCheck(e.ALIBI_FAR_WEIGHT), m.APPLY_PARTIAL_ROPE)
 
 
 # --------------------------------------------------------------------------- the checks

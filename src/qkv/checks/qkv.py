@@ -16,9 +16,10 @@ import torch
 
 import qkv
 
-from . import _beyond_checks, _variations_early
 from .mistakes.attention import TORCH_ATTENTION, attend
 from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, make_check, via_float32
+from . import _beyond_early as e, _variations_early as v
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_cross_attention",
@@ -172,14 +173,8 @@ CROSS_ATTENTION = Exercise(
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(SELF_ATTENTION, CROSS_ATTENTION)
-CHECKS.update(_beyond_checks.checks("check_self_attention_no_self", "check_self_weight"))
-
-
-# --------------------------------------------------------------------------- a variation
-# A function the reference does not contain (specified in ._variations_early).
-
-CHECKS.update(checks_of(_variations_early.SELF_ATTENTION_WITH_NULL))
+CHECKS = checks_of(SELF_ATTENTION, CROSS_ATTENTION, e.SELF_ATTENTION_NO_SELF,
+                   ExperimentCheck(e.SELF_WEIGHT), v.SELF_ATTENTION_WITH_NULL)
 
 
 # --------------------------------------------------------------------------- the checks

@@ -20,12 +20,13 @@ from torch import Tensor
 
 import qkv
 
-from . import _beyond_checks, _variations_early
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
                       is_tensor, notice_text, number_of, plain_number, Raised, randn,
-                      reference_names, make_check, single, split_outcome, via_float32)
+                      reference_names, make_check, checks_of, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
+from . import _beyond as b, _variations_early as v
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_attention_scores",
@@ -294,21 +295,13 @@ VARIANCE_CHECK = _VarianceCheck()
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = {
-    "check_attention_scores": single(ATTENTION_SCORES),
-    "check_scaled_dot_product_attention": ExerciseCheck(
-        "check_scaled_dot_product_attention",
-        lambda masks: (SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
-        options={"masks": True}),
-    "check_dot_product_variance": VARIANCE_CHECK,
-}
-CHECKS.update(_beyond_checks.checks("check_attention_with_temperature", "check_max_weight"))
-
-
-# --------------------------------------------------------------------------- a variation
-# A function the reference does not contain (specified in ._variations_early).
-
-CHECKS.update({"check_quiet_attention": single(_variations_early.QUIET_ATTENTION)})
+CHECKS = checks_of(
+    ATTENTION_SCORES,
+    ExerciseCheck("check_scaled_dot_product_attention",
+                  lambda masks: (SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
+                  options={"masks": True}),
+    VARIANCE_CHECK, b.ATTENTION_WITH_TEMPERATURE, ExperimentCheck(b.MAX_WEIGHT),
+    v.QUIET_ATTENTION)
 
 
 # --------------------------------------------------------------------------- the checks

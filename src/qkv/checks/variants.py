@@ -9,12 +9,13 @@ import torch
 
 import qkv
 
-from . import _beyond_checks
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
 from .harness import (Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, make_check,
                       via_float32)
 from .mistakes.variants import (bottom_right_variant, gqa_attention_mistake, gqa_variant,
                                 repeat_variant)
+from . import _beyond_late as late
+from ._experiment import ExperimentCheck
 
 __all__ = [
     "check_causal_mask_bottom_right",
@@ -179,9 +180,9 @@ CAUSAL_MASK_BOTTOM_RIGHT = Exercise(
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(REPEAT_KV, GROUPED_QUERY_ATTENTION, CAUSAL_MASK_BOTTOM_RIGHT)
-CHECKS.update(_beyond_checks.checks("check_linear_attention", "check_dilated_window_mask_mod",
-                                    "check_linear_gap", "check_grouped_causal_linear_attention"))
+CHECKS = checks_of(REPEAT_KV, GROUPED_QUERY_ATTENTION, CAUSAL_MASK_BOTTOM_RIGHT,
+                   late.LINEAR_ATTENTION, late.DILATED_WINDOW_MASK_MOD,
+                   ExperimentCheck(late.LINEAR_GAP), late.GROUPED_CAUSAL_LINEAR_ATTENTION)
 
 
 # --------------------------------------------------------------------------- the checks

@@ -5,8 +5,8 @@ The check modules (:mod:`qkv.checks.scaling`, ...) and the catalogues of mistake
 (:mod:`qkv.checks.mistakes`) use only the names below; the modules behind them are private.
 """
 
-from ._checks import (SECONDS, Check, ExerciseCheck, check_now, checks_of, make_check, run_check,
-                      single)
+from ._checks import (SECONDS, Check, ExerciseCheck, check_now, checks_of, make_check,
+                      pair_check, run_check, single)
 from ._compare import close, is_tensor
 from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
 from ._half import HALF, half_case, via_float32
@@ -20,7 +20,7 @@ from ._pairs import picked
 __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "SECONDS", "bool_mask", "check_now",
-    "checks_of", "close", "make_check", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
+    "checks_of", "close", "make_check", "pair_check", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
     "number_of", "plain_number",
     "randn", "reference_helpers", "reference_names", "run_check", "single", "split_outcome", "via_float32",
 ]

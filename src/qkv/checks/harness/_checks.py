@@ -228,9 +228,24 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
-def checks_of(*exercises: Exercise) -> Dict[str, Check]:
-    """``{"check_<name>": its check}`` for exercises checked alone, with no options."""
-    return {f"check_{e.name}": single(e) for e in exercises}
+def checks_of(*items: Any) -> Dict[str, Check]:
+    """A module's table of checks, ``{"check_<name>": its check}``, by the name test cells call
+    them: an :class:`~._exercise.Exercise` is checked alone, with no options; a :class:`Check`
+    is taken as it is."""
+    checks = [x if isinstance(x, Check) else single(x) for x in items]
+    return {c.name: c for c in checks}
+
+
+def pair_check(name: str, weights: Exercise, other: Exercise, returns: str) -> ExerciseCheck:
+    """The check of a function that returns a pair whose second item is the weights: they are
+    compared first (most mistakes show there), then the other item.
+
+    Args:
+        name: ``"check_<name>"``.
+        weights, other: the exercises that compare the weights and the other item.
+        returns: the pair in words, e.g. ``"(output, weights)"``.
+    """
+    return ExerciseCheck(name, lambda: (weights, other), items=(1, 0), returns=returns)
 
 
 def run_check(check: Any, student: Any, seed: Optional[int] = 0, **options: Any) -> None:
