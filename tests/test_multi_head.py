@@ -84,6 +84,10 @@ def test_split_merge_round_trip_and_layout():
     # head 1 of token 2 holds features 2..3 of token 2
     assert h[0, 1, 2].tolist() == x[0, 2, 2:4].tolist()
     assert torch.equal(qkv.merge_heads(h), x)
+    # One sequence (L, D), or more leading dims, split as each of its rows would be.
+    assert torch.equal(qkv.split_heads(x[0], 4), h[0])
+    assert torch.equal(qkv.merge_heads(h[0]), x[0])
+    assert torch.equal(qkv.split_heads(x[None], 4), h[None])
 
 
 @pytest.mark.parametrize(
@@ -92,7 +96,7 @@ def test_split_merge_round_trip_and_layout():
         (lambda: qkv.MultiHeadAttention(10, 3), ["embed_dim (10)", "num_heads (3)", "divisible"]),
         (lambda: qkv.MultiHeadAttention(0, 1), ["embed_dim", "positive"]),
         (lambda: qkv.split_heads(torch.zeros(2, 3, 10), 4), ["10", "num_heads=4"]),
-        (lambda: qkv.split_heads(torch.zeros(3, 10), 2), ["(B, L, D)", "(3, 10)"]),
+        (lambda: qkv.split_heads(torch.zeros(10), 2), ["(B, L, D)", "(10)"]),
         (lambda: qkv.merge_heads(torch.zeros(3, 10)), ["(B, H, L, Dh)"]),
         (lambda: qkv.MultiHeadAttention(8, 2)(torch.zeros(2, 3, 6)), ["query", "(B, S, 8)", "(2, 3, 6)"]),
         (

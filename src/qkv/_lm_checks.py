@@ -136,9 +136,15 @@ def require_params(params: object, names: Sequence[str]) -> Dict[str, Tensor]:
 
 
 def load(module: nn.Module, params: Dict[str, Tensor]) -> None:
-    """``module.load_state_dict(params)``, with a mismatch reported as a ``ValueError`` about ``params``."""
+    """``module.load_state_dict(params)``, with a mismatch reported as a ``ValueError`` about ``params``.
+
+    The module is a throwaway that holds copies of ``params``, so its weights take no gradient:
+    what it returns requires grad only when its input does (a student's ``.numpy()`` on the
+    result of a function built on it works as on their own code's).
+    """
     try:
         module.load_state_dict(params)
     except RuntimeError as error:
         raise ValueError(f"params does not fit a module of these sizes (num_heads, num_kv_heads): "
                          f"{error}") from None
+    module.requires_grad_(False)

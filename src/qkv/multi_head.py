@@ -46,17 +46,17 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
         A view with heads as a batch dim.
 
     Shape:
-        - x: ``(B, L, D)``
-        - output: ``(B, H, L, D // H)``
+        - x: ``(B, L, D)``, or any leading dims ``(..., L, D)`` (one sequence: ``(L, D)``)
+        - output: ``(B, H, L, D // H)``, or ``(..., H, L, D // H)``
     """
     v.require_tensor("x", x)
-    if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, L, D), got {v.shape_str(x)}")
-    B, L, D = x.shape
+    if x.dim() < 2:
+        raise ValueError(f"x must have shape (B, L, D) (or (L, D)), got {v.shape_str(x)}")
+    D = x.shape[-1]
     v.require_int("num_heads", num_heads)
     if D % num_heads:
         raise ValueError(f"the last dim of x ({D}) is not divisible by num_heads={num_heads}")
-    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+    return x.unflatten(-1, (num_heads, D // num_heads)).transpose(-3, -2)
 
 
 def merge_heads(x: Tensor) -> Tensor:
@@ -69,14 +69,13 @@ def merge_heads(x: Tensor) -> Tensor:
         The heads side by side, head 0 first.
 
     Shape:
-        - x: ``(B, H, L, Dh)``
-        - output: ``(B, L, H * Dh)``
+        - x: ``(B, H, L, Dh)``, or any leading dims ``(..., H, L, Dh)`` (one sequence: ``(H, L, Dh)``)
+        - output: ``(B, L, H * Dh)``, or ``(..., L, H * Dh)``
     """
     v.require_tensor("x", x)
-    if x.dim() != 4:
-        raise ValueError(f"x must have shape (B, H, L, Dh), got {v.shape_str(x)}")
-    B, H, L, Dh = x.shape
-    return x.transpose(1, 2).reshape(B, L, H * Dh)
+    if x.dim() < 3:
+        raise ValueError(f"x must have shape (B, H, L, Dh) (or (H, L, Dh)), got {v.shape_str(x)}")
+    return x.transpose(-3, -2).flatten(-2)
 
 
 class MultiHeadAttention(nn.Module):

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+import qkv
+
 from answers_efficient import CHUNKED_RIGHT, KV_RIGHT
 from answers_lookup import SOFT_RIGHT, SOFTMAX_RIGHT
 from answers_masking import CAUSAL_RIGHT
@@ -261,6 +263,62 @@ def variance_in_numpy(d_k, n_samples, generator):
     return np.array([(q * k).sum(-1).var(ddof=1)])
 
 
+# Answers as a notebook holds them: defined beside what its set-up cell imports from qkv (the
+# "given" functions) and the student's own earlier answers.
+_NOTEBOOK = """
+import math
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+def quiet_attention_padded(query, key, value, scale=None):
+    # torch's softmax, with a zero score appended for the "1": the global softmax
+    # (the given one) is not what torch.softmax names
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    s = query @ key.transpose(-2, -1) * scale
+    w = torch.softmax(F.pad(s, (0, 1)), dim=-1)[..., :-1]
+    return w @ value
+
+def quiet_attention_given(query, key, value, scale=None):
+    # the softmax the set-up gives, on the scores with a zero appended
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    s = query @ key.transpose(-2, -1) * scale
+    return softmax(F.pad(s, (0, 1)), dim=-1)[..., :-1] @ value
+
+def split_heads(x, num_heads):  # the student's own, for any leading dims
+    return x.unflatten(-1, (num_heads, -1)).transpose(-3, -2)
+
+def head_difference_2d(share, generator):
+    # split_heads on (16, 32), as split_heads splits it: no batch axis added
+    x = torch.randn(16, 32, generator=generator)
+    W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    W_k = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    q, k = split_heads(x @ W_q.T, 4), split_heads(x @ W_k.T, 4)
+    if share in ("key", "both"):
+        k = k[:1].expand_as(k)
+    if share == "both":
+        q = q[:1].expand_as(q)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)
+    pairs = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    return sum(0.5 * (w[a] - w[b]).abs().sum(-1).mean().item() for a, b in pairs) / 6
+
+def order_sensitivity_numpy(num_layers, rope, generator):
+    # the change measured in NumPy on the blocks' outputs
+    x = torch.randn(1, 16, 32, generator=generator)
+    ps = [random_block_params(32, 4, generator=generator) for _ in range(num_layers)]
+    order = torch.randperm(15, generator=generator).tolist()
+    xs = torch.stack([x[0, i] for i in order] + [x[0, 15]])[None]
+    h, hs = x, xs
+    for p in ps:
+        h = block_forward(h, p, 4, 4) if rope else dropout_block_forward(h, p, 4, 0.0)
+        hs = block_forward(hs, p, 4, 4) if rope else dropout_block_forward(hs, p, 4, 0.0)
+    y, y2 = h[0, -1].numpy(), hs[0, -1].numpy()
+    return np.linalg.norm(y2 - y) / np.linalg.norm(y)
+"""
+NOTEBOOK = {"softmax": qkv.softmax, "random_block_params": qkv.random_block_params,
+            "block_forward": qkv.block_forward, "dropout_block_forward": None}
+exec(_NOTEBOOK, NOTEBOOK)
+
 OTHERWISE = {
     "softmax by recursion": ("check_softmax", softmax_recursive, {}),
     "attention_scores with an lru_cache'd scale and einsum": (
@@ -281,4 +339,12 @@ OTHERWISE = {
         "check_max_weight", max_weight_in_numpy, {}),
     "dot_product_variance in NumPy (a one-element array)": (
         "check_dot_product_variance", variance_in_numpy, {}),
+    "quiet_attention with torch.softmax, beside the given softmax": (
+        "check_quiet_attention", NOTEBOOK["quiet_attention_padded"], {}),
+    "quiet_attention with the given softmax": (
+        "check_quiet_attention", NOTEBOOK["quiet_attention_given"], {}),
+    "head_difference with the student's split_heads on (L, D)": (
+        "check_head_difference", NOTEBOOK["head_difference_2d"], {}),
+    "order_sensitivity finished in NumPy": (
+        "check_order_sensitivity", NOTEBOOK["order_sensitivity_numpy"], {}),
 }

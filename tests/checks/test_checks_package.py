@@ -142,6 +142,33 @@ def test_help_names_the_answer_seed_and_options(name):
     assert check.__doc__.split("\n")[0].strip(), f"{name} says nothing of what it checks"
 
 
+# What a set-up cell imports from qkv that its answers may still not call (the notebook says so).
+NOT_GIVEN_TO_ANSWERS = {
+    # "the checks notice a call to the given scaled_dot_product_attention" (its debugging exercise)
+    "06-masking": {"scaled_dot_product_attention"},
+    # the experiment's given code trains and measures the model; only its tools are the answers'
+    "10-heads": {"AttentionOnlyTransformer", "measure_induction", "train_induction"},
+}
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "exercises").glob("*/*.ipynb")),
+                         ids=lambda p: p.parent.name)
+def test_what_the_set_up_cell_gives_is_no_notice(notebook):
+    """Each check of an assignment lets its answers call what the set-up cell gives (``given``),
+    as the notebook says, and nothing else of the course's."""
+    import json
+    cells = ["".join(c["source"]) for c in json.loads(notebook.read_text())["cells"]
+             if c["cell_type"] == "code"]
+    setup = {a.name for c in cells if not c.lstrip().startswith("%")
+             for node in ast.walk(ast.parse(c))
+             if isinstance(node, ast.ImportFrom) and node.module == "qkv" for a in node.names}
+    called = {name for c in cells for name in grading.CHECKS if f"{name}(" in c}
+    assert called, notebook
+    for name in called:
+        given = set(grading.CHECKS[name].given)
+        assert given == setup - NOT_GIVEN_TO_ANSWERS.get(notebook.parent.name, set()), name
+
+
 def test_an_option_of_another_check_is_refused_by_name():
     with pytest.raises(TypeError, match="check_softmax has no option 'masks'"):
         checks.check_softmax(_unwritten, masks=False)

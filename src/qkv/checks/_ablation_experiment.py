@@ -97,10 +97,6 @@ ABLATION_RISE = Experiment(
          "(how='zero': qkv.ablate_heads; how='mean': mean_ablated_logits) minus repeat_loss with "
          "nothing removed, as a float")
 
-# The course's names the experiment is invited to use (no notice for them).
-_GIVEN = {**ABLATION_RISE.helpers, "InductionTask": qkv.InductionTask,
-          "ablate_heads": qkv.ablate_heads}
-
 
 class AblationCheck(ExperimentCheck):
     """An :class:`ExperimentCheck` whose student's function gets the trained model first:
@@ -120,7 +116,8 @@ class AblationCheck(ExperimentCheck):
         model = _model_from(weights)
         with reference_helpers(student, self.exp.helpers):
             got = student(model, *setting, torch.Generator().manual_seed(s))
-        return plain_number(got), tuple(reference_names(student, self.exp.name, NOTHING, _GIVEN))
+        allowed = {**self.exp.helpers, **dict.fromkeys(self.given)}
+        return plain_number(got), tuple(reference_names(student, self.exp.name, NOTHING, allowed))
 
 
 ABLATION_CHECK = AblationCheck(ABLATION_RISE)

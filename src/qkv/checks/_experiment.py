@@ -58,8 +58,6 @@ class Experiment:
         helpers: the student's other answers the experiment may call (name -> the
             reference's): while it runs they are the reference's, so that a missing or wrong
             helper costs only its own test (see :mod:`._helpers`).
-        given: names of the course's functions the assignment gives the experiment (a
-            call to one of them, or to the pieces its helpers are written with, is no note).
     """
 
     name: str
@@ -69,7 +67,6 @@ class Experiment:
     hint: str
     seeds: int = 12
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    given: Tuple[str, ...] = ()
 
 
 def _where(exp: Experiment, setting: tuple) -> str:
@@ -137,9 +134,9 @@ class ExperimentCheck(Check):
         *setting, s = args
         with reference_helpers(student, self.exp.helpers):
             got = student(*setting, torch.Generator().manual_seed(s))
-        # The helpers the experiment may call are no delegation, whoever gives them (assignment
-        # 4's set-up gives the course's softmax), nor are the pieces it is handed (``given``).
-        allowed = {**self.exp.helpers, **dict.fromkeys(self.exp.given)}
+        # The helpers the experiment may call are no delegation, nor is what the assignment's
+        # set-up cell gives (``given``: assignment 4's softmax).
+        allowed = {**self.exp.helpers, **dict.fromkeys(self.given)}
         return plain_number(got), tuple(reference_names(student, self.exp.name, NOTHING, allowed))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:

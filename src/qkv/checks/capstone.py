@@ -255,7 +255,9 @@ ABLATION_CHECK = _AblationCheck()
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(ATTENTION_FORWARD, BLOCK_FORWARD, ABLATION_CHECK, c.DROPOUT_BLOCK_FORWARD,
-                   c.SWIGLU_MLP, ExperimentCheck(c.ORDER_SENSITIVITY))
+                   c.SWIGLU_MLP, ExperimentCheck(c.ORDER_SENSITIVITY),
+                   given=("apply_rope", "causal_mask_bottom_right", "merge_heads",
+                          "random_block_params", "repeat_kv", "rms_norm", "split_heads"))
 
 
 # --------------------------------------------------------------------------- the checks

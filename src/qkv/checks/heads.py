@@ -155,7 +155,8 @@ DUPLICATE_TOKEN_SCORE = Exercise(
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
-CHECKS = checks_of(MEAN_ABLATE, REPEAT_LOSS, DUPLICATE_TOKEN_SCORE, ABLATION_CHECK)
+CHECKS = checks_of(MEAN_ABLATE, REPEAT_LOSS, DUPLICATE_TOKEN_SCORE, ABLATION_CHECK,
+                   given=("InductionTask", "ablate_heads"))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -155,7 +155,8 @@ MULTI_HEAD_ATTENTION = Exercise(
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION, e.MULTI_HEAD_SELF_ATTENTION,
-                   m.TALKING_HEADS_ATTENTION, ExperimentCheck(m.HEAD_DIFFERENCE))
+                   m.TALKING_HEADS_ATTENTION, ExperimentCheck(m.HEAD_DIFFERENCE),
+                   given=("combine_masks",))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -226,7 +226,8 @@ class _VarianceCheck(Check):
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
         d, n, s = args
         got = student(d, n, torch.Generator().manual_seed(s))
-        return plain_number(got), tuple(reference_names(student, _VARIANCE, NOTHING, {}))
+        return plain_number(got), tuple(reference_names(student, _VARIANCE, NOTHING,
+                                                            dict.fromkeys(self.given)))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
         plan, values, notices = self.plan(seed), [], []
@@ -301,7 +302,7 @@ CHECKS = checks_of(
                   lambda masks: (SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
                   options={"masks": True}),
     VARIANCE_CHECK, b.ATTENTION_WITH_TEMPERATURE, ExperimentCheck(b.MAX_WEIGHT),
-    v.QUIET_ATTENTION)
+    v.QUIET_ATTENTION, given=("softmax",))
 
 
 # --------------------------------------------------------------------------- the checks

@@ -50,6 +50,9 @@ class Check:
         self.options = dict(options or {})
         self.every_device = every_device
         self.seconds = seconds
+        #: The course's names the assignment's set-up cell gives (set by :func:`checks_of`):
+        #: an answer may call them, with no notice.
+        self.given: Tuple[str, ...] = ()
 
     def resolve(self, options: Mapping[str, Any]) -> Dict[str, Any]:
         """The options with their defaults; a clear error for an unknown one."""
@@ -99,7 +102,8 @@ class ExerciseCheck(Check):
         return _harness.calls(self.exercises(**options)[0], seed)
 
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
-        return _harness.run_student(self.exercises(**options)[0], student, args, kwargs)
+        return _harness.run_student(self.exercises(**options)[0], student, args, kwargs,
+                                    self.given)
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
         result = None
@@ -228,11 +232,20 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
-def checks_of(*items: Any) -> Dict[str, Check]:
+def checks_of(*items: Any, given: Sequence[str] = ()) -> Dict[str, Check]:
     """A module's table of checks, ``{"check_<name>": its check}``, by the name test cells call
     them: an :class:`~._exercise.Exercise` is checked alone, with no options; a :class:`Check`
-    is taken as it is."""
+    is taken as it is.
+
+    Args:
+        items: the module's exercises and checks.
+        given: the names of the course's functions its assignment's set-up cell imports
+            (``tests/checks/test_checks_package.py`` holds the two lists together): an answer
+            that calls them gets no notice.
+    """
     checks = [x if isinstance(x, Check) else single(x) for x in items]
+    for c in checks:
+        c.given = tuple(given)
     return {c.name: c for c in checks}
 
 

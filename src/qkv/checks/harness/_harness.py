@@ -171,11 +171,13 @@ def number_of(value: Any) -> Optional[float]:
     return None
 
 
-def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict) -> Tuple[Any, tuple]:
+def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict,
+                given: Sequence[str] = ()) -> Tuple[Any, tuple]:
     """Call the student's object on one input as the exercise does.
 
     The student's helpers (``exercise.helpers``) are the reference's during the call;
-    forbidden torch calls are noticed (:mod:`._notice`).
+    forbidden torch calls are noticed (:mod:`._notice`), and the course's functions the answer
+    names, except the helpers and what the set-up cell gives (``given``).
 
     Returns:
         ``(result as plain data, names of the forbidden calls it made)``.
@@ -193,7 +195,8 @@ def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict) -> 
             got = student(*args, **kwargs) if call is None else call(student, *args, **kwargs)
     if not _same(before, (args, kwargs)):
         raise InputsChanged("your code changed its inputs in place")
-    names = reference_names(student, exercise.name, exercise.forbid, exercise.helpers)
+    names = reference_names(student, exercise.name, exercise.forbid,
+                            {**dict.fromkeys(given), **exercise.helpers})
     return plain(got), tuple(notice.calls + [n for n in names if n not in notice.calls])
 
 
