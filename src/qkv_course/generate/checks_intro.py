@@ -49,6 +49,7 @@ class Facts:
             ``False`` for a measurement judged as one (an experiment).
         noted: the torch calls it notes by name; ``patterns``: name fragments it notes too.
         helpers: the student's other answers that are the course's while it runs.
+        given: the course's functions the set-up cell gives, which answers may call.
         module: the answer is a class (an ``nn.Module``).
         course: it notes a use of the course's own ``qkv`` (an exercise's check always does;
             a measurement's is asked by calling it once on a probe that names ``qkv``).
@@ -68,6 +69,7 @@ class Facts:
     helpers: Tuple[str, ...]
     module: bool
     course: bool = True
+    given: Tuple[str, ...] = ()
 
 
 def _dtypes(x: object, found: set, asked: set) -> None:
@@ -116,21 +118,28 @@ def facts(check: str, answer: str, options: Optional[Dict[str, object]] = None) 
             helpers += [h for h in e.helpers if h not in helpers]
     else:  # a measurement: its helpers, when it has any
         helpers += list(getattr(getattr(c, "exp", None), "helpers", {}) or {})
-    course = isinstance(c, ExerciseCheck) or _notes_course(c, inputs[0], options)
+    given = tuple(g for g in c.given if g not in helpers)  # what the set-up cell gives
+    course = isinstance(c, ExerciseCheck) or _notes_course(c, inputs[0], options,
+                                                           helpers + list(given))
     return Facts(check, answer, tuple(sorted(options.items())), len(inputs), _ordered(found),
                  _ordered(asked), c.every_device, c.seconds, isinstance(c, ExerciseCheck),
-                 tuple(noted), tuple(patterns), tuple(helpers), answer[:1].isupper(), course)
+                 tuple(noted), tuple(patterns), tuple(helpers), answer[:1].isupper(), course,
+                 given)
 
 
-def _notes_course(c: object, first: Tuple[tuple, dict], options: Dict[str, object]) -> bool:
+def _notes_course(c: object, first: Tuple[tuple, dict], options: Dict[str, object],
+                  allowed: Iterable[str] = ()) -> bool:
     """Whether check ``c`` notes an answer that names the course's ``qkv``: its own
-    ``run_student`` on its first input, with a probe that names ``qkv.softmax`` and returns a
-    number (a measurement's answer returns one)."""
+    ``run_student`` on its first input, with a probe that names one of the course's functions
+    the check does not allow (``qkv.softmax``, say) and returns a number (a measurement's answer
+    returns one)."""
     import qkv
 
-    def probe(*args: object, **kwargs: object) -> float:
-        qkv.softmax  # named, never called: what a notice looks for  # noqa: B018
-        return 0.0
+    name = next(n for n in ("softmax", "self_attention", "causal_mask") if n not in set(allowed))
+    # named, never called: what a notice looks for
+    namespace: Dict[str, object] = {"qkv": qkv}
+    exec(f"def probe(*args, **kwargs):\n    qkv.{name}\n    return 0.0\n", namespace)
+    probe = namespace["probe"]
 
     args, kwargs = first
     _, notes = c.run_student(probe, args, kwargs, **options)  # type: ignore[attr-defined]
@@ -208,7 +217,8 @@ def _noted(f: Facts) -> str:
     if patterns:
         parts.append("any other torch function whose name contains "
                      + _words(_code(patterns)).replace(" and ", " or "))
-    aside = f" ({_words(_code(f.helpers))} aside)" if f.helpers else ""
+    allowed = f.helpers + f.given
+    aside = f" ({_words(_code(allowed))} aside)" if allowed else ""
     if f.course:
         parts.append(f"the course's own `qkv`{aside}")
     return "; ".join(parts) or "nothing (the course's `qkv` is yours to use here)"
