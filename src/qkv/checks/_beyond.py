@@ -63,7 +63,18 @@ def _temperature_cases():
              make((2, 3), 5, 7, 8, 3, temperature=2.0), f64),
         Case("input with large logits (scores near 800) and temperature=1.0",
              make((2,), 4, 5, 4, 3, big=40.0, temperature=1.0), f64),
+        Case("rows far apart (scores near +450 in some rows, -450 in others) and "
+             "temperature=0.5: each row needs its own maximum", _rows_apart, f64),
     ]
+
+
+def _rows_apart(gen, device, dtype):
+    """Queries alternately along and against a component every key shares: one maximum for
+    the whole tensor leaves the low rows with exp(-1800) = 0 everywhere (0 / 0)."""
+    q, k, v = qkv_inputs(gen, device, dtype, (2,), 4, 5, 4, 3)
+    sign = torch.tensor([1.0, -1.0, 1.0, -1.0], device=device, dtype=dtype)
+    q[..., 0], k[..., 0] = 30.0 * sign, 30.0
+    return (q, k, v), {"temperature": 0.5}
 
 
 ATTENTION_WITH_TEMPERATURE = Exercise(

@@ -84,6 +84,9 @@ def _cases() -> List[Case]:
              make((2,), 5, 8, 6, 5, 3, "bool"), f64),
         Case("batched input (B=2) with L=S=9, E=4, Ev=3, chunk_size=4 and is_causal=True",
              make((2,), 9, 9, 4, 3, 4, is_causal=True), f32),
+        Case("batched input (B=2) with L=4 queries, S=7 keys, chunk_size=3 and is_causal=True "
+             "(top left, as SDPA's: query i sees keys 0..i)",
+             make((2,), 4, 7, 4, 3, 3, is_causal=True), f64),
         Case("batched input (B=2) with L=6, S=7, E=5, Ev=2, chunk_size=3 and a float mask",
              make((2,), 6, 7, 5, 2, 3, "float"), f64),
         Case("unbatched input with L=5, S=6, E=8, Ev=3, chunk_size=2 and scale=0.4",

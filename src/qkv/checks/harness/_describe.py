@@ -58,11 +58,13 @@ def _nonfinite(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[
 def _precision(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
     for r, a, name in _PRECISIONS:
         if r > rtol and close(got, want, r, a):
-            return (f"the values are right only to {name} precision (within {r:g} relative), "
-                    f"not to the inputs' precision (within {rtol:g})",
-                    f"part of the computation ran in {name}: a tensor created with a fixed dtype "
-                    f"(torch.tensor(...), torch.ones(...) without dtype=), or a .float()/.half() "
-                    f"along the way; take dtype= from the inputs")
+            return (f"the values are close (within {r:g} relative, {name}'s precision) but not "
+                    f"to the inputs' precision (within {rtol:g})",
+                    f"either part of the computation ran in {name} (a tensor created with a fixed "
+                    f"dtype, torch.tensor(...) or torch.ones(...) without dtype=, or a "
+                    f".float()/.half() along the way: take dtype= from the inputs), or the formula "
+                    f"differs a little (an approximation, an added epsilon, a finite fill where "
+                    f"-inf belongs, a size that is off)")
     return None
 
 

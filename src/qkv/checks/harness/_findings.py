@@ -103,7 +103,9 @@ def describe_bool(got: Tensor, want: Tensor) -> Finding:
     if bool(missing.any()):
         parts.append(f"{int(missing.sum())} position(s) False where the reference is True "
                      f"(first at {_idx(missing)})")
-    return "; ".join(parts), _MASK_HINT
+    return "; ".join(parts), ("print your mask on this small input and read it row by row: row i "
+                              "is query i, column j key j, True where query i may attend to key j; "
+                              "the first position named above is one your rule gets wrong")
 
 
 def shape_finding(got: Tensor, want: Tensor, rtol: float, atol: float) -> str:

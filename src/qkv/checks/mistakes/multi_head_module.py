@@ -205,6 +205,8 @@ def mha_cases() -> List[Case]:
              make((2,), 4, 6, 6, 2, mask=True), f64),
         Case("B=2, L=S=5, embed_dim=8, num_heads=2 with is_causal=True",
              make((2,), 5, 5, 8, 2, is_causal=True), f32),
+        Case("B=2, L=3, S=5, embed_dim=8, num_heads=2 with is_causal=True (L < S: top left, "
+             "query i sees keys 0..i)", make((2,), 3, 5, 8, 2, is_causal=True), f64),
         Case("unbatched input, L=3, S=4, embed_dim=6, num_heads=3", make((), 3, 4, 6, 3), f64),
         Case("B=2, L=3, S=5, embed_dim=8, num_heads=2 with need_weights=True "
              "(the averaged weights are compared too)",
@@ -217,6 +219,9 @@ def mha_cases() -> List[Case]:
                   average_attn_weights=False), f64),
         Case("B=2, L=S=4, embed_dim=8, num_heads=2, built with dropout=1.0 and put in eval mode "
              "(no dropout in eval)", make((2,), 4, 4, 8, 2, dropout=1.0), f32),
+        # After the batched ones: a mistake over the batch is named there first.
+        Case("unbatched input, L=3, S=4, embed_dim=6, num_heads=3 with need_weights=True "
+             "(weights (L, S))", make((), 3, 4, 6, 3, need_weights=True), f32),
         half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_mask and is_causal=True",
                   make((2,), 5, 5, 8, 2, padding=True, is_causal=True)),
     ]
