@@ -84,6 +84,33 @@ def test_a_measurement_passes_and_a_formula_or_another_quantity_fails(name, righ
             int(torch.randint(10**6, ())))))
 
 
+def _padding_leak_off_by_one(length, S, generator):
+    """The padding taken from length + 1 on: a mean about 0.19 where the experiment's is 0.25."""
+    q, k = torch.randn(8, 16, generator=generator), torch.randn(S, 16, generator=generator)
+    return torch.softmax(q @ k.T / 4, -1)[:, length + 1:].sum(-1).mean().item()
+
+
+def _alibi_far_from_16(head, generator):
+    """Keys 16 or more positions back (>= 16) instead of more than 16."""
+    import qkv
+
+    q, k = torch.randn(64, 16, generator=generator), torch.randn(64, 16, generator=generator)
+    scores = (q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]).masked_fill(
+        ~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
+    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] >= 16)[32:]
+    return (torch.softmax(scores, -1)[32:] * far).sum(-1).mean().item()
+
+
+@pytest.mark.parametrize("check,wrong", [(checks.check_padding_leak, _padding_leak_off_by_one),
+                                         (checks.check_alibi_far_weight, _alibi_far_from_16)])
+def test_a_measurement_a_little_off_is_refused_by_its_mean(check, wrong):
+    """48 seeds a setting: a mean a few percent off is more than 5 standard errors away (with
+    12, these passed on some seeds)."""
+    for seed in range(6):
+        with pytest.raises(AssertionError, match="averages"):
+            check(wrong, seed=seed)
+
+
 @pytest.mark.parametrize("name,right", OTHERWISE, ids=[f"{o[0]}-{o[1].__name__}" for o in OTHERWISE])
 def test_a_right_answer_written_otherwise_passes(name, right):
     getattr(checks, name)(right)

@@ -87,7 +87,7 @@ def ablation_rise(model: Any, layer: int, head: int, how: str, generator: torch.
 
 
 ABLATION_RISE = Experiment(
-    name="ablation_rise",
+    name="ablation_rise", seeds=12,
     reference=lambda layer, head, how, generator: ablation_rise(trained_model(), layer, head,
                                                                 how, generator),
     settings=((1, 0, "zero"), (0, 1, "mean")),

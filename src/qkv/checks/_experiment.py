@@ -54,7 +54,8 @@ class Experiment:
         settings: the positional arguments before the generator, one tuple per setting checked.
         quantity: what the number is, in words ("the mean largest weight of a row").
         hint: what to look at when the numbers are not the reference's.
-        seeds: seeds per setting.
+        seeds: seeds per setting (48: a mean 5 standard errors off is refused, so more seeds
+            tell apart smaller differences; an experiment that trains keeps 12).
         helpers: the student's other answers the experiment may call (name -> the
             reference's): while it runs they are the reference's, so that a missing or wrong
             helper costs only its own test (see :mod:`._helpers`).
@@ -65,7 +66,7 @@ class Experiment:
     settings: Tuple[tuple, ...]
     quantity: str
     hint: str
-    seeds: int = 12
+    seeds: int = 48
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
