@@ -16,9 +16,10 @@ the student, the test and what was seen, from two sources:
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 SOFTMAX = ("softmax",)
+_NOTICES = 16  # a test's sandbox notices kept as flags
 ATTENTION = ("scaled_dot_product_attention", "multiheadattention", "multi_head_attention",
              "flex_attention", "_safe_softmax", "_masked_softmax", "transformer")
 # What each exercise may not call, beyond the course's reference (checks not listed: attention).
@@ -85,15 +86,31 @@ def _delegates(check: str, names: Iterable[str]) -> List[str]:
     return seen
 
 
+#: Characters of a submission's added cells read for flags: a flag is for a person, and a
+#: submission's size must not buy it the grader's time (each cell is parsed once, up to this).
+STATIC_CHARS = 1 << 20
+
+
+def _added_names(added: Iterable[str]) -> Tuple[Set[str], bool]:
+    """The names the added cells use, read up to :data:`STATIC_CHARS` characters in all; and
+    whether some were left unread."""
+    names: Set[str] = set()
+    budget = STATIC_CHARS
+    for source in added:
+        if len(source) > budget:
+            return names, True
+        budget -= len(source)
+        names |= names_in(source)
+    return names, False
+
+
 def static_flags(check: str, answer_source: str, added: Iterable[str],
                  given: str = "") -> List[str]:
     """What a static reading finds in the code that can define an exercise's answer; the
     names the release itself wrote in the answer cell (``given``: the assignment hands the
     student ``qkv.ablation_loss`` to call) are the instructor's, not delegation."""
-    names = names_in(answer_source)
-    for source in added:
-        names |= names_in(source)
-    return _delegates(check, names - names_in(given))
+    return _delegates(check, (names_in(answer_source) | _added_names(added)[0])
+                      - names_in(given))
 
 
 def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str],
@@ -109,14 +126,22 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
         given: answer id -> the code the release wrote in that answer cell (not flagged).
     """
     flags = []
+    added_names, unread = _added_names(added)
+    if unread:
+        flags.append({"test": "", "source": "static", "detail": (
+            f"the added cells hold more than {STATIC_CHARS:,} characters: the rest was not "
+            "read for flags")})
+    names: Dict[str, Set[str]] = {}  # answer id -> the names its code uses, read once
     for test in record_tests:
-        for notice in dict.fromkeys(test.get("notices", [])):
+        for notice in list(dict.fromkeys(test.get("notices", [])))[:_NOTICES]:
             flags.append({"test": test["grade_id"], "source": "sandbox", "detail": notice[:300]})
         for check, answer in calls_by_test.get(test["grade_id"], []):
             if check == "check_question":
                 continue
-            for detail in static_flags(check, answers.get(answer, ""), added,
-                                       (given or {}).get(answer, "")):
+            if answer not in names:
+                names[answer] = ((names_in(answers.get(answer, "")) | added_names)
+                                 - names_in((given or {}).get(answer, "")))
+            for detail in _delegates(check, names[answer]):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})
     unique = {(f["test"], f["source"], f["detail"]): f for f in flags}

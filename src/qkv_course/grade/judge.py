@@ -23,6 +23,24 @@ from .plan import Plan, Test, seed_for
 PASS, FAIL, ERROR, TIMEOUT = "pass", "fail", "error", "timeout"  # as qkv report counts them
 NOT_WRITTEN = "not written yet"  # qkv report's label for an answer raising NotImplementedError
 MESSAGE_LIMIT = 4000  # characters of a message kept (a mistake's name ends its first line)
+#: Bytes of results one check call may bring back over all its inputs (the largest right
+#: answer brings back well under 1 MiB): the grader holds them until it judges.
+CALL_BYTES = 64 << 20
+
+
+def _nbytes(x: Any) -> int:
+    """The memory a returned value holds: its tensors' bytes, its strings' length."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (str, bytes)):
+        return len(x)
+    if isinstance(x, (tuple, list)):
+        return sum(_nbytes(v) for v in x) + 8 * len(x)
+    if isinstance(x, dict):
+        return sum(_nbytes(k) + _nbytes(v) for k, v in x.items())
+    return 8
 
 
 @dataclass
@@ -128,7 +146,7 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any
                     return verdict
             value = given
         return checks_api.question(call.question, value), None
-    outcomes = []
+    outcomes, size = [], 0
     for args, kwargs in checks_api.calls(call.check, seed, call.options):
         outcome = sub.call(call.check, call.answer, args, kwargs, call.options, limits.call_s)
         reason = _failed_reason(outcome)
@@ -138,6 +156,11 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any
             return NotAnswered(f"{call.answer} returned a {outcome.type}, which is not what "
                                f"{call.check[len('check_'):]} returns (a tensor, or a tuple "
                                "of them)"), None
+        size += _nbytes(outcome)
+        if size > CALL_BYTES:  # the grader keeps a call's outcomes until it judges them
+            return NotAnswered(f"{call.answer} returned more than {CALL_BYTES >> 20} MiB over "
+                               "this check's inputs, which are small: a right answer returns "
+                               "results their size"), None
         outcomes.append(outcome)
     return checks_api.judge(call.check, seed, outcomes, call.options), None
 

@@ -44,7 +44,7 @@ class Limits:
     fsize_mb: int = 64
     tmp_mb: int = 512
     threads: int = 1
-    reply_mb: int = 256
+    reply_mb: int = 64
     start_s: float = 120
 
     def __post_init__(self) -> None:

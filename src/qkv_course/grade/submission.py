@@ -13,6 +13,7 @@ instructor's own are run instead), and outputs are never read.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -52,9 +53,27 @@ def load(path: Path) -> Any:
         if size > MAX_BYTES:
             raise Unreadable(f"the file is {size >> 20} MiB; the limit is {MAX_BYTES >> 20} MiB "
                              "(clear its outputs and hand it in again)")
-        return json.loads(path.read_bytes().decode("utf-8"))
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise Unreadable(f"not a notebook ({type(e).__name__}: {str(e)[:120]})") from None
+    # JSON may escape a lone surrogate ("\ud800"), which no UTF-8 file can hold: the autograded
+    # notebook written from it would fail, for the whole class. It becomes U+FFFD.
+    return _no_lone_surrogates(data) if _SURROGATE.search(text) else data
+
+
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def _no_lone_surrogates(x: Any) -> Any:
+    if isinstance(x, str):
+        return _LONE.sub("\ufffd", x)
+    if isinstance(x, list):
+        return [_no_lone_surrogates(v) for v in x]
+    if isinstance(x, dict):
+        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in x.items()}
+    return x
 
 
 def _meta(cell: Dict[str, Any]) -> Dict[str, Any]:

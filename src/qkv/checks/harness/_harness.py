@@ -304,11 +304,17 @@ def _judge_value(exercise: Exercise, got: Any, args: tuple, kwargs: dict, expect
     raise _Failed("the result differs from the reference")
 
 
+#: Notices one call may carry, and characters each: a few are all an honest answer makes, and
+#: what crosses from a sandbox is the student's to choose (the parent must not pay for more).
+NOTICES, NOTICE_CHARS = 16, 300
+
+
 def split_outcome(outcome: Any) -> Tuple[Any, tuple]:
-    """``(result, notices)`` from what :func:`run_student` returned (as it crossed)."""
+    """``(result, notices)`` from what :func:`run_student` returned (as it crossed): at most
+    :data:`NOTICES` distinct notices of at most :data:`NOTICE_CHARS` characters."""
     if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and isinstance(
             outcome[1], (tuple, list)) and all(isinstance(n, str) for n in outcome[1]):
-        return outcome[0], tuple(outcome[1])
+        return outcome[0], tuple(dict.fromkeys(n[:NOTICE_CHARS] for n in outcome[1][:NOTICES]))
     return outcome, ()
 
 

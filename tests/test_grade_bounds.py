@@ -1,0 +1,82 @@
+"""What a submission sends back, or hands in, cannot buy the grader's time or memory.
+
+Each test is one way a student's code or file made the trusted side do work in proportion to
+something the student chose (found by attacking ``qkv grade``): a flood of notices, huge
+results, huge added cells, a character no UTF-8 file can hold. The sandbox's own limits do not
+reach these: the work happened in the parent, after the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from qkv.checks.harness import split_outcome
+from qkv_course.calls import Call
+from qkv_course.grade import flags, judge, submission
+
+
+def test_a_flood_of_notices_is_cut_to_a_few_short_ones():
+    noticed = tuple(f"notice {i} " + "x" * 1000 for i in range(100_000))
+    start = time.perf_counter()
+    value, notices = split_outcome((1.0, noticed))
+    assert time.perf_counter() - start < 1.0
+    assert value == 1.0 and 0 < len(notices) <= 16 and all(len(n) <= 300 for n in notices)
+
+
+class _Returns:
+    """A submission whose answer returns ``value`` on every call (as the sandbox would)."""
+
+    def __init__(self, value):
+        self.value, self.calls = value, 0
+
+    def call(self, *args, **kwargs):
+        self.calls += 1
+        return self.value
+
+
+def test_results_too_large_stop_the_call_before_memory_grows():
+    big = torch.zeros(12 << 20, dtype=torch.uint8)  # 12 MiB each call: 64 MiB after six
+    sub = _Returns((big, ()))
+    verdict, reason = judge.run_call(sub, Call("check_max_weight", "max_weight"), 1,
+                                     judge.Timeouts())
+    assert reason is None and not verdict.passed and "MiB" in verdict.message()
+    assert sub.calls <= judge.CALL_BYTES // big.numel() + 1
+
+
+def test_a_right_sized_answer_is_judged_as_before():
+    sub = _Returns((0.25, ()))
+    verdict, reason = judge.run_call(sub, Call("check_max_weight", "max_weight"), 1,
+                                     judge.Timeouts())
+    assert reason is None and not verdict.passed and "MiB" not in verdict.message()
+
+
+def test_huge_added_cells_are_read_once_and_only_so_far():
+    added = ["a.b = 1\n" * (1 << 17)] * 40  # 40 cells of 1 MiB
+    tests = [{"grade_id": f"t{i}", "notices": []} for i in range(12)]
+    calls = {f"t{i}": [("check_softmax", "softmax")] for i in range(12)}
+    start = time.perf_counter()
+    found = flags.flags_for(tests, {"softmax": "def softmax(x, dim=-1):\n    return x\n"},
+                            added, calls)
+    assert time.perf_counter() - start < 30
+    assert any("not read for flags" in f["detail"] for f in found)
+
+
+def test_delegation_in_an_added_cell_is_still_flagged():
+    tests = [{"grade_id": "t", "notices": []}]
+    found = flags.flags_for(tests, {"softmax": ""}, ["def softmax(x, dim=-1):\n    return torch.softmax(x, dim)\n"],
+                            {"t": [("check_softmax", "softmax")]})
+    assert found and all(f["source"] == "static" for f in found)
+
+
+def test_a_lone_surrogate_becomes_a_character_utf8_can_write(tmp_path: Path):
+    path = tmp_path / "scaling.ipynb"
+    path.write_text('{"cells": [{"cell_type": "markdown", "source": "a \\ud800 b \\ud83d\\ude00"}],'
+                    ' "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    data = submission.load(path)
+    source = data["cells"][0]["source"]
+    assert source == "a \ufffd b \U0001F600"
+    json.dumps(data, ensure_ascii=False).encode("utf-8")  # what writing the notebook needs
