@@ -70,7 +70,7 @@ def test_weight_on_masked_keys_is_pointed_at():
 
     exercise = _exercise(lambda s, m: s.masked_fill(~m, float("-inf")).softmax(-1), build)
     msg = _message(lambda a: run_check(exercise, a), lambda s, m: (s * m).softmax(-1))
-    assert "weight(s) land on masked keys" in msg
+    assert "weight(s) are not 0 where the reference's weight is exactly 0 (a masked key" in msg
     assert "fill its score with -inf before the softmax" in msg
 
 

@@ -107,10 +107,12 @@ def _weights(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Fi
     leak = (want == 0) & (got.abs() > atol)
     if bool(leak.any()):
         idx = tuple(int(i) for i in leak.nonzero()[0])
-        return (f"{int(leak.sum())} weight(s) land on masked keys (where the reference's weight "
-                f"is 0), e.g. at index {idx}: {float(got[idx]):.4g}",
+        return (f"{int(leak.sum())} weight(s) are not 0 where the reference's weight is exactly 0 "
+                f"(a masked key, or a key a sparse lookup drops), e.g. at index {idx}: "
+                f"{float(got[idx]):.4g}",
                 "a masked key must get weight exactly 0: fill its score with -inf before the "
-                "softmax (a bool mask is True where attention is allowed)")
+                "softmax (a bool mask is True where attention is allowed); in a sparse lookup, "
+                "check the threshold and the scores it is computed from")
     sums = got.sum(-1)
     off = (sums - 1).abs() > 1e-3
     if bool(off.any()):
