@@ -21,7 +21,6 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment, ExperimentCheck
-from .harness import NOTHING, plain_number, reference_helpers, reference_names
 from .mistakes.heads import mean_ablate as _mean_ablate, repeat_loss as _repeat_loss
 
 #: The model every call measures: the chapter's, trained from this seed for this many steps.
@@ -112,12 +111,8 @@ class AblationCheck(ExperimentCheck):
         return [((weights, *args), kwargs) for args, kwargs in super().calls(seed, **options)]
 
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
-        weights, *setting, s = args
-        model = _model_from(weights)
-        with reference_helpers(student, self.exp.helpers):
-            got = student(model, *setting, torch.Generator().manual_seed(s))
-        allowed = {**self.exp.helpers, **dict.fromkeys(self.given)}
-        return plain_number(got), tuple(reference_names(student, self.exp.name, NOTHING, allowed))
+        weights, *setting, seeds = args
+        return self.measure(student, setting, seeds, _model_from(weights))
 
 
 ABLATION_CHECK = AblationCheck(ABLATION_RISE)

@@ -114,12 +114,13 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
 class ExperimentCheck(Check):
     """The check of an :class:`Experiment` (see the module docstring).
 
-    Its inputs are ``(*setting, generator seed)``: per setting, ``exp.seeds`` seeds and the
-    first one again; :meth:`run_student` makes the generator.
+    One input per setting, ``(*setting, generator seeds)``: ``exp.seeds`` seeds and the first
+    one again; :meth:`run_student` makes a generator for each and returns the numbers (one call
+    a setting: where the student's code runs apart, each call is a round trip).
     """
 
     def __init__(self, exp: Experiment) -> None:
-        # An experiment is sampling, honestly slow on a busy machine: a minute per call.
+        # An experiment is sampling, honestly slow on a busy machine: a minute per setting.
         super().__init__(f"check_{exp.name}", every_device=False, seconds=60.0)
         self.exp = exp
 
@@ -129,20 +130,30 @@ class ExperimentCheck(Check):
 
     def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
         self.resolve(options)
-        return [((*setting, s), {}) for setting, s in self.plan(seed)]
+        n = self.exp.seeds + 1
+        plan = self.plan(seed)
+        return [((*setting, tuple(s for _, s in plan[i * n:(i + 1) * n])), {})
+                for i, setting in enumerate(self.exp.settings)]
 
-    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
-        *setting, s = args
+    def measure(self, student: Any, setting: Sequence[Any], seeds: Sequence[int],
+                *first: Any) -> Any:
+        """The student's numbers on ``seeds`` (``first``: what comes before the setting), and
+        the course's functions it names beyond what it may."""
         with reference_helpers(student, self.exp.helpers):
-            got = student(*setting, torch.Generator().manual_seed(s))
+            got = tuple(plain_number(student(*first, *setting, torch.Generator().manual_seed(s)))
+                        for s in seeds)
         # The helpers the experiment may call are no delegation, nor is what the assignment's
         # set-up cell gives (``given``: assignment 4's softmax).
         allowed = {**self.exp.helpers, **dict.fromkeys(self.given)}
-        return plain_number(got), tuple(reference_names(student, self.exp.name, NOTHING, allowed))
+        return got, tuple(reference_names(student, self.exp.name, NOTHING, allowed))
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        *setting, seeds = args
+        return self.measure(student, setting, seeds)
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
         exp, plan, values, notices = self.exp, self.plan(seed), [], []
-        for i, (setting, _) in enumerate(plan):
+        for i, setting in enumerate(exp.settings):
             fail = partial(CheckResult, exp.name, False, seed, _where(exp, setting))
             if i >= len(outcomes):
                 return fail(what=f"your {exp.name} did not finish on {_where(exp, setting)}",
@@ -155,11 +166,17 @@ class ExperimentCheck(Check):
                 return fail(what=f"it raised {raised.type}: {first}", kind="raised")
             got, noticed = split_outcome(outcomes[i])
             notices += [n for n in noticed if n not in notices]
-            value = number_of(got)
-            if value is None or not math.isfinite(value):
-                return fail(what=f"it returned {got!r}, expected one finite number",
-                            hint="return the measurement as a float (e.g. tensor.mean().item())")
-            values.append(value)
+            got = got if isinstance(got, (tuple, list)) else (got,)
+            for one in list(got)[:exp.seeds + 1]:
+                value = number_of(one)
+                if value is None or not math.isfinite(value):
+                    return fail(what=f"it returned {one!r}, expected one finite number",
+                                hint="return the measurement as a float (e.g. "
+                                     "tensor.mean().item())")
+                values.append(value)
+            if len(got) != exp.seeds + 1:  # what crossed is the student's to choose
+                return fail(what=f"your {exp.name} did not finish on {_where(exp, setting)}",
+                            kind="timeout")
         n = exp.seeds + 1
         for i, setting in enumerate(exp.settings):
             mine, seeds = values[i * n:(i + 1) * n], [s for _, s in plan[i * n:(i + 1) * n]]

@@ -50,6 +50,7 @@ class Facts:
         noted: the torch calls it notes by name; ``patterns``: name fragments it notes too.
         helpers: the student's other answers that are the course's while it runs.
         given: the course's functions the set-up cell gives, which answers may call.
+        batched: a measurement whose seeds of one setting go in one call (and one time limit).
         module: the answer is a class (an ``nn.Module``).
         course: it notes a use of the course's own ``qkv`` (an exercise's check always does;
             a measurement's is asked by calling it once on a probe that names ``qkv``).
@@ -70,6 +71,7 @@ class Facts:
     module: bool
     course: bool = True
     given: Tuple[str, ...] = ()
+    batched: bool = False
 
 
 def _dtypes(x: object, found: set, asked: set) -> None:
@@ -121,10 +123,12 @@ def facts(check: str, answer: str, options: Optional[Dict[str, object]] = None) 
     given = tuple(g for g in c.given if g not in helpers)  # what the set-up cell gives
     course = isinstance(c, ExerciseCheck) or _notes_course(c, inputs[0], options,
                                                            helpers + list(given))
-    return Facts(check, answer, tuple(sorted(options.items())), len(inputs), _ordered(found),
+    # A measurement's seeds of a setting go in one call: each seed counts as one.
+    count = len(c.plan(0)) if hasattr(c, "exp") else len(inputs)
+    return Facts(check, answer, tuple(sorted(options.items())), count, _ordered(found),
                  _ordered(asked), c.every_device, c.seconds, isinstance(c, ExerciseCheck),
                  tuple(noted), tuple(patterns), tuple(helpers), answer[:1].isupper(), course,
-                 given)
+                 given, hasattr(c, "exp"))
 
 
 def _notes_course(c: object, first: Tuple[tuple, dict], options: Dict[str, object],
@@ -237,7 +241,8 @@ def paragraph(found: List[Facts], fresh: bool = False) -> str:
         return ""
     rows = ["| Test cells call | Inputs it tries (dtypes) | Where, in your notebook | "
             "Time per call |", "|---|---|---|---|"]
-    rows += [f"| {_call(f)} | {_inputs(f)} | {_devices(f)} | {f.seconds:g} s |" for f in found]
+    rows += [f"| {_call(f)} | {_inputs(f)} | {_devices(f)} | {f.seconds:g} s"
+             f"{' a setting' if f.batched else ''} |" for f in found]
     text = _fill("**What the checks try, and what they refuse.** Each test cell calls a check "
                  "that runs your answer on inputs of its own and compares each result with the "
                  "course's reference, to the precision of the inputs' dtype"
