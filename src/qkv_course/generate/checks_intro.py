@@ -124,11 +124,12 @@ def facts(check: str, answer: str, options: Optional[Dict[str, object]] = None) 
     course = isinstance(c, ExerciseCheck) or _notes_course(c, inputs[0], options,
                                                            helpers + list(given))
     # A measurement's seeds of a setting go in one call: each seed counts as one.
-    count = len(c.plan(0)) if hasattr(c, "exp") else len(inputs)
+    batched = hasattr(c, "exp")
+    count = len(c.plan(0)) if batched else len(inputs)
     return Facts(check, answer, tuple(sorted(options.items())), count, _ordered(found),
                  _ordered(asked), c.every_device, c.seconds, isinstance(c, ExerciseCheck),
                  tuple(noted), tuple(patterns), tuple(helpers), answer[:1].isupper(), course,
-                 given, hasattr(c, "exp"))
+                 given, batched)
 
 
 def _notes_course(c: object, first: Tuple[tuple, dict], options: Dict[str, object],

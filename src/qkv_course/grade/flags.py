@@ -104,13 +104,18 @@ def _added_names(added: Iterable[str]) -> Tuple[Set[str], bool]:
     return names, False
 
 
+def _answer_names(answer_source: str, added_names: Set[str], given: str) -> Set[str]:
+    """The names the code that can define an answer uses (its cell and the added cells), less
+    those the release itself wrote in the answer cell (``given``)."""
+    return (names_in(answer_source) | added_names) - names_in(given)
+
+
 def static_flags(check: str, answer_source: str, added: Iterable[str],
                  given: str = "") -> List[str]:
     """What a static reading finds in the code that can define an exercise's answer; the
     names the release itself wrote in the answer cell (``given``: the assignment hands the
     student ``qkv.ablation_loss`` to call) are the instructor's, not delegation."""
-    return _delegates(check, (names_in(answer_source) | _added_names(added)[0])
-                      - names_in(given))
+    return _delegates(check, _answer_names(answer_source, _added_names(added)[0], given))
 
 
 def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str],
@@ -139,8 +144,8 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
             if check == "check_question":
                 continue
             if answer not in names:
-                names[answer] = ((names_in(answers.get(answer, "")) | added_names)
-                                 - names_in((given or {}).get(answer, "")))
+                names[answer] = _answer_names(answers.get(answer, ""), added_names,
+                                              (given or {}).get(answer, ""))
             for detail in _delegates(check, names[answer]):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})

@@ -15,7 +15,7 @@ import contextlib
 import dis
 import sys
 from types import CodeType, FunctionType, ModuleType
-from typing import Any, Dict, Iterator, List, Mapping, Tuple
+from typing import Any, Iterator, List, Mapping, Set, Tuple
 
 from torch.overrides import TorchFunctionMode
 
@@ -59,20 +59,21 @@ def _codes(code: CodeType) -> Iterator[CodeType]:
             yield from _codes(c)
 
 
-def _names(code: CodeType) -> Tuple[set, Dict[str, set]]:
-    """The global names a function's code reads, and the other names it uses: attributes
-    (``torch.softmax``'s ``softmax``, which is no global) and modules it imports."""
-    globals_: set = set()
-    other: Dict[str, set] = {"attribute": set(), "import": set()}
+def _names(code: CodeType) -> Tuple[Set[str], Set[str], Set[str]]:
+    """The global names a function's code reads, the attribute names it uses (``torch.softmax``'s
+    ``softmax``, which is no global) and the modules it imports."""
+    globals_: Set[str] = set()
+    attributes: Set[str] = set()
+    imports: Set[str] = set()
     for c in _codes(code):
         for ins in dis.get_instructions(c):
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
                 globals_.add(ins.argval)
             elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM"):
-                other["attribute"].add(ins.argval)
+                attributes.add(ins.argval)
             elif ins.opname == "IMPORT_NAME":
-                other["import"].add(ins.argval)
-    return globals_, other
+                imports.add(ins.argval)
+    return globals_, attributes, imports
 
 
 def _contents(cell: Any) -> Any:
@@ -108,14 +109,14 @@ def reference_names(student: Any, exercise: str, forbid: Forbidden,
         if f.__code__ in seen:
             continue
         seen.add(f.__code__)
-        globals_, attributes = _names(f.__code__)
+        globals_, attributes, imports = _names(f.__code__)
         values = [f.__globals__.get(n) for n in globals_]
-        values += [sys.modules.get(n) for n in attributes.get("import", ())]
+        values += [sys.modules.get(n) for n in imports]
         values += [_contents(c) for c in f.__closure__ or ()]
         for value in values:
             candidates = []
             if isinstance(value, ModuleType) and value.__name__.split(".")[0] == "qkv":
-                candidates = [getattr(value, n, None) for n in attributes["attribute"]]
+                candidates = [getattr(value, n, None) for n in attributes]
             elif callable(value):
                 candidates = [value]
             for c in candidates:
