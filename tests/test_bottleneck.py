@@ -8,7 +8,6 @@ from qkv.bottleneck import (
     BOS,
     EOS,
     ReverseTask,
-    Seq2Seq,
     accuracy_by_length,
     bahdanau_attention,
     make_model,

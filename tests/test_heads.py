@@ -1,6 +1,5 @@
 """qkv.heads: statistics that label attention heads, on planted and on real weights."""
 
-import math
 
 import pytest
 import torch

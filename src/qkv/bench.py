@@ -14,7 +14,7 @@ import statistics
 import textwrap
 import time
 from collections.abc import Mapping
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional
 
 import torch
 

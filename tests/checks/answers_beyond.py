@@ -131,6 +131,12 @@ def top_k_lookup_cut(query, keys, values, k):
     return (torch.softmax(s, -1) * (s >= s.topk(k, dim=-1).values[..., -1:])) @ values
 
 
+def top_k_lookup_one_less(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    top = s.topk(k - 1, dim=-1).values[..., -1:] if k > 1 else s.amax(-1, keepdim=True)
+    return torch.softmax(s.masked_fill(s < top, float("-inf")), -1) @ values
+
+
 def lookup_entropy(temperature, generator):
     q, k = torch.randn(16, 8, generator=generator), torch.randn(32, 8, generator=generator)
     w = torch.softmax(q @ k.T / temperature, -1)

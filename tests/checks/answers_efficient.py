@@ -12,7 +12,7 @@ import qkv
 
 # ----------------------------------------------------------------------------- chunked_attention
 def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, short=False,
-                 fill="finfo", causal_diag=0, divide=True, stop="S"):
+                 fill="finfo", causal_diag=0, divide=True, stop="S", mask_from0=False):
     def chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
                           chunk_size=256):
         L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
@@ -34,6 +34,8 @@ def make_chunked(rescale=True, materialise=False, stable=True, first_max=None, s
                 s = q @ key[..., j0:j1, :].transpose(-2, -1)
                 if attn_mask is not None:
                     blk = attn_mask[..., i0:i0 + chunk_size, j0:j1]
+                    if mask_from0:  # the mask's first columns in every chunk
+                        blk = attn_mask[..., i0:i0 + chunk_size, :s.shape[-1]]
                     low = torch.finfo(s.dtype).min if fill == "finfo" else fill
                     s = s.masked_fill(~blk, low) if blk.dtype == torch.bool else s + blk
                 vj = value[..., j0:j1, :]
@@ -75,7 +77,7 @@ CHUNKED_WRONG.update({
 
 # ----------------------------------------------------------------------------- kv_cache_step
 def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=False, cat_dim=-2,
-            scale_by="E", diag=0, fill=float("-inf"), give="triple"):
+            scale_by="E", diag=0, fill=float("-inf"), give="triple", use_scale=True):
     def kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None):
         if k_cache is None:
             k_all, v_all = key, value
@@ -87,7 +89,7 @@ def make_kv(mask="bottom_right", attend_new=True, new_first=False, return_old=Fa
         L, S = query.shape[-2], k_att.shape[-2]
         # S: the number of keys, Ev: the values' width (the mistakes)
         d = {"E": query.shape[-1], "S": S, "Ev": value.shape[-1]}[scale_by]
-        c = 1 / math.sqrt(d) if scale is None else scale
+        c = 1 / math.sqrt(d) if scale is None or not use_scale else scale
         s = query @ k_att.transpose(-2, -1) * c
         if mask == "bottom_right":
             allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L + diag)
@@ -135,11 +137,13 @@ KV_RIGHT = {"softmax by hand": make_kv()}
 CHUNKED_WRONG.update({
     "never divided by l": (make_chunked(divide=False), "never divided by the running sum"),
     "loop stops at S - chunk_size": (make_chunked(stop="minus"), "the last keys left out"),
+    "every chunk's mask from column 0": (make_chunked(mask_from0=True), "sliced from key 0"),
 })
 KV_WRONG.update({
     "scaled by 1/sqrt(Ev)": (make_kv(scale_by="Ev"), "1/sqrt(Ev)"),
     "returns the output only": (make_kv(give="output"), "expected a tuple of 3"),
     "returns (output, (k, v))": (make_kv(give="nested"), "not nested in pairs"),
+    "scale argument ignored": (make_kv(use_scale=False), "the scale argument ignored"),
 })
 
 

@@ -233,6 +233,13 @@ def alibi_square(num_heads, L, S=None, device=None, dtype=torch.float32):
     return _bias(_paper_slopes(num_heads), L, None, device, dtype)
 
 
+def alibi_bottom_right(num_heads, L, S=None, device=None, dtype=torch.float32):
+    S = L if S is None else S
+    m = torch.tensor(_paper_slopes(num_heads), device=device, dtype=dtype)
+    i = torch.arange(S - L, S, device=device)[:, None]  # the queries as the last L positions
+    return -m[:, None, None] * (i - torch.arange(S, device=device)[None, :]).abs().to(dtype)
+
+
 def alibi_float32_always(num_heads, L, S=None, device=None, dtype=torch.float32):
     return _bias(_paper_slopes(num_heads), L, S, device, torch.float32)
 
@@ -246,6 +253,7 @@ ALIBI_WRONG = {
     "slopes reversed": (alibi_reversed, "reverse order"),
     "S ignored": (alibi_square, "S ignored"),
     "dtype ignored": (alibi_float32_always, "dtype"),
+    "queries aligned to the last keys": (alibi_bottom_right, "aligned to the last keys"),
 }
 ALIBI_RIGHT = {"the paper's slope code": alibi_ok, "Python loops": alibi_loops}
 

@@ -27,7 +27,7 @@ def make_cross(q_from="x", kv_from="context", transposed=False, swap_kv=False, s
             Q, K = K, Q
         E = Q.shape[-1]
         c = {"sqrt": 1 / math.sqrt(E), "none": 1.0, "E": 1 / E, "Ev": 1 / math.sqrt(V.shape[-1]),
-             "const": 1 / 8}[scale]
+             "const": 1 / 8, "S": 1 / math.sqrt(K.shape[-2])}[scale]
         if einsum:
             scores = torch.einsum("...le,...se->...ls", Q, K) * c
         else:
@@ -68,6 +68,7 @@ _COMMON_WRONG = {
     "weights untransposed": ({"transposed": True}, "(out_features, in_features)"),
     "transpose(K, 0, 1)": ({"key_t": "01"}, "transpose only the last two axes"),
     "constant scale": ({"scale": "const"}, "wrong on"),
+    "scaling by sqrt(S)": ({"scale": "S"}, "sqrt(S), the number of keys"),
 }
 
 SELF_WRONG = {name: (make_self(**kw), words) for name, (kw, words) in _COMMON_WRONG.items()}

@@ -113,6 +113,10 @@ def sparsemax_lookup_no_minus_one(query, keys, values, temperature=1.0):
     return weights @ values, weights
 
 
+def sparsemax_lookup_untempered(query, keys, values, temperature=1.0):
+    return sparsemax_lookup(query, keys, values)  # the temperature never reaches the scores
+
+
 def sparsemax_lookup_all(query, keys, values, temperature=1.0):
     z = query @ keys.transpose(-2, -1) / temperature
     tau = (z.sum(-1, keepdim=True) - 1) / z.shape[-1]

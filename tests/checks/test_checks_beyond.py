@@ -24,6 +24,7 @@ FUNCTIONS = [
     ("check_padded_bahdanau_weights", a.padded_bahdanau_weights, a.padded_bahdanau_weights_dim0,
      "softmax over the batch"),
     ("check_top_k_lookup", a.top_k_lookup, a.top_k_lookup_cut, "cut to the top k"),
+    ("check_top_k_lookup", a.top_k_lookup, a.top_k_lookup_one_less, "only k - 1 keys kept"),
     ("check_self_attention_no_self", a.self_attention_no_self, a.self_attention_no_self_zero,
      "filled with 0 instead of -inf"),
     ("check_multi_head_self_attention", a.multi_head_self_attention,
@@ -62,7 +63,8 @@ OTHERWISE = [
 ]
 
 
-@pytest.mark.parametrize("name,right,wrong,words", FUNCTIONS, ids=[f[0] for f in FUNCTIONS])
+@pytest.mark.parametrize("name,right,wrong,words", FUNCTIONS,
+                         ids=[f"{f[0]}-{f[2].__name__}" for f in FUNCTIONS])
 def test_a_right_answer_passes_and_a_bug_is_named(name, right, wrong, words):
     check = getattr(checks, name)
     check(right)

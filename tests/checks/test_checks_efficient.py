@@ -16,7 +16,6 @@ test_wrong_answer_is_named, test_right_answer_passes = catalogue_tests(GROUPS)
 
 def test_kv_cache_step_notices_torch_attention():
     # Assignment 8 asks not to: a right answer through torch's SDPA gets a notice (a flag).
-    import pytest
 
     from qkv.checks import grading
     from qkv.checks.harness._checks import check_now

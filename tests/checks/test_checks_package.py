@@ -4,10 +4,8 @@ and what every check does whatever the exercise (silence, the random state, the 
 import ast
 import importlib
 import inspect
-import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ import torch.nn.functional as F
 import qkv
 from answers_efficient import CHUNKED_RIGHT
 from answers_lookup import SOFTMAX_RIGHT
-from answers_masking import causal_ok, padding_no_device
+from answers_masking import padding_no_device
 from answers_multi_head import MHA_RIGHT
 from answers_scaling import SDPA_RIGHT, SDPA_WRONG, make_sdpa
 from qkv import checks

@@ -103,8 +103,9 @@ TOP_K_LOOKUP = Exercise(
         Mistake("the softmax of all the scores, cut to the top k (a bug of the printed "
                 "function)", "the kept weights must sum to one: mask the other scores with "
                 "-inf before the softmax", partial(top_k, renormalise=False)),
-        Mistake("the k-th best key dropped (> instead of >=) (a bug of the printed function)",
-                "keep scores >= the k-th largest", partial(top_k, strict=True)),
+        Mistake("only k - 1 keys kept, the k-th best dropped (> instead of >=, a bug of the "
+                "printed function)", "keep the k largest scores: scores >= the k-th largest",
+                partial(top_k, strict=True)),
     ],
     error_hints=[("selected index k out of range", "topk along the keys: dim=-1")],
 )

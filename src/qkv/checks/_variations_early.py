@@ -169,6 +169,9 @@ def _sparse_exercise(item: int) -> Exercise:
                     v(partial(sparse_lookup, dim=-2))),
             Mistake("scores multiplied by the temperature", "divide the scores by the temperature",
                     v(partial(sparse_lookup, times=True))),
+            Mistake("the temperature ignored", "divide the scores by the temperature before the "
+                    "sparsemax: a lower temperature keeps fewer keys",
+                    v(lambda query, keys, values, temperature=1.0: sparse_lookup(query, keys, values))),
         ],
     )
 

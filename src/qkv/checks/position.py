@@ -162,6 +162,9 @@ _ALIBI_MISTAKES = [
             _SLOPE_HINT, partial(alibi_variant, slopes="pow2_formula")),
     Mistake("slopes in reverse order (the steepest on the last head)", _SLOPE_HINT,
             partial(alibi_variant, reverse=True)),
+    Mistake("query i placed at position i + S - L (the queries aligned to the last keys)",
+            "this course's ALiBi puts query i at position i, as SDPA's is_causal aligns the "
+            "queries to the first keys: the bias is -m_h * |i - j|", partial(alibi_variant, bottom=True)),
     Mistake("S ignored (a square L x L bias)", "the bias has shape (H, L, S); S defaults to L",
             partial(alibi_variant, square=True)),
 ]

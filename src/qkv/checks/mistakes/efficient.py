@@ -12,14 +12,16 @@ import torch
 
 
 def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
-            rescale_l=True, rescale_acc=True, zero_start=False, divide=True, stop="S"):
+                   rescale_l=True, rescale_acc=True, zero_start=False, divide=True, stop="S",
+                   mask_from0=False):
     """Online softmax with switches for its mistakes (defaults: the right answer).
 
     ``zero_start`` starts the running maximum at 0 instead of -inf and leaves out
     the -inf guards, as an answer that never thought of fully negative rows does;
     ``divide=False`` returns the running output without dividing by the running sum;
     ``stop`` where the loop over the keys ends: ``"S"`` (right), ``"floor"`` after the
-    last full chunk (range(S // chunk_size)), ``"minus"`` before S - chunk_size.
+    last full chunk (range(S // chunk_size)), ``"minus"`` before S - chunk_size;
+    ``mask_from0`` slices every chunk's mask from column 0 (the mask of the first chunk's keys).
     """
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     c = 1.0 / math.sqrt(E) if scale is None else scale
@@ -36,7 +38,8 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
     for j0 in range(0, end, chunk_size):
         s = (query * c) @ key[..., j0:j0 + chunk_size, :].transpose(-2, -1)
         if attn_mask is not None:
-            block = attn_mask[..., j0:j0 + chunk_size]
+            first = 0 if mask_from0 else j0
+            block = attn_mask[..., first:first + s.shape[-1]]
             s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
         safe = m_new if zero_start else m_new.masked_fill(m_new == float("-inf"), 0.0)
@@ -70,12 +73,12 @@ def short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None,
 
 def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask="bottom_right",
              diag=0, attend_new=True, new_first=False, return_old=False, cat_dim=-2,
-             scale_by="E", fill=float("-inf")):
+             scale_by="E", fill=float("-inf"), scale_given=True):
     """kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
     ``mask``: bottom_right (right), upper_left (SDPA's is_causal) or None, shifted by
     ``diag``; ``cat_dim`` the axis the cache grows along; ``scale_by``: E (right), S (the
-    number of keys) or none; ``fill`` the value masked scores get. As an answer does, the
+    number of keys) or none (``scale_given=False``: whether or not ``scale`` is given); ``fill`` the value masked scores get. As an answer does, the
     mask is built and applied even when it hides nothing (one new token).
     """
     old_k, old_v = k_cache, v_cache
@@ -86,7 +89,7 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
         k_all, v_all = key, value
     k_att, v_att = (k_all, v_all) if attend_new or k_cache is None else (k_cache, v_cache)
     L, S = query.shape[-2], k_att.shape[-2]
-    if scale is None:
+    if scale is None or not scale_given:
         scale = {"E": 1.0 / math.sqrt(query.shape[-1]), "S": 1.0 / math.sqrt(S), "none": 1.0,
                  "Ev": 1.0 / math.sqrt(value.shape[-1])}[scale_by]
     scores = (query @ k_att.transpose(-2, -1)) * scale

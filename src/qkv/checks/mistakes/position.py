@@ -70,12 +70,13 @@ def _slopes(n, kind):
 
 
 def alibi_variant(num_heads, L, S=None, device=None, dtype=torch.float32, *, sign=-1,
-                  slopes="paper", reverse=False, signed=False, square=False):
-    """ALiBi's bias with switches for its mistakes (the defaults: ``-m_h |i - j|``)."""
+                  slopes="paper", reverse=False, signed=False, square=False, bottom=False):
+    """ALiBi's bias with switches for its mistakes (the defaults: ``-m_h |i - j|``);
+    ``bottom`` puts query ``i`` at position ``i + S - L`` (the queries as the last keys)."""
     S = L if S is None or square else S
     m = _slopes(num_heads, slopes)
     m = torch.tensor(m[::-1] if reverse else m, dtype=torch.float64, device=device)
-    rows = torch.arange(L, dtype=torch.float64, device=device)[:, None]
+    rows = torch.arange(L, dtype=torch.float64, device=device)[:, None] + (S - L) * bottom
     cols = torch.arange(S, dtype=torch.float64, device=device)[None, :]
     dist = rows - cols if signed else (rows - cols).abs()
     return (sign * m[:, None, None] * dist).to(dtype)
