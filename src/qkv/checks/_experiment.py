@@ -159,11 +159,7 @@ class ExperimentCheck(Check):
                 return fail(what=f"your {exp.name} did not finish on {_where(exp, setting)}",
                             kind="timeout")
             if isinstance(outcomes[i], Raised):
-                raised = outcomes[i]
-                if raised.type == "NotImplementedError":
-                    return fail(kind="not written")
-                first = (raised.message.strip().splitlines() or [""])[0]
-                return fail(what=f"it raised {raised.type}: {first}", kind="raised")
+                return outcomes[i].failure(fail)
             got, noticed = split_outcome(outcomes[i])
             notices += [n for n in noticed if n not in notices]
             got = got if isinstance(got, (tuple, list)) else (got,)

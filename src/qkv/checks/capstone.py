@@ -26,7 +26,7 @@ from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, 
                       split_outcome)
 from .mistakes.attention import TORCH_ATTENTION
 from .mistakes.capstone import attention_variant, block_variant
-from .result import NOT_WRITTEN, CheckResult
+from .result import CheckResult
 from . import _beyond_capstone as c
 from ._experiment import ExperimentCheck
 
@@ -227,9 +227,7 @@ class _AblationCheck(Check):
             return fail(what=f"your {_ABLATION} did not finish on {where}", kind="timeout")
         out = outcomes[0]
         if isinstance(out, Raised):
-            if out.type == "NotImplementedError":
-                return fail(what=f"{_ABLATION} {NOT_WRITTEN}", kind="not written")
-            return fail(what=f"it raised {out.type}: {out.message.strip()[:200]}", kind="raised")
+            return out.failure(fail)
         got, _ = split_outcome(out)
         if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], (tuple, list))
                 and got[0][:1] == ("options",)):

@@ -54,6 +54,19 @@ class Raised:
         """The :class:`Raised` of an exception (its line found in its traceback)."""
         return cls(type(error).__name__, str(error), your_line(error))
 
+    def failure(self, fail: Callable[..., Any], hint: str = "") -> Any:
+        """The failed result of a check that measures (no mistakes to compare with).
+
+        Args:
+            fail: makes the result from keyword arguments (a :class:`CheckResult` with its
+                exercise, seed and input already given).
+            hint: what to look at, when the check knows more than the error says.
+        """
+        if self.type == "NotImplementedError":
+            return fail(kind="not written")
+        first = (self.message.strip().splitlines() or [""])[0][:300]
+        return fail(what=f"it raised {self.type}: {first}", hint=hint, kind="raised")
+
 
 class ExerciseRule(Exception):
     """Raised by a ``run_student`` when the answer is not usable as the exercise asks
