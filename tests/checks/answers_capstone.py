@@ -72,10 +72,11 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_no
 
 # ----------------------------------------------------------------------------- beyond the page
 def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropout=(),
-                       dropout_removed=False, own_dropout=False):
+                       dropout_removed=False, own_dropout=False, rescale=True):
     """The debugging exercise's block, written as a student would, with the printed bugs (and a
     few wrong fixes) as switches; ``own_dropout``: an honest variant that drops with
-    ``torch.rand`` itself (``if training``) instead of ``F.dropout``."""
+    ``torch.rand`` itself (``if training``) instead of ``F.dropout``; ``rescale=False`` the
+    same without dividing the kept entries by ``1 - dropout``."""
     def dropout_block_forward(x, params, num_heads, dropout=0.1, training=False):
         L, E = x.shape[-2], x.shape[-1] // num_heads
         h = rms_norm(x, params["norm1.weight"])
@@ -96,6 +97,8 @@ def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropou
         def drop(t, where):
             if dropout_removed:
                 return t
+            if not rescale and training:
+                return t * (torch.rand(t.shape, device=t.device) >= dropout)
             if own_dropout:
                 if not training or dropout == 0:
                     return t

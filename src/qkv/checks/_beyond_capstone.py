@@ -24,7 +24,7 @@ import qkv
 
 from ._experiment import Experiment
 from .harness import Case, Exercise, Mistake, randn
-from .mistakes.capstone import dropout_block_variant, seeded, swiglu_variant
+from .mistakes.capstone import dropout_block_variant, dropout_view, swiglu_variant
 
 __all__: list = []
 
@@ -43,12 +43,14 @@ def block_without_positions(x: Tensor, params: Dict[str, Tensor], num_heads: int
         return block(x)[0]
 
 
-def _dropout_case(B: int, L: int, D: int, H: int, **kwargs):
+def _dropout_case(B: int, L: int, D: int, H: int, mlp: bool = True, **kwargs):
     def build(gen, device, dtype):
         drawn = qkv.random_block_params(D, H, generator=gen)
         params = {n: t.to(device=device, dtype=dtype) for n, t in drawn.items()}
         for n in ("norm1.weight", "norm2.weight"):  # gains away from 1: a norm's place shows
             params[n] = 1 + 0.5 * randn(gen, D, device=device, dtype=dtype)
+        if not mlp:  # the block then adds the attention's output only (see dropout_view)
+            params["mlp.down.weight"] = torch.zeros_like(params["mlp.down.weight"])
         return (3 * randn(gen, B, L, D, device=device, dtype=dtype), params, H), kwargs
     return build
 
@@ -78,16 +80,17 @@ def _bug_mistakes():
             else:
                 name = f"{n} bugs of the printed block left: " + "; ".join(b[0] for b in combo)
             out.append(Mistake(name, "; and ".join(b[1] for b in combo),
-                               partial(seeded, partial(dropout_block_variant, **switches))))
+                               partial(dropout_view, partial(dropout_block_variant, **switches))))
     return out
 
 
 def _variant(**switches):
-    return partial(seeded, partial(dropout_block_variant, **switches))
+    return partial(dropout_view, partial(dropout_block_variant, **switches))
 
 
 DROPOUT_BLOCK_FORWARD = Exercise(
-    name="dropout_block_forward", reference=block_without_positions, run_student=seeded,
+    name="dropout_block_forward", reference=partial(dropout_view, block_without_positions),
+    run_student=dropout_view,
     cases=[
         Case("B=2, L=5, D=16, 4 heads, dropout=0.1, in eval (training=False)",
              _dropout_case(2, 5, 16, 4, dropout=0.1, training=False), torch.float64),
@@ -96,8 +99,17 @@ DROPOUT_BLOCK_FORWARD = Exercise(
         Case("B=2, L=6, D=16, 4 heads, dropout=1.0 in training (every sublayer's output is "
              "dropped: the block returns x)",
              _dropout_case(2, 6, 16, 4, dropout=1.0, training=True), torch.float64),
+        Case("B=2, L=8, D=16, 4 heads, dropout=0.25 in training, the MLP's output matrix at zero "
+             "(compared: the factor the attention's kept outputs are scaled by, against eval)",
+             _dropout_case(2, 8, 16, 4, mlp=False, dropout=0.25, training=True), torch.float64),
     ],
     mistakes=_bug_mistakes() + [
+        # Before 'dropout removed', which gives the same factor (1) on the case in training with
+        # 0 < dropout < 1; an answer without dropout fails the case with dropout=1.0 first.
+        Mistake("dropout's kept entries not divided by 1 - dropout",
+                "in training, dropout zeroes each entry with probability p and divides the "
+                "others by 1 - p, so that the expected output is the eval output: F.dropout "
+                "does both", _variant(rescale=False)),
         Mistake("dropout left on in eval after both sublayers",
                 "F.dropout(t, dropout, training=training) after the attention and the MLP",
                 _variant(eval_dropout=("attn", "mlp"))),

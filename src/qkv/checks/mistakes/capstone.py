@@ -81,24 +81,47 @@ def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
 DROPOUT_SEED = 1234
 
 
-def seeded(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` with torch's random state at :data:`DROPOUT_SEED`, the caller's
-    state restored afterwards (on the CPU and on the input's CUDA device)."""
+def seeded(fn, *args, _seed: int = DROPOUT_SEED, **kwargs):
+    """``fn(*args, **kwargs)`` with torch's random state at :data:`DROPOUT_SEED` (or ``_seed``),
+    the caller's state restored afterwards (on the CPU and on the input's CUDA device)."""
     x = args[0] if args else None
     cuda = [x.device.index or 0] if isinstance(x, Tensor) and x.is_cuda else []
     with torch.random.fork_rng(devices=cuda):
-        torch.manual_seed(DROPOUT_SEED)
+        torch.manual_seed(_seed)
         return fn(*args, **kwargs)
+
+
+def dropout_view(fn, x, params, num_heads, dropout=0.1, training=False):
+    """What the check compares of a block with dropout: its output, from :func:`seeded`; but in
+    training with ``0 < dropout < 1``, which entries are dropped depends on how the dropout
+    draws, so the check compares what does not: the factor the kept entries were scaled by.
+
+    That case zeroes the MLP's output matrix, so the block adds only the attention's output;
+    the factor is ``(out - x) / (out_eval - x)`` at each entry kept (``1 / (1 - dropout)`` for
+    torch's dropout; 1 for one that does not rescale), and at a dropped entry the mean of those.
+    """
+    out = seeded(fn, x, params, num_heads, dropout=dropout, training=training)
+    if not (training and 0 < dropout < 1 and isinstance(out, Tensor) and out.shape == x.shape):
+        return out
+    # Another seed: a dropout left on in eval must not drop the same entries as in training.
+    still = seeded(fn, x, params, num_heads, dropout=dropout, training=False, _seed=DROPOUT_SEED + 1)
+    if not (isinstance(still, Tensor) and still.shape == x.shape):
+        return out
+    moved, still = out - x, still - x
+    kept = moved != 0
+    factor = moved / still
+    return factor.where(kept, factor[kept].mean())
 
 
 def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
                           residual="stream", mask="causal", scale=True, eval_dropout=(),
-                          dropout_removed=False):
+                          dropout_removed=False, rescale=True):
     """The pre-norm block without positions, with dropout, with bugs put back (the defaults
     are the right answer): ``residual="normed"`` (the stream replaced by its normalised copy
     before the attention), ``"post"`` (post-norm); ``mask="inverted"`` (``triu``),
     ``"none"``; ``scale=False``; ``eval_dropout``, the sublayers (``"attn"``, ``"mlp"``)
-    whose dropout stays on in eval; ``dropout_removed`` (never applied)."""
+    whose dropout stays on in eval; ``dropout_removed`` (never applied); ``rescale=False``
+    (the kept entries not divided by ``1 - dropout``)."""
     E = x.shape[-1] // num_heads
     L = x.shape[-2]
     w = params
@@ -115,7 +138,8 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
 
     def drop(t, sublayer):
         on = (training or sublayer in eval_dropout) and not dropout_removed
-        return F.dropout(t, dropout, training=on)
+        kept = F.dropout(t, dropout, training=on)
+        return kept if rescale or not on else kept * (1 - dropout)
 
     x = x + drop(a, "attn")
     if residual == "post":
