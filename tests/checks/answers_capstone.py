@@ -29,8 +29,8 @@ def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="in
             (k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))
         L, S = q.shape[-2], k.shape[-2]
         scores = q @ kr.transpose(-2, -1)
-        if scale:
-            scores = scores / math.sqrt(q.shape[-1])
+        if scale:  # "D": by the model's width, not a head's
+            scores = scores / math.sqrt(x.shape[-1] if scale == "D" else q.shape[-1])
         if mask != "none":
             allowed = torch.ones(L, S, dtype=torch.bool, device=x.device).tril(S - L if mask == "bottom_right" else 0)
             scores = scores.masked_fill(~allowed, float("-inf"))

@@ -15,8 +15,10 @@ import nbformat
 import pytest
 import torch
 
+import answers_beyond
 import qkv
-from qkv.checks import (check_attention_with_temperature, check_masked_scores, check_max_weight,
+from qkv.checks import (check_attention_with_temperature, check_grouped_causal_linear_attention,
+                        check_masked_scores, check_max_weight,
                         check_MultiHeadAttention, check_merge_heads,
                         check_scaled_dot_product_attention, check_soft_lookup)
 
@@ -133,4 +135,24 @@ def test_assignment_4s_given_softmax_is_no_delegation(capsys):
     check_scaled_dot_product_attention(ns["scaled_dot_product_attention"], masks=False)
     check_max_weight(ns["max_weight"])
     check_attention_with_temperature(ns["attention_with_temperature"])
+    assert "you called" not in capsys.readouterr().out
+
+
+def test_building_on_an_earlier_answer_the_exercise_rules_out_gets_a_notice(capsys):
+    """Assignment 9 asks for running sums, 'no call to your linear_attention': a call of the
+    student's own quadratic version is noted (a note, not a failure); the running sums are not."""
+    ns = _notebook("import torch.nn.functional as F\n", """
+    def linear_attention(query, key, value, is_causal=False):
+        sim = (F.elu(query) + 1) @ (F.elu(key) + 1).transpose(-2, -1)
+        sim = sim.tril() if is_causal else sim
+        return sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value
+
+    def grouped_causal_linear_attention(query, key, value):
+        G = query.shape[1] // key.shape[1]
+        k, v = key.repeat_interleave(G, 1), value.repeat_interleave(G, 1)
+        return linear_attention(query, k, v, is_causal=True)
+    """)
+    check_grouped_causal_linear_attention(ns["grouped_causal_linear_attention"])
+    assert "you called your linear_attention" in capsys.readouterr().out
+    check_grouped_causal_linear_attention(answers_beyond.grouped_causal_linear_attention)
     assert "you called" not in capsys.readouterr().out

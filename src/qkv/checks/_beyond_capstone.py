@@ -96,16 +96,11 @@ DROPOUT_BLOCK_FORWARD = Exercise(
              _dropout_case(2, 5, 16, 4, dropout=0.1, training=False), torch.float64),
         Case("B=1, L=7, D=8, 2 heads, dropout and training left out (0.1, eval)",
              _dropout_case(1, 7, 8, 2), torch.float32),
-        Case("B=2, L=6, D=16, 4 heads, dropout=1.0 in training (every sublayer's output is "
-             "dropped: the block returns x)",
-             _dropout_case(2, 6, 16, 4, dropout=1.0, training=True), torch.float64),
         Case("B=2, L=8, D=16, 4 heads, dropout=0.25 in training, the MLP's output matrix at zero "
              "(compared: the factor the attention's kept outputs are scaled by, against eval)",
              _dropout_case(2, 8, 16, 4, mlp=False, dropout=0.25, training=True), torch.float64),
     ],
     mistakes=_bug_mistakes() + [
-        # Before 'dropout removed', which gives the same factor (1) on the case in training with
-        # 0 < dropout < 1; an answer without dropout fails the case with dropout=1.0 first.
         Mistake("dropout's kept entries not divided by 1 - dropout",
                 "in training, dropout zeroes each entry with probability p and divides the "
                 "others by 1 - p, so that the expected output is the eval output: F.dropout "

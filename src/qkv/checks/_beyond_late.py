@@ -16,7 +16,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Mistake, randn
+from .harness import Case, Exercise, Forbidden, Mistake, randn
 from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
 
 # --------------------------------------------------------------- assignment 9: linear, flex
@@ -199,7 +199,9 @@ def _not_causal_normaliser(query: Tensor, key: Tensor, value: Tensor) -> Tensor:
 
 GROUPED_CAUSAL_LINEAR_ATTENTION = Exercise(
     name="grouped_causal_linear_attention", reference=grouped_causal_linear,
-    cases=_grouped_linear_cases(), legend="(B, Hq, L, Ev)", forbid=TORCH_ATTENTION,
+    cases=_grouped_linear_cases(), legend="(B, Hq, L, Ev)",
+    # The running sums are the exercise: the quadratic linear_attention of Part 1 is not.
+    forbid=TORCH_ATTENTION | Forbidden(own=("linear_attention",)),
     helpers={"repeat_kv": qkv.repeat_kv},  # a wrong repeat_kv costs only its own test
     mistakes=[*_bug_mistakes(),
               Mistake("the normaliser summed over every position (not causal)",

@@ -96,11 +96,14 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
     mine = list(values[:-1])
     if values[-1] != values[0]:
         return "two calls with identically seeded generators gave different numbers", \
-            _GENERATOR_HINT
+            (_GENERATOR_HINT + "; and leave nothing changed behind you: a model's weights "
+             "zeroed in place must be restored before the function returns")
     ref_sd, my_sd = statistics.stdev(reference), statistics.stdev(mine)
     if ref_sd > 0 and my_sd == 0:
         return (f"every seed gave {mine[0]:.4g}: this is not a measurement",
-                "draw the inputs from the generator and measure; do not return a formula")
+                "draw the inputs from the generator and measure, do not return a formula; if "
+                "you do measure, your code cannot see what it counts: try it on an input where "
+                "the answer is known")
     n = len(mine)
     mean, ref_mean = statistics.fmean(mine), statistics.fmean(reference)
     allowed = SIGMAS * math.sqrt((my_sd ** 2 + ref_sd ** 2) / n) + 1e-9 * (1 + abs(ref_mean))

@@ -121,6 +121,9 @@ ATTENTION_FORWARD = Exercise(
                 _ATT(repeat="tile")),
         Mistake("no scaling", "multiply the scores by 1/sqrt(E), E = D // num_heads",
                 _ATT(scale=False)),
+        Mistake("scaled by 1/sqrt(D), the model's width, instead of 1/sqrt(E), a head's",
+                "each head's scores are dot products of width E = D // num_heads: multiply them "
+                "by 1/sqrt(E)", _ATT(scale="D")),
         Mistake("the caches returned with the key/value heads repeated",
                 "cache k and v with their num_kv_heads heads (that is what makes GQA's cache "
                 "small); repeat them only to attend", _ATT(cache_repeated=True)),

@@ -143,9 +143,9 @@ APPLY_ROPE = Exercise(
 
 
 # ---------------------------------------------------------------------------- alibi_bias
-_SLOPE_HINT = ("head h = 1 .. H gets the slope 2 ** (-8h / H) when H is a power of two (8 heads: 1/2, "
-               "1/4, ..., 1/256); otherwise the slopes of the power of two below H, then every "
-               "other slope of the power of two above, as far as needed")
+_SLOPE_HINT = ("head h = 0 .. H-1 gets the slope 2 ** (-8 (h + 1) / H) when H is a power of two (8 "
+               "heads: 1/2, 1/4, ..., 1/256); otherwise the slopes of the power of two below H, "
+               "then every other slope of the power of two above, as far as needed")
 
 _ALIBI_MISTAKES = [
     Mistake("the sign flipped (far keys get a bonus)",

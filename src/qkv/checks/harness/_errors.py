@@ -31,7 +31,8 @@ _MAX_LINE = 100
 _GENERIC: Tuple[Tuple[str, str], ...] = (
     ("Boolean value of Tensor with more than one value is ambiguous",
      "a tensor was used as a condition (if W:, if k_cache:, and/or): test an optional "
-     "argument with `if W is not None:`"),
+     "argument with `if W is not None:`, and combine bool tensors with &, | and ~, not "
+     "and, or and not"),
     ("t() expects a tensor with <= 2 dimensions",
      ".t() works on 2-D tensors only: use .transpose(-2, -1) (or .mT) for a batch"),
     ("view size is not compatible",

@@ -69,10 +69,13 @@ class Forbidden:
         names: torch callables with the name a notice gives them.
         patterns: lower-case fragments of names: a torch function whose name contains one
             (as a word, not across a camel-case boundary) is noticed too.
+        own: names of the student's own earlier answers the exercise asks not to build on
+            (``linear_attention`` where running sums are asked for).
     """
 
     names: Mapping[Any, str] = field(default_factory=dict)
     patterns: Tuple[str, ...] = ()
+    own: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", MappingProxyType(dict(self.names)))
@@ -82,10 +85,11 @@ class Forbidden:
 
     def __or__(self, other: "Forbidden") -> "Forbidden":
         return Forbidden({**self.names, **other.names},
-                         self.patterns + tuple(p for p in other.patterns if p not in self.patterns))
+                         self.patterns + tuple(p for p in other.patterns if p not in self.patterns),
+                         self.own + tuple(n for n in other.own if n not in self.own))
 
     def __bool__(self) -> bool:
-        return bool(self.names or self.patterns)
+        return bool(self.names or self.patterns or self.own)
 
     def matches(self, name: str) -> bool:
         """Whether a function called ``name`` is one the exercise asks not to call."""

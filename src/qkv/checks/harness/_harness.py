@@ -91,7 +91,8 @@ class NotRepeatable(Exception):
 
 
 _INPUTS_CHANGED_HINT = ("do not change the arguments: write out-of-place operations "
-                        "(x = x * s, not x *= s; masked_fill, not masked_fill_)")
+                        "(x = x * s, not x *= s; masked_fill, not masked_fill_), or work on a "
+                        "copy (x = x.clone()) before assigning into it (x[..., i] = ...)")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -261,8 +262,8 @@ def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
             continue
         if err is not None or got is None:
             continue
-        if close(out, expected, rtol, atol):
-            continue  # this mistake makes no difference on this input
+        if compare(out, expected, rtol, atol):
+            continue  # this mistake makes no difference on this input (as the answer is judged)
         if compare(got, out, rtol * 10, atol * 10):
             return m
     return None

@@ -92,7 +92,8 @@ def reference_names(student: Any, exercise: str, forbid: Forbidden,
                     helpers: Mapping[str, Any]) -> List[str]:
     """``["qkv.softmax"]``: the course's functions and classes the student's code names,
     except the helpers the exercise gives (the course's code does the work it asks for),
-    and torch's functions whose names the exercise forbids.
+    torch's functions whose names the exercise forbids, and the student's own functions it
+    asks not to build on (``"your linear_attention"``).
 
     It reads the names the student's functions use (and the functions of theirs those
     name, up to :data:`_MOST` of them), and the classes a student's class inherits from.
@@ -124,6 +125,8 @@ def reference_names(student: Any, exercise: str, forbid: Forbidden,
                 if said and said not in found:
                     found.append(said)
                 elif isinstance(c, FunctionType) and _students(c):
+                    if c.__name__ in forbid.own and f"your {c.__name__}" not in found:
+                        found.append(f"your {c.__name__}")
                     todo.append(c)  # a function of the student's own, called by the answer
     return found
 

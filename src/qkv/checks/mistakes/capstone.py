@@ -19,7 +19,9 @@ __all__: list = []
 def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_cache=None, *,
                       mask="bottom_right", cache="after", rope="offset", repeat="interleave",
                       scale=True, return_old=False, cache_repeated=False):
-    """The attention sublayer with one switch turned from the right answer (the defaults)."""
+    """The attention sublayer with one switch turned from the right answer (the defaults);
+    ``scale``: ``True`` (by 1/sqrt(E)), ``False`` (none) or ``"D"`` (by 1/sqrt(D), the model's
+    width)."""
     Hkv = num_kv_heads or num_heads
     G = num_heads // Hkv
     q = qkv.split_heads(x @ params["q_proj.weight"].T, num_heads)
@@ -38,7 +40,8 @@ def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_c
         (lambda t: t.repeat(1, G, 1, 1))
     kr, vr = spread(k), spread(val)
     L, S = q.shape[-2], k.shape[-2]
-    scores = q @ kr.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale else 1.0)
+    width = {True: q.shape[-1], "D": x.shape[-1], False: 1}[scale]
+    scores = q @ kr.transpose(-2, -1) / math.sqrt(width)
     diagonal = {"bottom_right": S - L, "top_left": 0, "none": S}[mask]
     allowed = torch.ones(L, S, dtype=torch.bool, device=x.device).tril(diagonal)
     weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
@@ -98,7 +101,8 @@ def dropout_view(fn, x, params, num_heads, dropout=0.1, training=False):
 
     That case zeroes the MLP's output matrix, so the block adds only the attention's output;
     the factor is ``(out - x) / (out_eval - x)`` at each entry kept (``1 / (1 - dropout)`` for
-    torch's dropout; 1 for one that does not rescale), and at a dropped entry the mean of those.
+    torch's dropout; 1 for one that does not rescale), and at a dropped entry the mean of those;
+    0 throughout when the output in training is the one in eval (no dropout in training).
     """
     out = seeded(fn, x, params, num_heads, dropout=dropout, training=training)
     if not (training and 0 < dropout < 1 and isinstance(out, Tensor) and out.shape == x.shape):
@@ -110,6 +114,8 @@ def dropout_view(fn, x, params, num_heads, dropout=0.1, training=False):
     moved, still = out - x, still - x
     kept = moved != 0
     factor = moved / still
+    if torch.equal(moved, still):  # the same output in training as in eval
+        return torch.zeros_like(factor)
     return factor.where(kept, factor[kept].mean())
 
 

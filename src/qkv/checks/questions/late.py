@@ -62,10 +62,10 @@ POSITION_Q2 = Number(
     why="ALiBi's slopes are 2^(-8(h+1)/H) for heads h = 0..H-1: head 0 gets 2^-1",
     wrong=lambda: {
         2.0 ** -8: "2^-8 is the last head's slope: head 0 gets the steepest, 2^-1",
-        1.0: "2^0 counts the heads from 0 in the exponent; they count from 1",
+        1.0: "2^0 leaves out the + 1 of the exponent: head 0 gets 2^(-8(0+1)/8), not 2^0",
         0.25: "2^-2 is head 1's slope: one head off",
     },
-    hint="with H = 8 heads the slopes are 2^(-8h/H) for h = 1..H",
+    hint="with H = 8 heads the slopes are 2^(-8(h+1)/H) for heads h = 0..H-1",
 )
 
 def _score_mib(length: int) -> float:
