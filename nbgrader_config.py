@@ -71,7 +71,10 @@ c.GenerateFeedback.preprocessors = [
     "qkv_course.nbgrader.provisional.PendingGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
-c.HTMLExporter.template_name = "feedback_qkv"
-c.HTMLExporter.template_file = "feedback.html.j2"
-c.HTMLExporter.extra_template_basedirs = template_dirs()  # nbgrader's templates, then the course's
+# On an exporter of the feedback's own: set on nbconvert's HTMLExporter, they would also replace
+# formgrader's template, and every grading page would fail (TemplateNotFound).
+c.GenerateFeedback.exporter_class = "qkv_course.nbgrader.provisional.FeedbackExporter"
+c.FeedbackExporter.template_name = "feedback_qkv"
+c.FeedbackExporter.template_file = "feedback.html.j2"
+c.FeedbackExporter.extra_template_basedirs = template_dirs()  # nbgrader's templates, then the course's
 c.ExportApp.plugin_class = "qkv_course.nbgrader.provisional.ProvisionalCsvExport"

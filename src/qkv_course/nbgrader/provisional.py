@@ -18,10 +18,15 @@ model answer, and ``grades.csv`` holds a total that will still change, with noth
 Enable both in ``nbgrader_config.py``::
 
     c.GenerateFeedback.preprocessors = ["qkv_course.nbgrader.provisional.PendingGrades", ...]
-    c.HTMLExporter.template_name = "feedback_qkv"
-    c.HTMLExporter.template_file = "feedback.html.j2"
-    c.HTMLExporter.extra_template_basedirs = qkv_course.nbgrader.provisional.template_dirs()
+    c.GenerateFeedback.exporter_class = "qkv_course.nbgrader.provisional.FeedbackExporter"
+    c.FeedbackExporter.template_name = "feedback_qkv"
+    c.FeedbackExporter.template_file = "feedback.html.j2"
+    c.FeedbackExporter.extra_template_basedirs = qkv_course.nbgrader.provisional.template_dirs()
     c.ExportApp.plugin_class = "qkv_course.nbgrader.provisional.ProvisionalCsvExport"
+
+The template is set on :class:`FeedbackExporter`, not on nbconvert's ``HTMLExporter``: formgrader
+renders each submission with an ``HTMLExporter`` of its own template, which settings on
+``HTMLExporter`` would replace (every grading page then fails, ``TemplateNotFound``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import csv
 from pathlib import Path
 from typing import Dict, Iterable, List, Tuple
 
+from nbconvert.exporters import HTMLExporter
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
@@ -50,6 +56,11 @@ def template_dirs() -> List[str]:
     ours = Path(__file__).resolve().parent / "templates"
     theirs = Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates"
     return [str(theirs), str(ours)]
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbconvert's HTML exporter under a name of its own, for the feedback pages alone (see the
+    module's docstring)."""
 
 
 class PendingGrades(GetGrades):
