@@ -114,3 +114,17 @@ def test_qkv_report_writes_the_pairs_side_by_side(tmp_path, capsys):
     page = (tmp_path / "out" / "similarity.html").read_text()
     assert "ada and bob" in page and page.count("<pre>") >= 4
     assert "similarity.html" in capsys.readouterr().out
+
+
+def test_one_answer_copied_by_many_is_one_group_not_every_pair():
+    """A class of 1,000 where 200 hand in one source would list 19,900 pairs: the page lists one
+    group of 200, with its most similar pair side by side."""
+    copies = [similarity.Match(ASSIGNMENT, f"s{i:03d}", f"s{j:03d}", 0.9 + (i == 0) * 0.05,
+                               "<a>", "<b>")
+              for i in range(30) for j in range(i + 1, 30)]
+    other = similarity.Match(ASSIGNMENT, "x", "y", 0.85, "<c>", "<d>")
+    ref = similarity.Match(ASSIGNMENT, "z", "reference: solutions/x.ipynb", 0.99, "<e>", "<f>")
+    found = similarity.groups(copies + [other, ref])
+    assert [len(members) for members, _ in found] == [2, 30, 2]  # most similar first
+    members, best = found[1]
+    assert members == [f"s{i:03d}" for i in range(30)] and best.left == "s000"

@@ -169,15 +169,49 @@ def find(autograded: Path, root: Path = ROOT, threshold: float = THRESHOLD,
     return matches
 
 
-def write_html(path: Path, matches: List[Match], threshold: float = THRESHOLD) -> None:
-    """``similarity.html``: the flagged pairs, both codes side by side."""
-    rows = [f"<h1>Answers that look copied</h1><p>{len(matches)} pair(s) sharing at least "
-            f"{threshold:.0%} of their answer code, after names and whitespace are normalised "
-            "(winnowed fingerprints, copydetect). A match is a reason to read both, not a "
-            "verdict: a short right answer looks like every other right answer.</p>"]
+def groups(matches: List[Match]) -> List[Tuple[List[str], Match]]:
+    """The flagged matches as groups: students linked by a chain of pairs (one source copied by
+    many makes one group, not n(n-1)/2 pairs), or a student and the reference they match; each
+    with its most similar pair, whose codes the page shows. Most similar first."""
+    parent: Dict[Tuple[str, str], Tuple[str, str]] = {}
+
+    def root(x: Tuple[str, str]) -> Tuple[str, str]:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
     for m in matches:
-        rows.append(f"<h2>{html.escape(m.assignment)}: {html.escape(m.left)} and "
-                    f"{html.escape(m.right)} ({m.similarity:.0%})</h2>"
+        if not m.right.startswith("reference: "):
+            parent[root((m.assignment, m.left))] = root((m.assignment, m.right))
+    found: Dict[Tuple[str, str], Tuple[List[str], Match]] = {}
+    for m in matches:
+        if m.right.startswith("reference: "):
+            found[(m.assignment, f"{m.left} ~ {m.right}")] = ([m.left, m.right], m)
+            continue
+        key = root((m.assignment, m.left))
+        members, best = found.get(key, ([], m))
+        for s in (m.left, m.right):
+            if s not in members:
+                members.append(s)
+        found[key] = (members, m if m.similarity > best.similarity else best)
+    return sorted(((sorted(ms), best) for ms, best in found.values()),
+                  key=lambda g: (g[1].assignment, -g[1].similarity))
+
+
+def write_html(path: Path, matches: List[Match], threshold: float = THRESHOLD) -> None:
+    """``similarity.html``: the flagged groups, each with its most similar pair side by side."""
+    found = groups(matches)
+    rows = [f"<h1>Answers that look copied</h1><p>{len(found)} group(s) of submissions (from "
+            f"{len(matches)} pair(s)) sharing at least {threshold:.0%} of their answer code, after "
+            "names and whitespace are normalised (winnowed fingerprints, copydetect). A match "
+            "is a reason to read both, not a verdict: a short right answer looks like every "
+            "other right answer.</p>"]
+    for members, m in found:
+        who = (f"{len(members)} students: {', '.join(members)}" if len(members) > 2
+               else f"{members[0]} and {members[1]}")
+        rows.append(f"<h2>{html.escape(m.assignment)}: {html.escape(who)} "
+                    f"({m.similarity:.0%} at most)</h2>"
                     f"<table><tr><th>{html.escape(m.left)}</th><th>{html.escape(m.right)}</th>"
                     f"</tr><tr><td><pre>{m.left_html}</pre></td><td><pre>{m.right_html}</pre>"
                     "</td></tr></table>")
