@@ -15,26 +15,31 @@ from qkv.checks import grading
 
 
 from qkv_course.grade.limits import Limits
-from qkv_course.grade.results import Missing, NotData
+from qkv_course.grade.results import CellOutcome, Missing, NotData, Raised
 
 
 class _Submission:
     def __init__(self, cells: List[str]) -> None:
         self.ns: Dict[str, Any] = {"__name__": "__main__"}
-        self.cells: List[str] = []
+        self.cells: List[CellOutcome] = []
         self.failed = None
-        for source in cells:
+        for i, source in enumerate(cells):
             try:
                 # (no redirect_stdout: sys.stdout is shared by the parent's threads)
                 exec(compile(source, "<cell>", "exec"), self.ns)  # noqa: S102
-                self.cells.append("ok")
+                self.cells.append(CellOutcome(i))
             except BaseException as e:  # noqa: BLE001
-                self.cells.append(f"raised {type(e).__name__}")
+                tb, line = e.__traceback__, None
+                while tb is not None:  # the line in the cell, as the real worker finds it
+                    line = tb.tb_lineno if tb.tb_frame.f_code.co_filename == "<cell>" else line
+                    tb = tb.tb_next
+                self.cells.append(CellOutcome(i, Raised(type(e).__name__, str(e), line)))
 
     def call(self, check: str, name: str, args: tuple, kwargs: dict, options: dict,
              timeout_s: float) -> Any:
-        if name not in self.ns:
-            return grading.Raised.of(NameError(f"name {name!r} is not defined"))
+        if name not in self.ns:  # as the real worker says it
+            return grading.Raised("NameError", f"{name} is not written: the notebook defines "
+                                               f"no {name!r}")
         try:
             return grading.run_student(check, self.ns[name], args, kwargs, **options)
         except Exception as e:  # noqa: BLE001

@@ -48,6 +48,18 @@ def test_ids_with_underscores_dashes_and_dots_reach_their_student(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_questions_record_goes_with_its_notebook(tmp_path):
+    """The notebook tells students to hand in qkv_answers.json (their first answers, the graded
+    ones) beside it: it is collected to the same folder."""
+    course = _course(tmp_path, [f"frank_li_{NOTEBOOK}", "frank_li_qkv_answers.json"])
+    proc = _zip_collect(course)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = course / "submitted" / "frank_li" / ASSIGNMENT
+    assert sorted(p.name for p in folder.iterdir() if p.suffix != ".txt") == [
+        NOTEBOOK, "qkv_answers.json"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("stray", ["frank_li_masking_v2.ipynb", "notes.txt", "_masking.ipynb"])
 def test_a_file_that_maps_to_no_student_stops_the_collection(tmp_path, stray):
     course = _course(tmp_path, [f"alice_{NOTEBOOK}", stray])

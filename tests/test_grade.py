@@ -117,6 +117,49 @@ def test_feedback_and_export_work_after_qkv_grade(graded):
     assert float(rows["frank"]["score"]) == 0.0
 
 
+def test_formgrader_shows_each_submission_for_grading_by_hand(graded, tmp_path):
+    """The page an instructor reads a written answer on: formgrader renders the autograded
+    notebook with nbconvert's HTMLExporter and a template of its own, which the course's
+    feedback settings once replaced (every such page: HTTP 500, TemplateNotFound)."""
+    import os
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "server", "--no-browser", f"--port={port}",
+         "--ServerApp.token=t", f"--ServerApp.root_dir={graded}", "--allow-root"],
+        cwd=graded, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def get(path: str) -> str:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                         headers={"Authorization": "token t"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read().decode()
+
+    try:
+        for _ in range(120):  # the server's start: seconds (nbgrader's extensions load)
+            try:
+                listed = json.loads(get(f"/formgrader/api/submitted_notebooks/{gc.ASSIGNMENT}/"
+                                        "scaling"))
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("jupyter server did not answer")
+        alice = next(n for n in listed if n["student"] == "alice")
+        page = get(f"/formgrader/submissions/{alice['id']}/")
+        assert "Attention Scores" in page or "attention_scores" in page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def test_rerun_grades_nothing_and_changes_nothing(graded, capsys):
     before = gc.scores(graded)
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(graded)]) == 0
@@ -183,6 +226,70 @@ def test_shards_then_merge_equal_one_run(graded, empty_course, tmp_path, fake_sa
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--merge"]) == 0
     assert gc.scores(course) == gc.scores(graded) or all(
         gc.scores(course)[s]["score"] == gc.scores(graded)[s]["score"] for s in KINDS)
+
+
+def test_a_merge_says_which_submissions_have_no_current_result(empty_course, tmp_path,
+                                                                fake_sandbox, capsys):
+    """A shard that died leaves students without a result file; a submission changed after its
+    shard graded it has a stale one: a merge names both, writes neither, and exits 1."""
+    course = _copy(empty_course, tmp_path / "course")
+    for student in ("ann", "ben", "cat"):
+        gc.submit(course, student, class_.submission("model"))
+    for k in (1, 2, 3):
+        assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--shard", f"{k}/3"]) == 0
+    shutil.rmtree(course / records.FOLDER / "ben")  # ben's shard did not finish
+    gc.submit(course, "cat", class_.submission("blank"))  # cat handed in again since
+    capsys.readouterr()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--merge"]) == 1
+    out = capsys.readouterr().out
+    assert "ben 04-scaling/scaling: NOT MERGED" in out and "cat 04-scaling/scaling: NOT MERGED" in out
+    assert "2 LEFT OUT" in out
+    assert sorted(gc.scores(course)) == ["ann"]
+
+
+def test_a_question_is_graded_on_the_first_answer_the_record_holds(empty_course, tmp_path,
+                                                                     fake_sandbox):
+    """The notebook says the first answer is graded and recorded in qkv_answers.json, handed in
+    beside it: qkv grade judges that answer, as nbgrader's kernel does; a changed record is a
+    changed submission."""
+    course = _copy(empty_course, tmp_path / "course")
+    for student in ("ann", "ben"):
+        gc.submit(course, student, class_.submission("model"))
+    record = course / "submitted" / "ben" / gc.ASSIGNMENT / "qkv_answers.json"
+    record.write_text(json.dumps({"scaling_q1": 8, "scaling_q2": "b"}))  # 8 first, then 64
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    grades = {s: v["grades"] for s, v in gc.scores(course).items()}
+    assert grades["ann"]["test_scaling_q1"][0] == grades["ben"]["test_scaling_q2"][0] == 0.5
+    assert grades["ben"]["test_scaling_q1"][0] == 0
+    record.write_text(json.dumps({"scaling_q1": 64}))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert gc.scores(course)["ben"]["grades"]["test_scaling_q1"][0] == 0.5
+
+
+def test_a_notebook_under_another_name_is_said_not_skipped(empty_course, tmp_path, fake_sandbox,
+                                                          capsys):
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+    gc.submit(course, "kim", class_.submission("model"), notebook="scaling (1).ipynb")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert "kim 04-scaling/scaling (1).ipynb: NOT GRADED, not a notebook of the assignment" in out
+
+
+def test_a_rerun_leaves_a_score_given_by_hand_alone(graded, tmp_path, fake_sandbox, capsys):
+    """Only grading a submission again sends its hand-given scores back for review."""
+    from nbgrader.api import Gradebook
+
+    course = _copy(graded, tmp_path / "course")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grade = gb.find_grade(class_.WRITTEN, "scaling", gc.ASSIGNMENT, "alice")
+        grade.manual_score, grade.needs_manual_grade = 2.0, False
+        gb.db.commit()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert gc.scores(course)["alice"]["grades"][class_.WRITTEN] == (None, False)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force",
+                "--student", "alice"]) == 0
+    assert gc.scores(course)["alice"]["grades"][class_.WRITTEN] == (None, True)
 
 
 def test_compare_says_each_test_nbgrader_scored_otherwise_and_leaves_its_gradebook(
@@ -391,3 +498,79 @@ def test_the_code_an_answer_cell_is_given_is_not_flagged_but_a_student_s_own_use
     own = given["ablation"] + "\nqkv.Block\n"
     assert flags.static_flags("check_ablation", own, [], given["ablation"]) == [
         "uses the course's reference (qkv.Block)"]
+
+
+def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_course, tmp_path,
+                                                                       fake_sandbox):
+    """A task's answer is written in the markdown cell below it ("*Your list of bugs:*") or in a
+    markdown cell the student adds: a person grades it in formgrader, so it must be there (as
+    text: markdown is never run). The locked task cell stays the instructor's."""
+    course = _copy(empty_course, tmp_path / "course")
+    nb = _hostile()
+    cells = nb["cells"]
+    below = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                 and "".join(c["source"]).strip() == "*Your list of bugs:*")
+    cells[below]["source"] = "*Your list of bugs:* the scale was missing (LIST-OF-BUGS)"
+    cells.insert(below + 1, {"cell_type": "markdown", "id": "mine", "metadata": {},
+                             "source": "My interpretation: the weights saturate (ADDED-NOTE)"})
+    task = next(c for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("task"))
+    task["source"] = "I rewrote the task (EDITED-TASK)"
+    path = course / "submitted" / "alice" / gc.ASSIGNMENT / gc.NOTEBOOK
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(nb))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    graded = nbformat.read(str(course / "autograded" / "alice" / gc.ASSIGNMENT / gc.NOTEBOOK), 4)
+    md = [c.source for c in graded.cells if c.cell_type == "markdown"]
+    i = next(i for i, s in enumerate(md) if "LIST-OF-BUGS" in s)
+    assert "ADDED-NOTE" in md[i + 1]  # where the student put it
+    # The locked task cell is the instructor's; what the student typed in it follows it.
+    j = next(i for i, c in enumerate(graded.cells) if c.metadata.get("nbgrader", {}).get("task"))
+    assert "EDITED-TASK" not in graded.cells[j].source
+    assert graded.cells[j + 1].source == "I rewrote the task (EDITED-TASK)"
+    assert not any("ADDED-NOTE" in c.source for c in graded.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("source", sorted((Path(__file__).resolve().parents[1] / "solutions")
+                                          .glob("*/*.ipynb")), ids=lambda p: p.parent.name)
+def test_the_model_answers_are_not_flagged(source):
+    """A flag asks a person to read an answer: the model answer of every exercise raises none
+    (assignment 6's causal mask, built with tril as any student builds it, once was)."""
+    from qkv_course.grade import flags
+
+    p = plan_mod.plan(source)
+    model = {nbgrader_id(c): "".join(c["source"]) for c in json.loads(source.read_text())["cells"]
+             if nbgrader_id(c) in p.answers}
+    given = run._given(p)
+    for test in p.tests:
+        for call in test.calls:
+            if call.answer in model:
+                assert flags.static_flags(call.check, model[call.answer], [],
+                                          given.get(call.answer, "")) == [], (call.check)
+
+
+def nbgrader_id(cell: dict) -> str:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+
+
+def test_shards_started_together_on_a_fresh_course_share_one_key(tmp_path):
+    """The key is made whole and linked in place: processes racing to make it all read the
+    one that won, never a half-written file ("move it away" would be the wrong advice)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(8) as pool:
+        keys = pool.map(plan_mod.course_key, [tmp_path] * 32)
+    assert len(set(keys)) == 1 and len(keys[0]) == 64
+    assert [p.name for p in tmp_path.iterdir()] == [plan_mod.KEY_FILE]
+
+
+def test_an_answer_whose_cell_raised_says_what_it_raised(empty_course, tmp_path, fake_sandbox):
+    """'the notebook defines no X' alone sends a student looking for a missing cell: when X's
+    own cell raised before defining it, the message says what, and where."""
+    course = _copy(empty_course, tmp_path / "course")
+    nb = _hostile()
+    _cell(nb, "attention_scores")["source"] = "import sys\nsys.exit(1)\n"
+    gc.submit(course, "dave", nb)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    record = records.read(records.path_of(course, "dave", gc.ASSIGNMENT, "scaling"))
+    test = next(t for t in record["tests"] if t["grade_id"] == "test_attention_scores")
+    assert "(attention_scores's cell raised SystemExit at line 2: 1)" in test["message"]

@@ -1,7 +1,8 @@
 """``qkv progress``: run a student's notebooks and say which tests pass, as the autograder would.
 
-Each notebook runs in a fresh kernel, cell after cell, on a copy in memory (the file is never
-written); a failing cell does not stop the ones after it, and a cell that runs too long is
+Each notebook runs in a fresh kernel, cell after cell, on a copy in memory (the notebook is
+never written; a conceptual question's first answer is recorded beside it in
+``qkv_answers.json``, as running its cell in Jupyter would); a failing cell does not stop the ones after it, and a cell that runs too long is
 interrupted. Then every graded cell is reported: pass or fail, its points, and a failure's
 message in full. :func:`in_notebook` gives the same report from inside a running notebook.
 

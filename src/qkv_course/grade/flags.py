@@ -24,11 +24,14 @@ ATTENTION = ("scaled_dot_product_attention", "multiheadattention", "multi_head_a
              "flex_attention", "_safe_softmax", "_masked_softmax", "transformer")
 # What each exercise may not call, beyond the course's reference (checks not listed: attention).
 FORBIDDEN = {"softmax": SOFTMAX, "question": (), "dot_product_variance": (),
-             "split_heads": (), "merge_heads": (), "causal_mask": ("tril", "triu", "causal"),
+             # torch's ready-made causal masks; not tril or triu, the way the exercise is done
+             "split_heads": (), "merge_heads": (),
+             "causal_mask": ("causal_lower_right", "causal_upper_left", "subsequent_mask"),
              "padding_mask": (), "sinusoidal_encoding": ("sinusoid", "rotary", "rope", "alibi"),
              "apply_rope": ("sinusoid", "rotary", "rope", "alibi"),
              "alibi_bias": ("sinusoid", "rotary", "rope", "alibi"),
-             "repeat_kv": ("repeat_kv",), "causal_mask_bottom_right": ("lower_right", "causal")}
+             "repeat_kv": ("repeat_kv",),
+             "causal_mask_bottom_right": ("lower_right", "upper_left", "subsequent_mask")}
 
 
 def names_in(source: str) -> Set[str]:

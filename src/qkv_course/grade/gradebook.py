@@ -2,14 +2,17 @@
 
 Run by the trusted parent only, after every sandbox has ended, from the result files
 (:mod:`.records`), so writing is idempotent: the same files give the same gradebook, and a run
-interrupted here is finished by the next one. For each submitted notebook it does what
-``nbgrader autograde`` records, through nbgrader's own API and rules:
+interrupted here is finished by the next one. A submission whose result file has not changed
+since it was last written (a mark beside its autograded notebook says which file that was) is
+left alone: writing it again would flag its hand-given scores for review. For each submitted
+notebook it does what ``nbgrader autograde`` records, through nbgrader's own API and rules:
 
 - the autograded notebook, ``autograded/<student>/<assignment>/<notebook>.ipynb``: the
-  release's cells, the student's answer cells and written answers, the cells the student added,
-  and the instructor's test cells (hidden tests included) with each failing test's message as
-  its error output (``AssertionError``), so ``nbgrader generate_feedback``, ``nbgrader export``,
-  formgrader and ``qkv report`` read it as after ``nbgrader autograde``;
+  release's cells, the student's answer cells and written answers (and any markdown they wrote
+  or added, as text), the cells the student added, and the instructor's test cells (hidden
+  tests included) with each failing test's message as its error output (``AssertionError``),
+  so ``nbgrader generate_feedback``, ``nbgrader export``, formgrader and ``qkv report`` read it
+  as after ``nbgrader autograde``;
 - in the gradebook (``nbgrader.api.Gradebook``): the student, the submission (its
   ``timestamp.txt``), and each grade cell's ``auto_score`` and ``needs_manual_grade`` as
   nbgrader's ``SaveAutoGrades`` sets them (``nbgrader.utils.determine_grade`` on the autograded
@@ -26,7 +29,7 @@ import os
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ..nbgrader.graded import ERROR_ON_TIMEOUT, nbgrader_meta
 from ..usage import UsageError
@@ -66,15 +69,20 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
     sources = {nbgrader_meta(c).get("grade_id"): text(c.get("source"))
                for c in plan.source.get("cells", []) if isinstance(c, dict)}
     answers, written = record.get("answers", {}), record.get("written", {})
-    added: Dict[Any, List[str]] = {}
-    for anchor, source in record.get("added", []):
-        added.setdefault(anchor, []).append(source)
+    edited = record.get("edited", {})
+    added: Dict[Any, List[Tuple[str, str]]] = {}
+    for kind, key in (("code", "added"), ("markdown", "notes")):
+        for anchor, source in record.get(key, []):
+            added.setdefault(anchor, []).append((kind, source))
     cells: List[Dict[str, Any]] = []
 
     def add_student_cells(anchor: Any) -> None:
-        for source in added.pop(anchor, []):
-            cells.append({"cell_type": "code", "id": f"added-{len(cells)}", "metadata": {},
-                          "execution_count": len(cells) + 1, "outputs": [], "source": source})
+        for kind, source in added.pop(anchor, []):
+            cell = {"cell_type": kind, "id": f"added-{len(cells)}", "metadata": {},
+                    "source": source}
+            if kind == "code":
+                cell.update(execution_count=len(cells) + 1, outputs=[])
+            cells.append(cell)
 
     add_student_cells(None)
     for original in plan.skeleton.get("cells", []):
@@ -89,6 +97,8 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
             cell["source"] = answers[gid]
         elif gid in written:
             cell["source"] = written[gid]
+        elif cell.get("cell_type") == "markdown" and cell.get("id") in edited:
+            cell["source"] = edited[cell["id"]]  # the student's text below a task, say
         elif gid in tests or gid in plan.manual_tests:
             cell["source"] = sources.get(gid, text(cell.get("source")))
             result = tests.get(gid)
@@ -157,13 +167,14 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str) -> None:
             comment.auto_comment = "No response." if unchanged else None
 
 
-def write(course: Path, plans: Dict[str, Plan], only: Any = None) -> int:
+def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = ()) -> int:
     """Write the gradebook and the autograded notebooks from an assignment's result files.
 
     Args:
         course: the course folder (holding ``gradebook.db``).
         plans: the assignment's plans, by notebook name.
         only: students to write (None: every student with a result file).
+        skip: ``(student, notebook)`` pairs not to write (a result file that is stale).
 
     Returns:
         how many submissions were written.
@@ -176,10 +187,11 @@ def write(course: Path, plans: Dict[str, Plan], only: Any = None) -> int:
         # nbgrader's own add_submission makes SQLAlchemy warn about autoflush (as under
         # nbgrader autograde); the rows are written all the same.
         warnings.simplefilter("ignore")
-        return _write_all(course, plans, only, assignment)
+        return _write_all(course, plans, only, assignment, set(skip))
 
 
-def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str) -> int:
+def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
+               skip: set) -> int:
     from nbgrader.api import Gradebook, MissingEntry
 
     written = 0
@@ -190,10 +202,17 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str)
             raise UsageError(f"the gradebook has no assignment {assignment!r}: run `nbgrader "
                              f"generate_assignment {assignment} --force` first") from None
         for student, notebook, record in records.all_results(course, assignment):
-            if (only is not None and student not in only) or notebook not in plans:
+            if (only is not None and student not in only) or notebook not in plans \
+                    or (student, notebook) in skip:
                 continue
             plan = plans[notebook]
             folder = course / "autograded" / student / assignment
+            # Written already from this very result file: writing it again would only flag
+            # every score given by hand for review (as after grading again), for nothing.
+            mark = folder / f".{notebook}.qkv-result"
+            digest = records.sha256(records.path_of(course, student, assignment, notebook))
+            if _marked(mark, digest) and _has_submission(gb, assignment, student):
+                continue
             node = _write_notebook(folder / f"{notebook}.ipynb", autograded_notebook(plan, record))
             stamp = course / "submitted" / student / assignment / "timestamp.txt"
             if stamp.is_file():
@@ -204,5 +223,23 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str)
                                            **({"timestamp": when} if when else {}))
             _record_grades(gb, node, plan, student)
             gb.db.commit()  # one submission's grades together
-            written += 1
+            mark.write_text(digest, encoding="utf-8")  # after the commit: an interrupted write
+            written += 1                                # is done again by the next run
     return written
+
+
+def _marked(mark: Path, digest: str) -> bool:
+    try:
+        return bool(digest) and mark.read_text(encoding="utf-8") == digest
+    except OSError:
+        return False
+
+
+def _has_submission(gb: Any, assignment: str, student: str) -> bool:
+    from nbgrader.api import MissingEntry
+
+    try:
+        gb.find_submission(assignment, student)
+        return True
+    except MissingEntry:
+        return False

@@ -127,8 +127,15 @@ def _read(sub: Any, name: str, limits: Timeouts, unset: str, not_data: str) -> T
     return value, None
 
 
-def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any:
-    """One check call on the student's code: ``(CheckResult or None, failure reason or None)``."""
+def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts,
+             recorded: Optional[Dict[str, Any]] = None) -> Any:
+    """One check call on the student's code: ``(CheckResult or None, failure reason or None)``.
+
+    ``recorded``: the first answers the submission's ``qkv_answers.json`` holds: a question
+    it records is judged on that answer, as the notebook tells the student (and as under
+    ``nbgrader autograde``, whose kernel reads the same file)."""
+    if call.check == QUESTION and call.question in (recorded or {}):
+        return checks_api.question(call.question, recorded[call.question]), None
     if call.check == QUESTION:
         value, verdict = _read(sub, call.answer, limits,
                                f"{call.answer} is not set: set it in its answer cell "
@@ -166,7 +173,7 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts) -> Any
 
 
 def grade_test(sub: Any, test: Test, plan: Plan, key: bytes, student: str,
-               limits: Timeouts) -> TestResult:
+               limits: Timeouts, recorded: Optional[Dict[str, Any]] = None) -> TestResult:
     """Every call of one test cell; its points only when all of them pass."""
     calls, notices = [], []
     for index, call in enumerate(test.calls):
@@ -177,7 +184,7 @@ def grade_test(sub: Any, test: Test, plan: Plan, key: bytes, student: str,
             return TestResult(test.grade_id, test.points, ERROR, reason, None, calls + [record],
                               notices)
         try:
-            result, reason = run_call(sub, call, seed, limits)
+            result, reason = run_call(sub, call, seed, limits, recorded)
         except Exception as e:
             # The checks judge every answer without raising: this is the grader's own fault,
             # never a grade. Nothing is recorded for the submission; the run says so.
@@ -201,6 +208,8 @@ def grade_test(sub: Any, test: Test, plan: Plan, key: bytes, student: str,
     return TestResult(test.grade_id, test.points, PASS, "", None, calls, notices)
 
 
-def grade(sub: Any, plan: Plan, key: bytes, student: str, limits: Timeouts) -> List[TestResult]:
-    """Every test of the plan, in order, against one submission's sandbox."""
-    return [grade_test(sub, test, plan, key, student, limits) for test in plan.tests]
+def grade(sub: Any, plan: Plan, key: bytes, student: str, limits: Timeouts,
+          recorded: Optional[Dict[str, Any]] = None) -> List[TestResult]:
+    """Every test of the plan, in order, against one submission's sandbox (``recorded``: the
+    questions' first answers, see :func:`run_call`)."""
+    return [grade_test(sub, test, plan, key, student, limits, recorded) for test in plan.tests]

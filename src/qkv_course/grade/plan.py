@@ -167,17 +167,22 @@ def plan(source_path: Path) -> Plan:
 def course_key(course: Path) -> bytes:
     """The course's secret key for drawing seeds, created (owner-only) on first use."""
     path = course / KEY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = path.read_text(encoding="ascii").strip()
-        if len(key) < 32:
-            raise UsageError(f"{path} is not a key qkv grade wrote: move it away to start a "
-                             "new one")
-        return key.encode()
-    key = secrets.token_hex(32)
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(key + "\n")
+    if not path.exists():
+        # Written whole under another name, then linked in place: shards started together on
+        # a fresh course all end up with the one key that was linked first, never a half file.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(secrets.token_hex(32) + "\n")
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    key = path.read_text(encoding="ascii").strip()
+    if len(key) < 32:
+        raise UsageError(f"{path} is not a key qkv grade wrote: move it away to start a new one")
     return key.encode()
 
 

@@ -20,12 +20,23 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 FOLDER = "qkv-grades"
-FORMAT = 1
+#: The questions' first answers, recorded beside the notebook by ``check_question``
+#: (:mod:`qkv.checks.questions.record`): part of what is graded.
+ANSWERS_FILE = "qkv_answers.json"
+#: The result files' format: a file of another is stale (format 2 keeps the student's markdown).
+FORMAT = 2
 
 
 def path_of(course: Path, student: str, assignment: str, notebook: str) -> Path:
     """Where a submission's result file lives."""
     return course / FOLDER / student / assignment / f"{notebook}.json"
+
+
+def submission_sha(notebook: Path) -> str:
+    """What a result file is the result of: the notebook's SHA-256, and the questions' record
+    beside it when there is one (the first answers are graded from it)."""
+    answers = notebook.parent / ANSWERS_FILE
+    return sha256(notebook) + (f"+{sha256(answers)}" if answers.is_file() else "")
 
 
 def sha256(path: Path) -> str:

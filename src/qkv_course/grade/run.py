@@ -121,6 +121,19 @@ def find_jobs(course: Path, assignment: str, plans: Dict[str, Plan],
             if (folder / s / assignment / f"{name}.ipynb").is_file()]
 
 
+def strays(course: Path, assignment: str, plans: Dict[str, Plan],
+           only: Optional[Sequence[str]]) -> List[str]:
+    """A line for each submitted notebook whose name is none of the assignment's (``scaling
+    (1).ipynb``: a copy renamed by a browser), of every student or of ``only``."""
+    names = ", ".join(f"{n}.ipynb" for n in plans)
+    return [f"{path.parent.parent.name} {assignment}/{path.name}: NOT GRADED, not a notebook of "
+            f"the assignment ({names}): rename it and run the command again"
+            for path in sorted((course / "submitted").glob(f"*/{assignment}/*.ipynb"))
+            if path.stem not in plans and not path.name.startswith(".")
+            and not path.parent.parent.name.startswith(".")
+            and (not only or path.parent.parent.name in only)]
+
+
 def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             tests: List[judge.TestResult], cells: List[Dict[str, str]],
             sandbox: str, seconds: float) -> Dict[str, Any]:
@@ -131,7 +144,8 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             "seconds": round(seconds, 3), "tests": tests_json,
             "score": sum(t.earned for t in tests), "max_score": sum(t.points for t in p.tests),
             "manual_tests": p.manual_tests, "answers": sub.answers, "written": sub.written,
-            "added": [list(a) for a in sub.added], "problems": sub.problems, "cells": cells,
+            "added": [list(a) for a in sub.added], "notes": [list(n) for n in sub.notes],
+            "edited": sub.edited, "problems": sub.problems, "cells": cells,
             "sandbox": sandbox,
             "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
                                      given=_given(p))}
@@ -156,7 +170,7 @@ def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
 def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
     """Grade one submitted notebook in a fresh sandbox; its record (not yet written)."""
     student, p, path = job
-    sha = records.sha256(path)
+    sha = records.submission_sha(path)
     try:
         sub = submission.read(submission.load(path), p)
     except submission.Unreadable as e:
@@ -164,14 +178,32 @@ def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[s
     run = submission.cells_to_run(p, sub)
     start = time.monotonic()
     with pool.submission([source for _, source in run]) as box:
-        tests = judge.grade(box, p, key, student, limits)
+        tests = judge.grade(box, p, key, student, limits, submission.first_answers(path.parent))
         outcomes = list(getattr(box, "cells", []) or [])
         stopped = getattr(box, "failed", None)
     # The sandbox has ended: from here on only this process acts.
     cells = [{"cell": label, "outcome": str(o)[:300]}
              for (label, _), o in zip(run, outcomes)]
+    _say_why_undefined(tests, run, outcomes)
     return _record(student, p, sha, sub, tests, cells, str(stopped or "")[:300],
                    time.monotonic() - start)
+
+
+def _say_why_undefined(tests: List[judge.TestResult], run: List[Tuple[str, str]],
+                       outcomes: List[Any]) -> None:
+    """"the notebook defines no 'f'" says what the student can act on when f's own cell
+    raised before defining it (a ``SystemExit``, a typo): what it raised, and where."""
+    for (label, _), outcome in zip(run, outcomes):
+        raised = getattr(outcome, "raised", None)
+        if raised is None:
+            continue
+        first = (raised.message.strip().splitlines() or [""])[0][:200]
+        why = (f" ({label}'s cell raised {raised.type}"
+               f"{f' at line {raised.line}' if raised.line else ''}{': ' + first if first else ''})")
+        for needle in (f"the notebook defines no {label!r}", f"name {label!r} is not defined"):
+            for t in tests:
+                if needle in t.message and why not in t.message:
+                    t.message = t.message.replace(needle, needle + why, 1)
 
 
 BASE_SUBMISSION_S = 120.0  # a submission's cells and its quick checks, on a loaded machine
@@ -226,17 +258,27 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
 
         nbgrader_scores = recorded(course, assignment)
     summary = Summary()
+    found = find_jobs(course, assignment, plans, students, None if merge else shard)
+    if shard is None:
+        summary.left_out += strays(course, assignment, plans, students)
+    stale = [j for j in found if not records.current(
+        records.path_of(course, j[0], assignment, j[1].notebook), records.submission_sha(j[2]),
+        j[1].digest())]
     if not merge:
-        found = find_jobs(course, assignment, plans, students, shard)
-        todo = [j for j in found if force or not records.current(
-            records.path_of(course, j[0], assignment, j[1].notebook), records.sha256(j[2]),
-            j[1].digest())]
+        todo = found if force else stale
         summary.current = len(found) - len(todo)
         if todo:
             _grade_all(course, plans, todo, jobs, unsafe, limits or judge.Timeouts(),
                        submission_s, summary, echo)
     else:
         check_plans(plans)
+        # A shard that did not finish, or a submission changed since it was graded: its old
+        # result (if any) is not written as if it were the grade.
+        for student, p, _ in stale:
+            summary.left_out.append(
+                f"{student} {assignment}/{p.notebook}: NOT MERGED, no result file for this "
+                f"submission as it is now (its shard did not finish, or it changed since): "
+                f"run `qkv grade {assignment} --student {student}`, or its shard again")
     if compare:
         lines = disagreements(
             ((s, n, r) for s, n, r in records.all_results(course, assignment)
@@ -248,7 +290,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         echo(f"--compare: {len(lines)} disagreement(s) with nbgrader's gradebook; "
              "gradebook.db and autograded/ left as they were")
     elif shard is None:
-        summary.written = gradebook.write(course, plans)
+        skip = {(j[0], j[1].notebook) for j in stale} if merge else set()
+        summary.written = gradebook.write(course, plans, skip=skip)
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -323,4 +366,4 @@ def main(course: Path, assignment: str, **options: Any) -> int:
     shard = options.get("shard")
     summary = grade_class(course, assignment, **options)
     print(report(summary, assignment, shard), file=sys.stdout)
-    return 1 if summary.errors else 0
+    return 1 if summary.errors or summary.left_out else 0

@@ -5,7 +5,8 @@ metadata, repeat cell ids, hold huge outputs or not be a notebook at all. Nothin
 what is graded or how (that is the instructor's :class:`~.plan.Plan`). From it this module
 takes only text: the source of each answer cell (matched by the instructor's ids: the cell's
 nbgrader ``grade_id`` or its cell ``id``, the first cell claiming an id wins), the written
-answers (for the autograded notebook and formgrader), and the code cells the student added.
+answers and any other markdown the student wrote (for the autograded notebook and formgrader,
+never run), and the code cells the student added.
 Test cells, the set-up cell and the instructor's other cells are never taken from it (the
 instructor's own are run instead), and outputs are never read.
 """
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .plan import SETUP, Plan, text
+from .records import ANSWERS_FILE
 
 MAX_BYTES = 256 << 20  # a notebook past this is not read (outputs never matter here)
 MAX_CELL = 1 << 20  # characters of one cell's source kept
+MAX_PROSE = 1 << 20  # characters of markdown the student wrote kept for a person to read
 
 
 class Unreadable(Exception):
@@ -37,12 +40,18 @@ class Submission:
         written: written answer id -> its text (markdown).
         added: ``(anchor, source)`` of each code cell the student added, anchored to the id of
             the instructor's cell it follows (None: before any).
+        notes: ``(anchor, source)`` of each markdown cell the student added (an answer to a
+            task written below it, say): text for a person, never run.
+        edited: cell id -> the student's text, for the release's markdown cells that are not
+            locked and that the student wrote in ("*Your interpretation:*").
         problems: what was odd about the file (duplicate ids, cells that are not cells).
     """
 
     answers: Dict[str, str] = field(default_factory=dict)
     written: Dict[str, str] = field(default_factory=dict)
     added: List[Tuple[Optional[str], str]] = field(default_factory=list)
+    notes: List[Tuple[Optional[str], str]] = field(default_factory=list)
+    edited: Dict[str, str] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
 
 
@@ -76,6 +85,27 @@ def _no_lone_surrogates(x: Any) -> Any:
     return x
 
 
+#: The most of the questions' record (:data:`.records.ANSWERS_FILE`) that is read.
+ANSWERS_BYTES = 64 << 10
+
+
+def first_answers(folder: Path) -> Dict[str, Any]:
+    """The first answers a submission's record holds (question id -> a letter, a number, or a
+    per-student question's dict): what the notebook tells students is graded. Data only, as
+    untrusted as the notebook: anything that is not such a record is no record (each question
+    is then judged on the notebook's answer)."""
+    try:
+        with open(folder / ANSWERS_FILE, "rb") as f:
+            raw = f.read(ANSWERS_BYTES + 1)
+        data = json.loads(raw.decode("utf-8")) if len(raw) <= ANSWERS_BYTES else None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str)
+            and (type(v) in (str, int, float) or (isinstance(v, dict) and "answer" in v))}
+
+
 def _meta(cell: Dict[str, Any]) -> Dict[str, Any]:
     meta = cell.get("metadata")
     nb = meta.get("nbgrader") if isinstance(meta, dict) else None
@@ -103,7 +133,11 @@ def read(data: Any, plan: Plan) -> Submission:
     answers, written = set(plan.answers), set(plan.written)
     instructor = set(plan.instructor_ids) | {t.grade_id for t in plan.tests}
     instructor |= set(plan.manual_tests) | {SETUP}
-    sub, seen, anchor = Submission(), set(), None
+    # The release's markdown cells a student may write in (not locked): id -> released text.
+    free = {str(c["id"]): text(c.get("source")) for c in plan.skeleton.get("cells", [])
+            if isinstance(c, dict) and c.get("cell_type") == "markdown"
+            and isinstance(c.get("id"), str) and not _meta(c).get("locked")}
+    sub, seen, anchor, prose = Submission(), set(), None, 0
     for i, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict):
             sub.problems.append(f"cell {i} is not a cell")
@@ -120,6 +154,13 @@ def read(data: Any, plan: Plan) -> Submission:
             anchor = mine
             if mine in answers and kind == "code":
                 sub.answers[mine] = source
+            elif mine in plan.locked:  # a task's text is the instructor's, as nbgrader keeps it
+                if source.strip() != plan.locked[mine].strip():
+                    sub.problems.append(f"edited the locked cell {mine}: what they wrote there "
+                                        "follows it as a cell of its own")
+                    prose += len(source)
+                    if prose <= MAX_PROSE:
+                        sub.notes.append((mine, source))
             elif mine in written:
                 sub.written[mine] = source
             continue
@@ -133,11 +174,23 @@ def read(data: Any, plan: Plan) -> Submission:
             elif theirs in plan.locked and source.strip() != plan.locked[theirs].strip():
                 sub.problems.append(f"edited the locked cell {theirs} (the instructor's is "
                                     "what counts)")
+            elif kind == "markdown" and theirs in free and source.strip() != free[theirs].strip():
+                prose += len(source)
+                if prose <= MAX_PROSE:
+                    sub.edited[theirs] = source
             seen.add(theirs)
             anchor = theirs
             continue
         if kind == "code" and source.strip():
             sub.added.append((anchor, source))
+        elif kind == "markdown" and source.strip():
+            prose += len(source)
+            if prose <= MAX_PROSE:
+                sub.notes.append((anchor, source))
+    if prose > MAX_PROSE:
+        sub.problems.append(f"the markdown the student wrote holds {prose:,} characters: what "
+                            f"came after the first {MAX_PROSE:,} was left out of the autograded "
+                            "notebook (the submitted file holds all of it)")
     return sub
 
 

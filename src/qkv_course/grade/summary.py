@@ -21,6 +21,9 @@ class Summary:
     written: int = 0
     errors: int = 0
     seconds: float = 0.0
+    #: Lines about submissions left out of the gradebook: a notebook under another name, a
+    #: submission a merge found no current result file for.
+    left_out: List[str] = field(default_factory=list)
 
 
 def summary_line(record: Dict[str, Any]) -> str:
@@ -29,7 +32,7 @@ def summary_line(record: Dict[str, Any]) -> str:
     line = f"{name}: {record['score']:g}/{record['max_score']:g}"
     if record.get("unreadable"):
         return line + f" (UNREADABLE: {record['unreadable']})"
-    failed = [f"{t['grade_id']} ({t.get('mistake') or t['status']})"
+    failed = [f"{t['grade_id']} ({t.get('mistake') or _what(t) or t['status']})"
               for t in record["tests"] if t["status"] != PASS]
     if failed:
         line += "; failed " + ", ".join(failed)
@@ -43,18 +46,32 @@ def summary_line(record: Dict[str, Any]) -> str:
     return line
 
 
+def _what(test: Dict[str, Any]) -> str:
+    """What the failing check said was wrong, in short, when it named no known mistake ("the
+    mask is transposed"), from the call's recorded verdict."""
+    for call in reversed(test.get("calls", [])):
+        what = call.get("what") if isinstance(call, dict) and not call.get("passed") else None
+        if isinstance(what, str) and what.strip():
+            first = what.strip().split(";")[0].splitlines()[0]
+            return first if len(first) <= 80 else first[:77] + "..."
+    return ""
+
+
 def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]]) -> str:
     """The run's closing lines."""
     rate = summary.graded / summary.seconds if summary.seconds and summary.graded else 0.0
     lines = [f"qkv grade {assignment}: {summary.graded} graded, {summary.current} already "
-             f"graded (--force grades them again), {summary.unreadable} unreadable, "
-             f"{summary.sandbox_failed} stopped by the sandbox, {summary.flagged} flagged for "
-             f"review; {summary.seconds:.1f} s ({rate:.2f} notebooks/s)"]
+             f"graded (--force grades them again); of those graded, {summary.unreadable} "
+             f"unreadable, {summary.sandbox_failed} stopped by the sandbox, {summary.flagged} "
+             f"flagged for review; {summary.seconds:.1f} s ({rate:.2f} notebooks/s)"]
     if summary.errors:
         lines.append(f"{summary.errors} submission(s) NOT graded because the grader failed: "
                      "run the same command again")
+    lines += summary.left_out
     if shard is None:
-        lines.append(f"gradebook.db and autograded/: {summary.written} submission(s) written")
+        lines.append(f"gradebook.db and autograded/: {summary.written} submission(s) written "
+                     "(the others unchanged since the last run)"
+                     + (f"; {len(summary.left_out)} LEFT OUT (above)" if summary.left_out else ""))
     else:
         lines.append(f"shard {shard[0]}/{shard[1]}: result files written; when every shard "
                      f"is done, run `qkv grade {assignment} --merge` to write the gradebook")

@@ -21,6 +21,8 @@ from typing import List, Optional
 
 from nbgrader.plugins import FileNameCollectorPlugin
 
+#: The questions' first answers, beside the notebook (:mod:`qkv.checks.questions.record`).
+ANSWERS = "qkv_answers.json"
 # nbgrader makes a folder per student id: keep ids to characters that are safe in a path.
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -45,7 +47,9 @@ class StudentFileCollector(FileNameCollectorPlugin):
         name = os.path.basename(submitted_file)
         released = self._released()
         # The longest notebook name first: "a_masking.ipynb" must not win over "extra_masking.ipynb".
-        for notebook in sorted(released, key=len, reverse=True):
+        # The questions' record (qkv_answers.json, handed in beside the notebook: the first
+        # answers are the graded ones) is collected as a notebook is.
+        for notebook in sorted(released, key=len, reverse=True) + [ANSWERS]:
             if name.endswith("_" + notebook):
                 student = name[: -len(notebook) - 1]
                 if not _ID.fullmatch(student):
@@ -53,5 +57,6 @@ class StudentFileCollector(FileNameCollectorPlugin):
                                "digits, '.', '_' and '-', starting with a letter or digit); rename the file")
                 return {"student_id": student, "file_id": notebook}
         self._fail(f"{submitted_file} cannot be mapped to a student: expected <student id>_<notebook>, "
-                   f"where <notebook> is one of {', '.join(released)}; rename or remove the file")
+                   f"where <notebook> is one of {', '.join(released)} (or {ANSWERS}); rename or "
+                   "remove the file")
         return None
