@@ -78,7 +78,12 @@ def sinusoid_no_device(L, E, base=10000.0, device=None, dtype=torch.float32):
     return _table(L, E, base, None, dtype)
 
 
+def sinusoid_doubled(L, E, base=10000.0, device=None, dtype=torch.float32):
+    return _table(L, E, base, device, dtype, two=4.0)  # arange(0, E, 2), times 2 again
+
+
 SINUSOID_WRONG = {
+    "exponent 4i/E (arange(0, E, 2) doubled)": (sinusoid_doubled, "the 2 counted twice"),
     "sin and cos swapped": (sinusoid_swapped, "sin and cos swapped"),
     "two halves": (sinusoid_halves, "two halves"),
     "exponent i/E": (sinusoid_exponent_i, "exponent i/E"),
@@ -164,7 +169,24 @@ def rope_in_place(x, offset=0, base=10000.0):
     return x
 
 
+def rope_doubled(x, offset=0, base=10000.0):
+    L, E = x.shape[-2], x.shape[-1]
+    i = torch.arange(0, E, 2, device=x.device, dtype=x.dtype)  # already 2i: doubled below
+    angles = torch.arange(offset, offset + L, device=x.device, dtype=x.dtype)[:, None] * \
+        base ** (-2 * i / E)
+    out = torch.empty_like(x)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out[..., 0::2], out[..., 1::2] = a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()
+    return out
+
+
+def rope_offset_subtracted(x, offset=0, base=10000.0):
+    return _rope(x, -offset, base)
+
+
 ROPE_WRONG = {
+    "exponent 4i/E (arange(0, E, 2) doubled)": (rope_doubled, "the 2 counted twice"),
+    "offset subtracted": (rope_offset_subtracted, "offset subtracted"),
     "half-split pairing": (rope_half, "(i, i + E/2)"),
     "rotated the wrong way": (rope_wrong_way, "wrong way"),
     "exponent i/E": (rope_exponent_i, "exponent i/E"),
@@ -240,6 +262,12 @@ def alibi_bottom_right(num_heads, L, S=None, device=None, dtype=torch.float32):
     return -m[:, None, None] * (i - torch.arange(S, device=device)[None, :]).abs().to(dtype)
 
 
+def alibi_bloom(num_heads, L, S=None, device=None, dtype=torch.float32):
+    S = L if S is None else S
+    m = torch.tensor(_paper_slopes(num_heads), device=device, dtype=dtype)
+    return (m[:, None, None] * torch.arange(S, device=device, dtype=dtype)).expand(-1, L, -1)
+
+
 def alibi_float32_always(num_heads, L, S=None, device=None, dtype=torch.float32):
     return _bias(_paper_slopes(num_heads), L, S, device, torch.float32)
 
@@ -254,6 +282,7 @@ ALIBI_WRONG = {
     "S ignored": (alibi_square, "S ignored"),
     "dtype ignored": (alibi_float32_always, "dtype"),
     "queries aligned to the last keys": (alibi_bottom_right, "aligned to the last keys"),
+    "BLOOM's m * j": (alibi_bloom, "BLOOM's code"),
 }
 ALIBI_RIGHT = {"the paper's slope code": alibi_ok, "Python loops": alibi_loops}
 

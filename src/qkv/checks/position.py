@@ -33,6 +33,8 @@ _F64 = dict(rtol=1e-5, atol=1e-5)
 
 _FREQ_HINT = "pair i (dims 2i and 2i + 1) turns at the angular frequency base ** (-2i / E), i = 0 .. E/2 - 1"
 _POS_HINT = "positions count from 0: row p of the table is position p"
+_TWICE_HINT = ("torch.arange(0, E, 2) already gives 2i (0, 2, 4, ...): the frequency is "
+               "base ** (-arange(0, E, 2) / E), with no second factor 2")
 
 
 def _sizes(*args, here=False, **kwargs):
@@ -69,6 +71,10 @@ _SINUSOID_MISTAKES = [
             partial(sinusoid_variant, inverted=True)),
     Mistake("base ignored (10000 used whatever base is)", "use the base argument",
             partial(sinusoid_variant, fixed_base=True)),
+    # After 'base ignored': with base=100, 10000 ** (-2i/E) is 100 ** (-4i/E); a student who
+    # doubled the exponent is named on the cases with the default base, which come first.
+    Mistake("the frequency exponent 4i/E instead of 2i/E (the 2 counted twice)", _TWICE_HINT,
+            partial(sinusoid_variant, exponent=4)),
     Mistake("positions counted from 1 (off by one)", _POS_HINT,
             partial(sinusoid_variant, start=1)),
 ]
@@ -103,8 +109,15 @@ _ROPE_MISTAKES = [
             "the rotated pair is (a cos - b sin, a sin + b cos)", partial(rope_variant, sign=-1)),
     Mistake("the frequency exponent i/E instead of 2i/E", _FREQ_HINT,
             partial(rope_variant, exponent=1)),
+    Mistake("the offset subtracted (row l at position l - offset)",
+            "row l of x is at position offset + l: the cache's length comes first",
+            partial(rope_variant, offset_sign=-1)),
     Mistake("base ignored (10000 used whatever base is)", "use the base argument",
             partial(rope_variant, fixed_base=True)),
+    # After 'base ignored': with base=100, 10000 ** (-2i/E) is 100 ** (-4i/E); a student who
+    # doubled the exponent is named on the cases with the default base, which come first.
+    Mistake("the frequency exponent 4i/E instead of 2i/E (the 2 counted twice)", _TWICE_HINT,
+            partial(rope_variant, exponent=4)),
     Mistake("offset ignored (the rows always start at position 0)",
             "row l of x is at position offset + l", partial(rope_variant, ignore_offset=True)),
     Mistake("positions off by one (row l at position offset + l + 1)",
@@ -165,6 +178,10 @@ _ALIBI_MISTAKES = [
     Mistake("query i placed at position i + S - L (the queries aligned to the last keys)",
             "this course's ALiBi puts query i at position i, as SDPA's is_causal aligns the "
             "queries to the first keys: the bias is -m_h * |i - j|", partial(alibi_variant, bottom=True)),
+    Mistake("the bias m_h * j (BLOOM's code), not -m_h * |i - j|",
+            "under a causal softmax the two differ by a constant per row, which the softmax "
+            "ignores, but not as a bias: this exercise asks for -m_h * |i - j|, 0 on the diagonal",
+            partial(alibi_variant, bloom=True)),
     Mistake("S ignored (a square L x L bias)", "the bias has shape (H, L, S); S defaults to L",
             partial(alibi_variant, square=True)),
 ]

@@ -42,10 +42,10 @@ def sinusoid_variant(L, E, base=10000.0, device=None, dtype=torch.float32, *, sw
 
 
 def rope_variant(x, offset=0, base=10000.0, *, half=False, sign=1, exponent=2, fixed_base=False,
-                 start=0, ignore_offset=False):
+                 start=0, ignore_offset=False, offset_sign=1):
     """RoPE with switches for its mistakes (the defaults: the right answer, pairs (2i, 2i + 1))."""
     L, E = x.shape[-2], x.shape[-1]
-    first = start + (0 if ignore_offset else offset)
+    first = start + (0 if ignore_offset else offset_sign * offset)
     pos = torch.arange(first, first + L, dtype=torch.float64, device=x.device)[:, None]
     angles = pos * _frequencies(E, 10000.0 if fixed_base else base, exponent, x.device)
     cos, sin = angles.cos(), sign * angles.sin()
@@ -70,13 +70,17 @@ def _slopes(n, kind):
 
 
 def alibi_variant(num_heads, L, S=None, device=None, dtype=torch.float32, *, sign=-1,
-                  slopes="paper", reverse=False, signed=False, square=False, bottom=False):
+                  slopes="paper", reverse=False, signed=False, square=False, bottom=False,
+                  bloom=False):
     """ALiBi's bias with switches for its mistakes (the defaults: ``-m_h |i - j|``);
-    ``bottom`` puts query ``i`` at position ``i + S - L`` (the queries as the last keys)."""
+    ``bottom`` puts query ``i`` at position ``i + S - L`` (the queries as the last keys);
+    ``bloom``, ``m_h * j`` for every query (BLOOM's code)."""
     S = L if S is None or square else S
     m = _slopes(num_heads, slopes)
     m = torch.tensor(m[::-1] if reverse else m, dtype=torch.float64, device=device)
     rows = torch.arange(L, dtype=torch.float64, device=device)[:, None] + (S - L) * bottom
     cols = torch.arange(S, dtype=torch.float64, device=device)[None, :]
     dist = rows - cols if signed else (rows - cols).abs()
+    if bloom:  # -m (i - j) without its -m i, which a causal softmax does not see
+        dist = -cols.expand(L, S)
     return (sign * m[:, None, None] * dist).to(dtype)
