@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import re
 import shutil
 from collections import Counter
@@ -296,3 +297,17 @@ def test_report_reads_a_folder_of_gradescope_results(tmp_path, capsys):
     assert rows == {(CAUSAL, "inverted mask"): "1"}
     assert "<td>test_causal_mask</td><td class='n'>1 / 2</td>" in (
         tmp_path / "out" / "report.html").read_text()
+
+
+def test_results_that_name_no_student_are_said_to_count_as_one(tmp_path, capsys):
+    """A zip tried locally (no submission_metadata.json) names every submission 'anonymous'."""
+    from qkv_course.report.mistakes import read_gradescope
+
+    for i in range(2):
+        folder = tmp_path / f"sub{i}"
+        folder.mkdir()
+        record = {"assignment": "04-scaling", "student": "anonymous", "tests": [],
+                  "graded_at": f"2026-01-0{i + 1}"}
+        (folder / "results.json").write_text(json.dumps({"extra_data": {"qkv": record}}))
+    assert list(read_gradescope(tmp_path)["04-scaling"]) == ["anonymous"]
+    assert "2 results.json files name no student" in capsys.readouterr().err

@@ -101,6 +101,7 @@ def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
     last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
     """
     latest: Dict[Tuple[str, str], Dict] = {}
+    anonymous = 0
     for path in gradescope_files(folder):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
@@ -110,9 +111,13 @@ def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
             print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
                   file=sys.stderr)
             continue
+        anonymous += key[1] == "anonymous"
         if key not in latest or str(record.get("graded_at", "")) >= str(
                 latest[key].get("graded_at", "")):
             latest[key] = record
+    if anonymous > 1:  # graded without Gradescope's submission_metadata.json (a local try)
+        print(f"qkv report: {anonymous} results.json files name no student ('anonymous'): "
+              "they count as one student; Gradescope's own runs name each", file=sys.stderr)
     found: Dict[str, Dict[str, List[Question]]] = {}
     for (assignment, student), record in sorted(latest.items()):
         found.setdefault(assignment, {})[student] = _questions(record)
