@@ -51,6 +51,7 @@ class Facts:
         helpers: the student's other answers that are the course's while it runs.
         given: the course's functions the set-up cell gives, which answers may call.
         batched: a measurement whose seeds of one setting go in one call (and one time limit).
+        own: the student's own earlier answers it notes a call of (``linear_attention``).
         module: the answer is a class (an ``nn.Module``).
         course: it notes a use of the course's own ``qkv`` (an exercise's check always does;
             a measurement's is asked by calling it once on a probe that names ``qkv``).
@@ -72,6 +73,7 @@ class Facts:
     course: bool = True
     given: Tuple[str, ...] = ()
     batched: bool = False
+    own: Tuple[str, ...] = ()
 
 
 def _dtypes(x: object, found: set, asked: set) -> None:
@@ -113,10 +115,12 @@ def facts(check: str, answer: str, options: Optional[Dict[str, object]] = None) 
     noted: List[str] = []
     patterns: List[str] = []
     helpers: List[str] = []
+    own: List[str] = []
     if isinstance(c, ExerciseCheck):
         for e in c.exercises(**options):
             noted += [n for n in e.forbid.names.values() if n not in noted]
             patterns += [p for p in e.forbid.patterns if p not in patterns]
+            own += [n for n in e.forbid.own if n not in own]
             helpers += [h for h in e.helpers if h not in helpers]
     else:  # a measurement: its helpers, when it has any
         helpers += list(getattr(getattr(c, "exp", None), "helpers", {}) or {})
@@ -129,7 +133,7 @@ def facts(check: str, answer: str, options: Optional[Dict[str, object]] = None) 
     return Facts(check, answer, tuple(sorted(options.items())), count, _ordered(found),
                  _ordered(asked), c.every_device, c.seconds, isinstance(c, ExerciseCheck),
                  tuple(noted), tuple(patterns), tuple(helpers), answer[:1].isupper(), course,
-                 given, batched)
+                 given, batched, tuple(own))
 
 
 def _notes_course(c: object, first: Tuple[tuple, dict], options: Dict[str, object],
@@ -226,6 +230,8 @@ def _noted(f: Facts) -> str:
     aside = f" ({_words(_code(allowed))} aside)" if allowed else ""
     if f.course:
         parts.append(f"the course's own `qkv`{aside}")
+    if f.own:
+        parts.append("your own " + _words(_code(f.own)))
     return "; ".join(parts) or "nothing (the course's `qkv` is yours to use here)"
 
 
