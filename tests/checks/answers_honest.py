@@ -239,7 +239,7 @@ def grouped_linear_quadratic(query, key, value):
 def duplicate_score_loops(weights, tokens):
     """The duplicate-token score by Python loops over the (sequence, query) pairs."""
     B, H, T, _ = weights.shape
-    total, pairs = torch.zeros(H, dtype=weights.dtype), 0
+    total, pairs = torch.zeros(H, dtype=weights.dtype, device=weights.device), 0
     for b in range(B):
         for t in range(T):
             earlier = [j for j in range(t) if tokens[b, j] == tokens[b, t]]
@@ -318,6 +318,10 @@ def order_sensitivity_numpy(num_layers, rope, generator):
 NOTEBOOK = {"softmax": qkv.softmax, "random_block_params": qkv.random_block_params,
             "block_forward": qkv.block_forward, "dropout_block_forward": None}
 exec(_NOTEBOOK, NOTEBOOK)
+
+#: Right where the check runs without a GPU, and named as a mistake where it also runs CUDA
+#: inputs (a tensor made without device= stays on the CPU).
+CPU_ONLY = ("kv_cache_step with a mask made without device=",)
 
 OTHERWISE = {
     "softmax by recursion": ("check_softmax", softmax_recursive, {}),

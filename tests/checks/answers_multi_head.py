@@ -182,7 +182,7 @@ def make_mha(**o):
                 w = w[0] if w is not None else None
             if o.get("swapped"):
                 return (w if need_weights else None), out
-            return out, (w if need_weights else None)
+            return out, (w if need_weights or o.get("weights_always") else None)
 
         def allowed(self, B, L, S, key_mask, mask, is_causal, device):
             allowed = torch.ones(B, 1, L, S, dtype=torch.bool, device=device)
@@ -244,6 +244,8 @@ class MHATorchNames(make_mha()):
 
 MHA_WRONG = {
     "no output projection": (make_mha(no_out_proj=True), "no output projection"),
+    "weights returned with need_weights=False": (make_mha(weights_always=True),
+                                                 "must return (output, None)"),
     "scaled by embed_dim": (make_mha(scale_by="embed"), "embed_dim instead of head_dim"),
     "F.scaled_dot_product_attention inside": (make_mha(builtin_attention=True),
                                               "torch.nn.functional.scaled_dot_product_attention"),

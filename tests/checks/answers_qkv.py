@@ -27,7 +27,8 @@ def make_cross(q_from="x", kv_from="context", transposed=False, swap_kv=False, s
             Q, K = K, Q
         E = Q.shape[-1]
         c = {"sqrt": 1 / math.sqrt(E), "none": 1.0, "E": 1 / E, "Ev": 1 / math.sqrt(V.shape[-1]),
-             "const": 1 / 8, "S": 1 / math.sqrt(K.shape[-2])}[scale]
+             "const": 1 / 8, "S": 1 / math.sqrt(K.shape[-2]),
+             "Dc": 1 / math.sqrt(src[kv_from].shape[-1])}[scale]
         if einsum:
             scores = torch.einsum("...le,...se->...ls", Q, K) * c
         else:
@@ -76,6 +77,7 @@ CROSS_WRONG = {name: (make_cross(**kw), words) for name, (kw, words) in _COMMON_
 CROSS_WRONG["keys and values from x"] = (make_cross(kv_from="x"), "from x instead of the context")
 CROSS_WRONG["queries from the context"] = (make_cross(q_from="context", kv_from="x"),
                                            "queries taken from the context")
+CROSS_WRONG["scaling by sqrt(Dc)"] = (make_cross(scale="Dc"), "the context's width")
 
 _RIGHT = {
     "matmul": {},

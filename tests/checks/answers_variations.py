@@ -113,6 +113,16 @@ def sparsemax_lookup_no_minus_one(query, keys, values, temperature=1.0):
     return weights @ values, weights
 
 
+def sparsemax_lookup_one_more(query, keys, values, temperature=1.0):
+    z = query @ keys.transpose(-2, -1) / temperature
+    srt = z.sort(dim=-1, descending=True).values
+    cum = srt.cumsum(-1)
+    k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+    k_z = ((1 + k * srt >= cum).sum(-1, keepdim=True) + 1).clamp(max=z.shape[-1])  # one too many
+    weights = (z - (cum.gather(-1, k_z - 1) - 1) / k_z).clamp_min(0)
+    return weights @ values, weights
+
+
 def sparsemax_lookup_untempered(query, keys, values, temperature=1.0):
     return sparsemax_lookup(query, keys, values)  # the temperature never reaches the scores
 

@@ -24,6 +24,7 @@ GROUPS = {
         "no - 1": (a.sparsemax_lookup_no_minus_one, "the threshold without its - 1"),
         "every score": (a.sparsemax_lookup_all, "the threshold from every score"),
         "temperature ignored": (a.sparsemax_lookup_untempered, "the temperature ignored"),
+        "support one too large": (a.sparsemax_lookup_one_more, "one score too large"),
     }, {"sorted": a.sparsemax_lookup, "bisection": a.sparsemax_lookup_bisection,
         "keys dropped until none is below": a.sparsemax_lookup_drop}),
     "self_attention_with_null": (check_self_attention_with_null, {

@@ -104,7 +104,8 @@ TOP_K_LOOKUP = Exercise(
                 "function)", "the kept weights must sum to one: mask the other scores with "
                 "-inf before the softmax", partial(top_k, renormalise=False)),
         Mistake("only k - 1 keys kept, the k-th best dropped (> instead of >=, a bug of the "
-                "printed function)", "keep the k largest scores: scores >= the k-th largest",
+                "printed function)", "keep the k largest scores: scores >= the k-th largest, "
+                "scores.topk(k, dim=-1).values[..., -1:] (the last of the k, not the first)",
                 partial(top_k, strict=True)),
     ],
     error_hints=[("selected index k out of range", "topk along the keys: dim=-1")],

@@ -169,10 +169,11 @@ def _scores_cases() -> List[Case]:
     ]
 
 
-_FILL_HINT = ("fill with float('-inf'): a finite fill overflows in float16 (masked_fill raises) "
-              "and, in a row that hides every key, leaves equal weights on every key where "
-              "the attention must give that query none (the reference and PyTorch's SDPA "
-              "return zeros for such a row)")
+_FILL_HINT = ("this exercise's masked scores are float('-inf'): a finite fill (-1e9, or even "
+              "torch.finfo(scores.dtype).min, which cannot overflow) leaves equal weights on "
+              "every key of a row that hides them all, where the attention must give that "
+              "query none (the reference and PyTorch's SDPA return zeros for such a row); and "
+              "-1e9 overflows in float16 (masked_fill raises)")
 
 MASKED_SCORES = Exercise(
     name="masked_scores", reference=masked_scores, cases=_scores_cases(), run_student=_run,
@@ -188,7 +189,7 @@ MASKED_SCORES = Exercise(
                 "adding a bool mask adds 1 where it is True and 0 where it is False: nothing is "
                 "hidden; " + _CONVENTION + " (only a float mask is added)",
                 partial(masked_scores, mode="added")),
-        Mistake("a finite fill like -1e9 instead of -inf", _FILL_HINT,
+        Mistake("a finite fill (like -1e9 or finfo.min) instead of -inf", _FILL_HINT,
                 partial(masked_scores, fill=-1e9)),
         Mistake("a row that hides every key left unmasked",
                 "hide every key the mask hides, even all of a row's: that query then sees "

@@ -104,16 +104,17 @@ COVERAGE_WEIGHTS, COVERAGE_CONTEXT = _coverage_exercise(1), _coverage_exercise(0
 
 
 def sparsemax(z: Tensor, dim: int = -1, *, minus_one: bool = True, clamp: bool = True,
-              whole: bool = False) -> Tensor:
+              whole: bool = False, extra: int = 0) -> Tensor:
     """The Euclidean projection of ``z`` onto the simplex along ``dim`` (Martins & Astudillo,
     2016), or one mistake put back (``minus_one=False``: the threshold without its ``- 1``;
     ``clamp=False``: negative weights kept; ``whole``: the threshold from every score, not
-    the support's, which is also what sorting the scores in ascending order gives)."""
+    the support's, which is also what sorting the scores in ascending order gives; ``extra``:
+    a support that many scores too large, the condition's off-by-one)."""
     z = z.transpose(dim, -1)
     srt = z.sort(dim=-1, descending=True).values
     cum = srt.cumsum(-1)
     k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
-    support = (1 + k * srt > cum).sum(-1, keepdim=True).clamp_min(1)
+    support = ((1 + k * srt > cum).sum(-1, keepdim=True) + extra).clamp(1, z.shape[-1])
     if whole:
         support = torch.full_like(support, z.shape[-1])
     tau = (cum.gather(-1, support - 1) - (1.0 if minus_one else 0.0)) / support.to(z.dtype)
@@ -164,6 +165,10 @@ def _sparse_exercise(item: int) -> Exercise:
                     "1 + j z_(j) > z_(1) + ... + z_(j); tau averages those k only", v(partial(sparse_lookup, whole=True))),
             Mistake("negative weights kept (no clip at 0)", "the weights are max(z - tau, 0)",
                     v(partial(sparse_lookup, clamp=False))),
+            Mistake("the support one score too large (k + 1 scores in tau)",
+                    "k counts the sorted scores z_(j) with 1 + j z_(j) > z_(1) + ... + z_(j), "
+                    "j from 1: check where your count starts and that the comparison is strict",
+                    v(partial(sparse_lookup, extra=1))),
             Mistake("sparsemax over the queries instead of the keys",
                     "each query's weights over the keys sum to one: along dim=-1",
                     v(partial(sparse_lookup, dim=-2))),

@@ -37,15 +37,16 @@ _LAYOUT = ("the weights are (out_features, in_features), as nn.Linear's weight: 
 
 
 def _cross(x, context, W_q, W_k, W_v, *, q_from="x", kv_from="context", swap_kv=False,
-           swap_qk=False, transposed=False, by_input=False, by_keys=False, **attend_kw):
+           swap_qk=False, transposed=False, by: str = "", **attend_kw):
     """Cross-attention with switches that reproduce common mistakes (all off: right).
 
-    ``by_input`` scales by 1/sqrt(D), the width of x, instead of 1/sqrt(E); ``by_keys`` by
-    1/sqrt(S), the number of keys.
+    ``by`` scales by 1/sqrt of another size than E: ``"x"`` (D, the width of x),
+    ``"context"`` (Dc, the context's width) or ``"keys"`` (S, the number of keys).
     """
     src = {"x": x, "context": context}
-    if by_input or by_keys:
-        attend_kw["scale"] = 1.0 / math.sqrt(x.shape[-1] if by_input else src[kv_from].shape[-2])
+    if by:
+        size = {"x": x.shape[-1], "context": context.shape[-1], "keys": src[kv_from].shape[-2]}
+        attend_kw["scale"] = 1.0 / math.sqrt(size[by])
     # Right: nn.Linear's layout, applied as x @ W.T; the mistake applies them as they are.
     if not transposed:
         W_q, W_k, W_v = W_q.transpose(-2, -1), W_k.transpose(-2, -1), W_v.transpose(-2, -1)
@@ -74,6 +75,9 @@ def _mistakes(fn: Callable[..., Any], cross: bool) -> List[Mistake]:
             Mistake("queries taken from the context and keys and values from x",
                     "queries come from x (the sequence that asks), keys and values from context",
                     partial(fn, q_from="context", kv_from="x")),
+            Mistake("scaling by sqrt(Dc), the context's width, instead of sqrt(E)",
+                    scale_hint + ", not context.shape[-1]: the scores are dot products of the "
+                    "projected queries and keys", partial(fn, by="context")),
         ]
     out += [
         Mistake("the weight matrices applied untransposed (x @ W instead of x @ W.T)", _LAYOUT,
@@ -90,10 +94,10 @@ def _mistakes(fn: Callable[..., Any], cross: bool) -> List[Mistake]:
                 partial(fn, factor=lambda E, Ev, s: 1.0 / math.sqrt(Ev))),
         Mistake("scaling by sqrt(D), the width of x, instead of sqrt(E)",
                 scale_hint + ", not x.shape[-1]: the scores are dot products of the projected "
-                "queries and keys", partial(fn, by_input=True)),
+                "queries and keys", partial(fn, by="x")),
         Mistake("scaling by sqrt(S), the number of keys, instead of sqrt(E)",
                 scale_hint + ": the scale follows the width of the dot products, not how many "
-                "keys there are", partial(fn, by_keys=True)),
+                "keys there are", partial(fn, by="keys")),
         Mistake("softmax over the wrong axis",
                 "each query's weights over the keys sum to one: softmax over the last dim (-1)",
                 partial(fn, dim=-2)),

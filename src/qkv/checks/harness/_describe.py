@@ -129,11 +129,11 @@ def _weights(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Fi
     return None
 
 
-_ROWS_HINT = ("look for what depends on the row's position: a fixed index ([0]), a mask or "
+_ROWS_HINT = ("look for what differs between the rows named: a fixed index ([0]), a mask or "
               "sequence not broadcast along that axis, positions counted from the wrong start, "
-              "or a formula right only at the first positions (a wrong frequency or angle is "
-              "still right at position 0; under a causal mask query 0 sees one key, so any "
-              "scale gives it the right output)")
+              "a special case for some rows (a row that hides every key, say), or a formula "
+              "right only where it does not matter (at position 0 an angle is 0 whatever the "
+              "frequency)")
 _BATCH_HINT = ("each batch element must be computed the same way: look for a fixed index ([0]), "
                "a .T or transpose(0, 1) that mixes the batch, or a mask not broadcast over the "
                "batch")

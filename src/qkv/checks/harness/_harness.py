@@ -314,7 +314,8 @@ def _judge_value(exercise: Exercise, got: Any, args: tuple, kwargs: dict, expect
         for i, (g, e) in enumerate(zip(got, expected)):
             if is_tensor(g) and is_tensor(e) and not close(g, e, rtol, atol):
                 what, hint = describe(g, e, rtol, atol)
-                raise _Failed(f"item {i} of the result {exercise.legend} is wrong: {what}", hint)
+                said = f" ({exercise.legend})" if exercise.legend.startswith("(") else ""
+                raise _Failed(f"item {i} of the result{said} is wrong: {what}", hint)
     raise _Failed("the result differs from the reference")
 
 

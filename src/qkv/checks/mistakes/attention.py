@@ -83,13 +83,14 @@ def _masked(scores: Tensor, mask: Optional[Tensor], mask_mode: str,
 
 def attend(query: Tensor, key: Tensor, value: Optional[Tensor] = None, attn_mask=None,
            dropout_p: float = 0.0, is_causal: bool = False, scale=None, *,
-           factor: Optional[Callable[[int, int, Any], float]] = None, key_t: Any = None,
+           factor: Any = None, key_t: Any = None,
            mask_mode: str = "before", causal_diag: int = 0, causal_align: str = "top",
            dim: int = -1, stable: bool = True, give: str = "output",
            fill: float = float("-inf")) -> Tensor:
     """Attention with switches that reproduce common mistakes (all off: the right answer).
 
-    ``factor(E, Ev, scale)`` gives the factor applied to the scores; ``key_t`` a
+    ``factor(E, Ev, scale)`` gives the factor applied to the scores (``"keys"``: 1/sqrt(S),
+    the number of keys, when ``scale`` is None); ``key_t`` a
     wrong transpose of the key (``"T"`` or a pair of axes); ``mask_mode`` one of
     before/inverted/after/ignored/multiply/multiply_float (a float
     mask multiplied), or ``"added"`` (a bool ``attn_mask`` added to
@@ -101,6 +102,8 @@ def attend(query: Tensor, key: Tensor, value: Optional[Tensor] = None, attn_mask
     Ev = value.shape[-1] if value is not None else E
     if factor is None:
         c = 1.0 / math.sqrt(E) if scale is None else scale
+    elif factor == "keys":  # 1/sqrt(S), the number of keys, in place of 1/sqrt(E)
+        c = 1.0 / math.sqrt(key.shape[-2]) if scale is None else scale
     else:
         c = factor(E, Ev, scale)
     raw = query @ transposed_key(key, key_t)
@@ -142,6 +145,9 @@ def _scale_mistakes(a: Callable[..., Any], with_value: bool) -> List[Mistake]:
                 partial(a, factor=lambda E, Ev, s: 1.0 / math.sqrt(E))),
         Mistake("dividing by scale instead of multiplying", SCALE_HINT,
                 partial(a, factor=lambda E, Ev, s: 1.0 / math.sqrt(E) if s is None else 1.0 / s)),
+        Mistake("scaling by sqrt(S), the number of keys, instead of sqrt(E)",
+                SCALE_HINT + ": the scale follows the width of the dot products, not how many "
+                "keys there are", partial(a, factor="keys")),
     ]
     if with_value:
         out.append(Mistake("scaling by sqrt(Ev), the value's size, instead of sqrt(E)",

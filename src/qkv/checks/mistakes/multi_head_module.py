@@ -106,6 +106,10 @@ def _check_returned(out: Any, need_weights: bool, embed_dim: int) -> None:
     if swapped:
         raise ExerciseRule("forward returned (weights, output): return (output, weights), "
                              "the output first, as nn.MultiheadAttention does")
+    if not need_weights and second is not None:
+        raise ExerciseRule("with need_weights=False forward must return (output, None), as "
+                           "nn.MultiheadAttention does: the weights are asked for only with "
+                           "need_weights=True (they take L x S memory per head)")
 
 
 def _forward(cls: Any, spec: Any, *inputs: Any, **kwargs: Any) -> Tensor:
