@@ -258,10 +258,12 @@ def paragraph(found: List[Facts], fresh: bool = False) -> str:
     text += [*rows, ""]
     half = sorted({d for f in found for d in f.dtypes if d in HALF}, key=DTYPES.index)
     if half:
-        ends = "end" if len(half) > 1 else "ends"
-        text += _fill(f"Half precision is tried: {_words(half)} {ends} far sooner than float32 "
-                      "(a fill of `-1e9` or an unguarded `exp` overflows), so take dtypes from "
-                      "the inputs.")
+        said = {"float16": "float16 ends far sooner than float32 (its largest value is 65504: "
+                           "a fill of `-1e9` or an unguarded `exp` overflows)",
+                "bfloat16": "bfloat16 keeps float32's range but only about 3 significant "
+                            "digits"}
+        text += _fill(f"Half precision is tried: {'; '.join(said[d] for d in half)}. Take "
+                      "dtypes from the inputs.")
     given: Dict[Tuple[str, ...], List[str]] = {}
     for f in found:
         if f.helpers:
