@@ -512,7 +512,9 @@ def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_cou
                  and "".join(c["source"]).strip() == "*Your list of bugs:*")
     cells[below]["source"] = "*Your list of bugs:* the scale was missing (LIST-OF-BUGS)"
     cells.insert(below + 1, {"cell_type": "markdown", "id": "mine", "metadata": {},
-                             "source": "My interpretation: the weights saturate (ADDED-NOTE)"})
+                             "source": "My interpretation: the weights saturate (ADDED-NOTE)\n"
+                                       "![plot](attachment:plot.png)",
+                             "attachments": {"plot.png": {"image/png": "iVBORw0KGgo="}}})
     task = next(c for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("task"))
     task["source"] = "I rewrote the task (EDITED-TASK)"
     path = course / "submitted" / "alice" / gc.ASSIGNMENT / gc.NOTEBOOK
@@ -522,7 +524,9 @@ def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_cou
     graded = nbformat.read(str(course / "autograded" / "alice" / gc.ASSIGNMENT / gc.NOTEBOOK), 4)
     md = [c.source for c in graded.cells if c.cell_type == "markdown"]
     i = next(i for i, s in enumerate(md) if "LIST-OF-BUGS" in s)
-    assert "ADDED-NOTE" in md[i + 1]  # where the student put it
+    assert "ADDED-NOTE" in md[i + 1]  # where the student put it, with the image pasted in it
+    note = next(c for c in graded.cells if "ADDED-NOTE" in c.source)
+    assert note.attachments["plot.png"]["image/png"] == "iVBORw0KGgo="
     # The locked task cell is the instructor's; what the student typed in it follows it.
     j = next(i for i, c in enumerate(graded.cells) if c.metadata.get("nbgrader", {}).get("task"))
     assert "EDITED-TASK" not in graded.cells[j].source
@@ -574,3 +578,19 @@ def test_an_answer_whose_cell_raised_says_what_it_raised(empty_course, tmp_path,
     record = records.read(records.path_of(course, "dave", gc.ASSIGNMENT, "scaling"))
     test = next(t for t in record["tests"] if t["grade_id"] == "test_attention_scores")
     assert "(attention_scores's cell raised SystemExit at line 2: 1)" in test["message"]
+
+
+def test_a_lone_surrogate_in_what_a_student_hands_in_costs_nobody_else(empty_course, tmp_path,
+                                                                        fake_sandbox):
+    """An error message or a questions' record holding a lone surrogate once stopped every
+    run (the summary line, the autograded notebook): everyone is written, each time."""
+    course = _copy(empty_course, tmp_path / "course")
+    nb = _hostile()
+    _cell(nb, "attention_scores")["source"] = "raise ValueError('bad \\ud800 char')\n"
+    gc.submit(course, "amy", nb)
+    (course / "submitted" / "amy" / gc.ASSIGNMENT / "qkv_answers.json").write_text(
+        '{"scaling_q1": {"answer": 1, "\\ud800": 1}, "scaling_q2": "\\udc80"}')
+    gc.submit(course, "zed", class_.submission("model"))
+    for _ in range(2):
+        assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force"]) == 0
+        assert sorted(gc.scores(course)) == ["amy", "zed"]

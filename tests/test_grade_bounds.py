@@ -79,3 +79,63 @@ def test_a_lone_surrogate_becomes_a_character_utf8_can_write(tmp_path: Path):
     source = data["cells"][0]["source"]
     assert source == "a \ufffd b \U0001F600"
     json.dumps(data, ensure_ascii=False).encode("utf-8")  # what writing the notebook needs
+
+
+def test_a_path_that_is_not_a_regular_file_is_never_read(tmp_path: Path):
+    """A folder copied with cp -r or tar keeps links: to a FIFO or /dev/stdin reading waits
+    forever, to /dev/zero it floods memory, to the model solution it would grade that. The
+    notebook, its questions' record and its timestamp are read only as regular files."""
+    import os
+
+    from qkv_course.grade import gradebook
+
+    folder = tmp_path / "submitted" / "eve" / "04-scaling"
+    folder.mkdir(parents=True)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "solution.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, '
+                                             '"nbformat_minor": 5}')
+    (folder / "scaling.ipynb").symlink_to(tmp_path / "solution.ipynb")
+    (folder / "qkv_answers.json").symlink_to(tmp_path / "fifo")
+    (folder / "timestamp.txt").symlink_to("/dev/zero")
+    start = time.perf_counter()
+    try:
+        submission.load(folder / "scaling.ipynb")
+        raise AssertionError("a link was read as the notebook")
+    except submission.Unreadable as e:
+        assert "is a link" in str(e)
+    assert submission.first_answers(folder) == {}
+    assert gradebook._stamp_text(tmp_path, "eve", "04-scaling") == ""
+    os.unlink(folder / "qkv_answers.json")
+    os.mkfifo(folder / "qkv_answers.json")  # the FIFO itself, no link
+    assert submission.first_answers(folder) == {}
+    assert time.perf_counter() - start < 5
+
+
+def test_a_notebook_of_a_million_cells_is_refused_before_it_is_parsed(tmp_path: Path):
+    path = tmp_path / "scaling.ipynb"
+    cells = ",".join(['{"cell_type": "markdown", "metadata": {}, "source": "x"}'] * 200_000)
+    path.write_text(f'{{"cells": [{cells}], "metadata": {{}}, "nbformat": 4, "nbformat_minor": 5}}')
+    start = time.perf_counter()
+    try:
+        submission.load(path)
+        raise AssertionError("read")
+    except submission.Unreadable as e:
+        assert "cells" in str(e)
+    assert time.perf_counter() - start < 5
+
+
+def test_a_record_keeps_no_lone_surrogate_from_what_the_student_s_code_said():
+    """An error message (or a questions' record) may hold one: the record, the summary line
+    and the autograded notebook must still be writable."""
+    record = {"tests": [{"message": "it raised ValueError: bad \ud800 char"}],
+              "answers": {"f": "x = '\udc80'"}}
+    clean = submission.no_lone_surrogates(record)
+    json.dumps(clean, ensure_ascii=False).encode("utf-8")
+    assert clean["tests"][0]["message"] == "it raised ValueError: bad \ufffd char"
+
+
+def test_a_question_s_parameters_no_seed_gives_are_a_wrong_answer_not_a_grader_failure():
+    from qkv.checks import grading
+
+    result = grading.question("efficient_q1", {"answer": 1.0, "length": 10 ** 400})
+    assert not result.passed and "cannot be judged" in result.message()

@@ -138,6 +138,10 @@ def question(name: str, answer: object) -> CheckResult:
     except (AssertionError, ValueError) as e:
         kind = "not written" if "not answered yet" in str(e) else "wrong"
         return CheckResult(name, False, None, what=str(e), kind=kind)
+    except (ArithmeticError, TypeError) as e:  # parameters no seed gives (a length of 10**400)
+        return CheckResult(name, False, None, kind="wrong",
+                           what=f"the answer or its parameters cannot be judged "
+                                f"({type(e).__name__}): set them as the question says")
     return CheckResult(name, True, None) if right else CheckResult(name, False, None,
                                                                    what=message, kind="wrong")
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -70,18 +69,21 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
                for c in plan.source.get("cells", []) if isinstance(c, dict)}
     answers, written = record.get("answers", {}), record.get("written", {})
     edited = record.get("edited", {})
-    added: Dict[Any, List[Tuple[str, str]]] = {}
-    for kind, key in (("code", "added"), ("markdown", "notes")):
-        for anchor, source in record.get(key, []):
-            added.setdefault(anchor, []).append((kind, source))
+    added: Dict[Any, List[Tuple[str, str, Any]]] = {}
+    for anchor, source in record.get("added", []):
+        added.setdefault(anchor, []).append(("code", source, None))
+    for anchor, source, pasted in record.get("notes", []):
+        added.setdefault(anchor, []).append(("markdown", source, pasted))
     cells: List[Dict[str, Any]] = []
 
     def add_student_cells(anchor: Any) -> None:
-        for kind, source in added.pop(anchor, []):
+        for kind, source, pasted in added.pop(anchor, []):
             cell = {"cell_type": kind, "id": f"added-{len(cells)}", "metadata": {},
                     "source": source}
             if kind == "code":
                 cell.update(execution_count=len(cells) + 1, outputs=[])
+            elif pasted:
+                cell["attachments"] = pasted
             cells.append(cell)
 
     add_student_cells(None)
@@ -98,7 +100,10 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
         elif gid in written:
             cell["source"] = written[gid]
         elif cell.get("cell_type") == "markdown" and cell.get("id") in edited:
-            cell["source"] = edited[cell["id"]]  # the student's text below a task, say
+            # The student's text below a task, say, with the images pasted into it.
+            cell["source"], pasted = edited[cell["id"]]
+            if pasted:
+                cell["attachments"] = pasted
         elif gid in tests or gid in plan.manual_tests:
             cell["source"] = sources.get(gid, text(cell.get("source")))
             result = tests.get(gid)
@@ -134,14 +139,24 @@ def _write_notebook(path: Path, nb: Dict[str, Any]) -> Any:
     return node
 
 
-def _timestamp(course: Path, student: str, assignment: str) -> Any:
+def _stamp_text(course: Path, student: str, assignment: str) -> str:
+    """The submission's ``timestamp.txt``, read as the notebook is (a regular file, 1 KiB at
+    most: a link to a FIFO or /dev/zero would stall or flood the write); "" when there is none."""
+    from .submission import read_regular
+
+    try:
+        raw = read_regular(course / "submitted" / student / assignment / "timestamp.txt", 1024)
+        return raw.decode("utf-8").strip() if len(raw) <= 1024 else ""
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _timestamp(stamp: str) -> Any:
     from nbgrader.utils import parse_utc
 
-    path = course / "submitted" / student / assignment / "timestamp.txt"
     try:
-        stamp = path.read_text(encoding="utf-8").strip()
         return parse_utc(stamp) if stamp else None
-    except (OSError, ValueError):
+    except (ValueError, OverflowError):
         return None
 
 
@@ -210,27 +225,32 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
             # Written already from this very result file: writing it again would only flag
             # every score given by hand for review (as after grading again), for nothing.
             mark = folder / f".{notebook}.qkv-result"
+            written_nb = folder / f"{notebook}.ipynb"
             digest = records.sha256(records.path_of(course, student, assignment, notebook))
-            if _marked(mark, digest) and _has_submission(gb, assignment, student):
+            # The autograded notebook as written then too: nbgrader autograde may have
+            # replaced it (and the grades) since.
+            if _marked(mark, f"{digest} {records.sha256(written_nb)}") and \
+                    _has_submission(gb, assignment, student):
                 continue
-            node = _write_notebook(folder / f"{notebook}.ipynb", autograded_notebook(plan, record))
-            stamp = course / "submitted" / student / assignment / "timestamp.txt"
-            if stamp.is_file():
-                shutil.copyfile(stamp, folder / "timestamp.txt")
+            node = _write_notebook(written_nb, autograded_notebook(plan, record))
+            stamp = _stamp_text(course, student, assignment)
+            if stamp:
+                (folder / "timestamp.txt").write_text(stamp + "\n", encoding="utf-8")
             gb.update_or_create_student(student)
-            when = _timestamp(course, student, assignment)
+            when = _timestamp(stamp)
             gb.update_or_create_submission(assignment, student,
                                            **({"timestamp": when} if when else {}))
             _record_grades(gb, node, plan, student)
             gb.db.commit()  # one submission's grades together
-            mark.write_text(digest, encoding="utf-8")  # after the commit: an interrupted write
-            written += 1                                # is done again by the next run
+            # After the commit: an interrupted write is done again by the next run.
+            mark.write_text(f"{digest} {records.sha256(written_nb)}", encoding="utf-8")
+            written += 1
     return written
 
 
 def _marked(mark: Path, digest: str) -> bool:
     try:
-        return bool(digest) and mark.read_text(encoding="utf-8") == digest
+        return bool(digest.strip()) and mark.read_text(encoding="utf-8") == digest
     except OSError:
         return False
 

@@ -22,6 +22,7 @@ import hmac
 import json
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -168,10 +169,10 @@ def course_key(course: Path) -> bytes:
     """The course's secret key for drawing seeds, created (owner-only) on first use."""
     path = course / KEY_FILE
     if not path.exists():
-        # Written whole under another name, then linked in place: shards started together on
-        # a fresh course all end up with the one key that was linked first, never a half file.
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # Written whole under a name of its own (unique across machines and containers, where
+        # pids repeat), then linked in place: shards started together on a fresh course all
+        # end up with the one key that was linked first, never a half-written file.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=course)
         try:
             with os.fdopen(fd, "w", encoding="ascii") as f:
                 f.write(secrets.token_hex(32) + "\n")
@@ -179,7 +180,7 @@ def course_key(course: Path) -> bytes:
         except FileExistsError:
             pass
         finally:
-            tmp.unlink()
+            Path(tmp).unlink(missing_ok=True)
     key = path.read_text(encoding="ascii").strip()
     if len(key) < 32:
         raise UsageError(f"{path} is not a key qkv grade wrote: move it away to start a new one")

@@ -145,7 +145,8 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             "score": sum(t.earned for t in tests), "max_score": sum(t.points for t in p.tests),
             "manual_tests": p.manual_tests, "answers": sub.answers, "written": sub.written,
             "added": [list(a) for a in sub.added], "notes": [list(n) for n in sub.notes],
-            "edited": sub.edited, "problems": sub.problems, "cells": cells,
+            "edited": {k: list(v) for k, v in sub.edited.items()}, "problems": sub.problems,
+            "cells": cells,
             "sandbox": sandbox,
             "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
                                      given=_given(p))}
@@ -168,7 +169,12 @@ def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
 
 
 def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
-    """Grade one submitted notebook in a fresh sandbox; its record (not yet written)."""
+    """Grade one submitted notebook in a fresh sandbox; its record (not yet written), every
+    string of it writable as UTF-8 (what the student's code said may hold a lone surrogate)."""
+    return submission.no_lone_surrogates(_grade_one(pool, job, key, limits))
+
+
+def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
     student, p, path = job
     sha = records.submission_sha(path)
     try:

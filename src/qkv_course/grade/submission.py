@@ -13,8 +13,11 @@ instructor's own are run instead), and outputs are never read.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -24,7 +27,8 @@ from .records import ANSWERS_FILE
 
 MAX_BYTES = 256 << 20  # a notebook past this is not read (outputs never matter here)
 MAX_CELL = 1 << 20  # characters of one cell's source kept
-MAX_PROSE = 1 << 20  # characters of markdown the student wrote kept for a person to read
+MAX_CELLS = 5000  # cells a notebook may have to be read
+MAX_PROSE = 16 << 20  # characters of markdown (pasted images included) kept for a person
 
 
 class Unreadable(Exception):
@@ -40,34 +44,80 @@ class Submission:
         written: written answer id -> its text (markdown).
         added: ``(anchor, source)`` of each code cell the student added, anchored to the id of
             the instructor's cell it follows (None: before any).
-        notes: ``(anchor, source)`` of each markdown cell the student added (an answer to a
-            task written below it, say): text for a person, never run.
-        edited: cell id -> the student's text, for the release's markdown cells that are not
-            locked and that the student wrote in ("*Your interpretation:*").
+        notes: ``(anchor, source, attachments)`` of each markdown cell the student added (an
+            answer to a task written below it, say): for a person to read, never run.
+        edited: cell id -> ``(source, attachments)``, for the release's markdown cells that
+            are not locked and that the student wrote in ("*Your interpretation:*").
+            ``attachments``: the images pasted into the cell, as nbformat keeps them, or None.
         problems: what was odd about the file (duplicate ids, cells that are not cells).
     """
 
     answers: Dict[str, str] = field(default_factory=dict)
     written: Dict[str, str] = field(default_factory=dict)
     added: List[Tuple[Optional[str], str]] = field(default_factory=list)
-    notes: List[Tuple[Optional[str], str]] = field(default_factory=list)
-    edited: Dict[str, str] = field(default_factory=dict)
+    notes: List[Tuple[Optional[str], str, Any]] = field(default_factory=list)
+    edited: Dict[str, Tuple[str, Any]] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
 
 
-def load(path: Path) -> Any:
-    """The file's JSON, or :class:`Unreadable` (too large, not UTF-8, not JSON)."""
+class NotRegular(OSError):
+    """A submitted path that is not a regular file: a link, a FIFO, a device."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of a regular file, never through a link.
+
+    What a student hands in can be a symbolic link (a folder copied with ``cp -r`` or ``tar``
+    keeps them) to a FIFO or ``/dev/stdin`` (reading would wait forever), ``/dev/zero``
+    (memory without end) or a file of someone else's (the model solution, another student's
+    notebook). So a path is opened without following a link and without blocking, and read
+    only if it is a regular file.
+
+    Raises:
+        NotRegular: it is not a regular file.
+        OSError: it cannot be read.
+    """
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise Unreadable(f"the file is {size >> 20} MiB; the limit is {MAX_BYTES >> 20} MiB "
-                             "(clear its outputs and hand it in again)")
-        text = path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NotRegular(f"{path.name} is a link, not a file") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(f"{path.name} is not a regular file")
+        return f.read(limit + 1)
+
+
+def no_lone_surrogates(x: Any) -> Any:
+    """``x`` (JSON data) with each lone surrogate in its strings as U+FFFD.
+
+    JSON may escape one (``"\\ud800"``), and a student's code may raise an error or return a
+    string holding one: no UTF-8 file can, so a record or autograded notebook holding one
+    could not be written, nor a summary line printed, on every run, for the whole class."""
+    return _no_lone_surrogates(x)
+
+
+def load(path: Path) -> Any:
+    """The file's JSON, or :class:`Unreadable` (too large, not UTF-8, not JSON, too many cells,
+    not a regular file)."""
+    try:
+        raw = read_regular(path, MAX_BYTES)
+        if len(raw) > MAX_BYTES:
+            raise Unreadable(f"the file is over {MAX_BYTES >> 20} MiB, the limit (clear its "
+                             "outputs and hand it in again)")
+        text = raw.decode("utf-8")
+        # Parsed, a notebook of a million one-line cells takes gigabytes: a real one has a
+        # hundred or so.
+        if text.count('"cell_type"') > MAX_CELLS:
+            raise Unreadable(f"the notebook has over {MAX_CELLS:,} cells; a notebook of this "
+                             "course has about a hundred (hand in the released notebook, filled in)")
         data = json.loads(text)
+    except NotRegular as e:
+        raise Unreadable(f"not a notebook: {e} (hand in the notebook itself)") from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise Unreadable(f"not a notebook ({type(e).__name__}: {str(e)[:120]})") from None
-    # JSON may escape a lone surrogate ("\ud800"), which no UTF-8 file can hold: the autograded
-    # notebook written from it would fail, for the whole class. It becomes U+FFFD.
+    # It becomes U+FFFD (see no_lone_surrogates).
     return _no_lone_surrogates(data) if _SURROGATE.search(text) else data
 
 
@@ -95,15 +145,15 @@ def first_answers(folder: Path) -> Dict[str, Any]:
     untrusted as the notebook: anything that is not such a record is no record (each question
     is then judged on the notebook's answer)."""
     try:
-        with open(folder / ANSWERS_FILE, "rb") as f:
-            raw = f.read(ANSWERS_BYTES + 1)
+        raw = read_regular(folder / ANSWERS_FILE, ANSWERS_BYTES)
         data = json.loads(raw.decode("utf-8")) if len(raw) <= ANSWERS_BYTES else None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str)
-            and (type(v) in (str, int, float) or (isinstance(v, dict) and "answer" in v))}
+    return _no_lone_surrogates(
+        {k: v for k, v in data.items() if isinstance(k, str)
+         and (type(v) in (str, int, float) or (isinstance(v, dict) and "answer" in v))})
 
 
 def _meta(cell: Dict[str, Any]) -> Dict[str, Any]:
@@ -158,9 +208,10 @@ def read(data: Any, plan: Plan) -> Submission:
                 if source.strip() != plan.locked[mine].strip():
                     sub.problems.append(f"edited the locked cell {mine}: what they wrote there "
                                         "follows it as a cell of its own")
-                    prose += len(source)
+                    pasted = _attachments(cell)
+                    prose += len(source) + _size(pasted)
                     if prose <= MAX_PROSE:
-                        sub.notes.append((mine, source))
+                        sub.notes.append((mine, source, pasted))
             elif mine in written:
                 sub.written[mine] = source
             continue
@@ -175,23 +226,45 @@ def read(data: Any, plan: Plan) -> Submission:
                 sub.problems.append(f"edited the locked cell {theirs} (the instructor's is "
                                     "what counts)")
             elif kind == "markdown" and theirs in free and source.strip() != free[theirs].strip():
-                prose += len(source)
+                pasted = _attachments(cell)
+                prose += len(source) + _size(pasted)
                 if prose <= MAX_PROSE:
-                    sub.edited[theirs] = source
+                    sub.edited[theirs] = (source, pasted)
             seen.add(theirs)
             anchor = theirs
             continue
         if kind == "code" and source.strip():
             sub.added.append((anchor, source))
         elif kind == "markdown" and source.strip():
-            prose += len(source)
+            pasted = _attachments(cell)
+            prose += len(source) + _size(pasted)
             if prose <= MAX_PROSE:
-                sub.notes.append((anchor, source))
+                sub.notes.append((anchor, source, pasted))
     if prose > MAX_PROSE:
-        sub.problems.append(f"the markdown the student wrote holds {prose:,} characters: what "
+        sub.problems.append(f"the markdown the student wrote (with pasted images) holds "
+                            f"{prose:,} characters: what "
                             f"came after the first {MAX_PROSE:,} was left out of the autograded "
                             "notebook (the submitted file holds all of it)")
     return sub
+
+
+def _attachments(cell: Dict[str, Any]) -> Any:
+    """A markdown cell's pasted images (``{name: {mime type: base64 text}}``), as nbformat
+    keeps them and formgrader shows them; None when it has none, or anything else."""
+    found = cell.get("attachments")
+    if not isinstance(found, dict) or not found:
+        return None
+    ok = all(isinstance(name, str) and isinstance(data, dict) and data and all(
+        isinstance(mime, str) and _MIME.fullmatch(mime) and isinstance(text, str)
+        for mime, text in data.items()) for name, data in found.items())
+    return found if ok else None
+
+
+_MIME = re.compile(r"image/[a-zA-Z0-9.+-]+")  # pasted images: what a notebook's schema allows
+
+
+def _size(attachments: Any) -> int:
+    return sum(len(text) for data in (attachments or {}).values() for text in data.values())
 
 
 def cells_to_run(plan: Plan, sub: Submission) -> List[Tuple[str, str]]:
