@@ -19,6 +19,21 @@ def attention_with_temperature_unstable(query, key, value, temperature=1.0):
     return s.exp() / s.exp().sum(-1, keepdim=True) @ value
 
 
+def attention_with_temperature_two_bugs_left(query, key, value, temperature=1.0):
+    """The printed function with its 1/E scale fixed, its other two bugs left."""
+    s = query @ key.transpose(-2, -1) / (math.sqrt(query.shape[-1]) * temperature)
+    return s.exp() / s.exp().sum(-2, keepdim=True) @ value
+
+
+def padded_causal_attention_two_bugs_left(query, key, value, lengths):
+    """The printed function with its triu fixed, '<= lengths' and the zeroing after left."""
+    L, S = query.shape[-2], key.shape[-2]
+    causal = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    real = torch.arange(S, device=query.device)[None, :] <= lengths[:, None]
+    s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    return torch.softmax(s, -1).masked_fill(~(causal & real[:, None, None, :]), 0.0) @ value
+
+
 def max_weight(d_k, scaled, generator):
     q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
     s = q @ k.T / (math.sqrt(d_k) if scaled else 1.0)

@@ -25,6 +25,13 @@ FUNCTIONS = [
      "softmax over the batch"),
     ("check_top_k_lookup", a.top_k_lookup, a.top_k_lookup_cut, "cut to the top k"),
     ("check_top_k_lookup", a.top_k_lookup, a.top_k_lookup_one_less, "only k - 1 keys kept"),
+    # A student who fixed one bug of the printed function hands in the others: both named.
+    ("check_attention_with_temperature", a.attention_with_temperature,
+     a.attention_with_temperature_two_bugs_left, "2 bugs of the printed function left: softmax "
+     "over the queries (dim=-2); no maximum subtracted"),
+    ("check_padded_causal_attention", a.padded_causal_attention,
+     a.padded_causal_attention_two_bugs_left, "2 bugs of the printed function left: one padding "
+     "key allowed (<= lengths); weights zeroed after the softmax"),
     ("check_self_attention_no_self", a.self_attention_no_self, a.self_attention_no_self_zero,
      "filled with 0 instead of -inf"),
     ("check_multi_head_self_attention", a.multi_head_self_attention,

@@ -5,7 +5,6 @@ linear attention with grouped key/value heads to debug."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from functools import partial
 from typing import Any
@@ -144,32 +143,21 @@ def grouped_causal_linear(query: Tensor, key: Tensor, value: Tensor, *, tile: bo
     return num / (torch.einsum("bhle,bhle->bhl", phi_q, z)[..., None] + 1e-6)
 
 
-_BUGS = (  # (the printed function's bug, its hint, the switch that puts it back)
-    ("key/value heads tiled (repeat) instead of grouped (repeat_interleave)",
-     "query head h uses key/value head h // G: repeat_interleave(G, dim=1) gives [a, a, b, b]; "
-     "repeat(1, G, 1, 1) gives [a, b, a, b]", {"tile": True}),
-    ("the normaliser's running sum over the features (cumsum(dim=-1)) instead of the positions",
-     "z_i = sum over j <= i of phi(k_j): a cumsum over the positions, dim 2 of (B, H, L, E)",
-     {"z_dim": -1}),
-    ("the running sum of phi(k_j) v_j^T over the features (cumsum(dim=-2) of a 5-d tensor) "
-     "instead of the positions",
-     "the outer products are (B, H, L, E, Ev): the positions are dim 2 there, not -2",
-     {"kv_dim": -2}),
-)
-
-
-def _bug_mistakes():
-    """The printed function with each non-empty set of its bugs left in, most bugs first."""
-    out = []
-    for n in range(len(_BUGS), 0, -1):
-        for left in itertools.combinations(_BUGS, n):
-            switches = {k: v for _, _, s in left for k, v in s.items()}
-            names = "; ".join(name for name, _, _ in left)
-            what = "a bug" if n == 1 else f"{n} bugs"
-            out.append(Mistake(f"{names} ({what} of the printed function)",
-                               " / ".join(hint for _, hint, _ in left),
-                               partial(grouped_causal_linear, **switches)))
-    return out
+# The printed function's bugs; the exercise combines them (harness.printed_combinations).
+_BUGS = [
+    Mistake("key/value heads tiled (repeat) instead of grouped (repeat_interleave) (a bug of the "
+            "printed function)", "query head h uses key/value head h // G: "
+            "repeat_interleave(G, dim=1) gives [a, a, b, b]; repeat(1, G, 1, 1) gives [a, b, a, b]",
+            partial(grouped_causal_linear, tile=True)),
+    Mistake("the normaliser's running sum over the features (cumsum(dim=-1)) instead of the "
+            "positions (a bug of the printed function)",
+            "z_i = sum over j <= i of phi(k_j): a cumsum over the positions, dim 2 of (B, H, L, E)",
+            partial(grouped_causal_linear, z_dim=-1)),
+    Mistake("the running sum of phi(k_j) v_j^T over the features (cumsum(dim=-2) of a 5-d "
+            "tensor) instead of the positions (a bug of the printed function)",
+            "the outer products are (B, H, L, E, Ev): the positions are dim 2 there, not -2",
+            partial(grouped_causal_linear, kv_dim=-2)),
+]
 
 
 def _grouped_linear_cases():
@@ -203,7 +191,7 @@ GROUPED_CAUSAL_LINEAR_ATTENTION = Exercise(
     # The running sums are the exercise: the quadratic linear_attention of Part 1 is not.
     forbid=TORCH_ATTENTION | Forbidden(own=("linear_attention",)),
     helpers={"repeat_kv": qkv.repeat_kv},  # a wrong repeat_kv costs only its own test
-    mistakes=[*_bug_mistakes(),
+    mistakes=[*_BUGS,
               Mistake("the normaliser summed over every position (not causal)",
                       "query i divides by phi(q_i) . sum over j <= i of phi(k_j): a cumsum, "
                       "not a sum", _not_causal_normaliser)],

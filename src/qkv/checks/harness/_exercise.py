@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import combinations
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 
@@ -125,7 +127,8 @@ class Exercise:
         name: the exercise's function or class name, as the student writes it.
         reference: computes the right answer from a case's arguments.
         cases: the inputs.
-        mistakes: the known wrong answers, most specific first.
+        mistakes: the known wrong answers, most specific first; those marked "(a bug of the
+            printed function)" are also tried together (:func:`printed_combinations`).
         run_student: ``run_student(student, *args, **kwargs)``: how the exercise calls the
             student's object (default: a plain call). It must not need the reference.
         forbid: what the answer is asked not to call (a notice, see :class:`Forbidden`).
@@ -151,4 +154,45 @@ class Exercise:
     def __post_init__(self) -> None:
         for name in ("cases", "mistakes", "error_hints"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "mistakes", printed_combinations(self.mistakes))
         object.__setattr__(self, "helpers", MappingProxyType(dict(self.helpers)))
+
+
+_PRINTED = " (a bug of the printed function)"
+_PRINTED_INSIDE = ", a bug of the printed function)"
+
+
+def _bug_name(name: str) -> str:
+    """A printed bug's name without its mark: "softmax over the queries (dim=-2)"."""
+    if name.endswith(_PRINTED):
+        return name[:-len(_PRINTED)]
+    return name[:-len(_PRINTED_INSIDE)] + ")" if name.endswith(_PRINTED_INSIDE) else ""
+
+
+def printed_combinations(mistakes: Tuple[Mistake, ...]) -> Tuple[Mistake, ...]:
+    """``mistakes``, led by every combination of two or more of the printed function's bugs.
+
+    A debugging exercise prints a function with several bugs; a student who fixed one of
+    them still hands in the others, which no single bug's variant computes. The bugs are the
+    mistakes marked "(a bug of the printed function)" that switch one function's keywords
+    (``partial(f, switch=...)``); a combination turns on all of theirs (most bugs first).
+    An exercise that lists its own combinations ("2 bugs of the printed ...") is left alone.
+    """
+    bugs = [m for m in mistakes if _bug_name(m.name) and isinstance(m.fn, partial)
+            and m.fn.keywords and not m.fn.args]
+    if len(bugs) < 2 or len({m.fn.func for m in bugs}) != 1 \
+            or any("bugs of the printed" in m.name for m in mistakes):
+        return mistakes
+    combined = []
+    for n in range(len(bugs), 1, -1):
+        for left in combinations(bugs, n):
+            switches: dict = {}
+            for m in left:
+                switches.update(m.fn.keywords)
+            if len(switches) != sum(len(m.fn.keywords) for m in left):
+                continue  # two bugs that turn the same switch cannot both be left
+            combined.append(Mistake(
+                f"{n} bugs of the printed function left: "
+                + "; ".join(_bug_name(m.name) for m in left),
+                "; and ".join(m.hint for m in left), partial(bugs[0].fn.func, **switches)))
+    return tuple(combined) + mistakes
