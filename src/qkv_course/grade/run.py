@@ -267,14 +267,14 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
     found = find_jobs(course, assignment, plans, students, None if merge else shard)
     if shard is None:
         summary.left_out += strays(course, assignment, plans, students)
-    stale = [j for j in found if not records.current(
+    # (--force grades every submission: no file need be read to know which are current.)
+    stale = found if force and not merge else [j for j in found if not records.current(
         records.path_of(course, j[0], assignment, j[1].notebook), records.submission_sha(j[2]),
         j[1].digest())]
     if not merge:
-        todo = found if force else stale
-        summary.current = len(found) - len(todo)
-        if todo:
-            _grade_all(course, plans, todo, jobs, unsafe, limits or judge.Timeouts(),
+        summary.current = len(found) - len(stale)
+        if stale:
+            _grade_all(course, plans, stale, jobs, unsafe, limits or judge.Timeouts(),
                        submission_s, summary, echo)
     else:
         check_plans(plans)

@@ -187,7 +187,15 @@ def read(data: Any, plan: Plan) -> Submission:
     free = {str(c["id"]): text(c.get("source")) for c in plan.skeleton.get("cells", [])
             if isinstance(c, dict) and c.get("cell_type") == "markdown"
             and isinstance(c.get("id"), str) and not _meta(c).get("locked")}
-    sub, seen, anchor, prose = Submission(), set(), None, 0
+    sub, seen, anchor, prose = Submission(), set(), None, [0]
+
+    def kept(cell: Dict[str, Any], source: str) -> Optional[Tuple[str, Any]]:
+        """A markdown cell's ``(source, pasted images)``, counted against :data:`MAX_PROSE`;
+        None past it."""
+        pasted = _attachments(cell)
+        prose[0] += len(source) + _size(pasted)
+        return (source, pasted) if prose[0] <= MAX_PROSE else None
+
     for i, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict):
             sub.problems.append(f"cell {i} is not a cell")
@@ -208,10 +216,9 @@ def read(data: Any, plan: Plan) -> Submission:
                 if source.strip() != plan.locked[mine].strip():
                     sub.problems.append(f"edited the locked cell {mine}: what they wrote there "
                                         "follows it as a cell of its own")
-                    pasted = _attachments(cell)
-                    prose += len(source) + _size(pasted)
-                    if prose <= MAX_PROSE:
-                        sub.notes.append((mine, source, pasted))
+                    note = kept(cell, source)
+                    if note:
+                        sub.notes.append((mine, *note))
             elif mine in written:
                 sub.written[mine] = source
             continue
@@ -226,23 +233,21 @@ def read(data: Any, plan: Plan) -> Submission:
                 sub.problems.append(f"edited the locked cell {theirs} (the instructor's is "
                                     "what counts)")
             elif kind == "markdown" and theirs in free and source.strip() != free[theirs].strip():
-                pasted = _attachments(cell)
-                prose += len(source) + _size(pasted)
-                if prose <= MAX_PROSE:
-                    sub.edited[theirs] = (source, pasted)
+                note = kept(cell, source)
+                if note:
+                    sub.edited[theirs] = note
             seen.add(theirs)
             anchor = theirs
             continue
         if kind == "code" and source.strip():
             sub.added.append((anchor, source))
         elif kind == "markdown" and source.strip():
-            pasted = _attachments(cell)
-            prose += len(source) + _size(pasted)
-            if prose <= MAX_PROSE:
-                sub.notes.append((anchor, source, pasted))
-    if prose > MAX_PROSE:
+            note = kept(cell, source)
+            if note:
+                sub.notes.append((anchor, *note))
+    if prose[0] > MAX_PROSE:
         sub.problems.append(f"the markdown the student wrote (with pasted images) holds "
-                            f"{prose:,} characters: what "
+                            f"{prose[0]:,} characters: what "
                             f"came after the first {MAX_PROSE:,} was left out of the autograded "
                             "notebook (the submitted file holds all of it)")
     return sub
