@@ -41,7 +41,7 @@ def test_the_printed_block_has_its_three_bugs_named():
 @pytest.mark.parametrize("mistake", DROPOUT_BLOCK_FORWARD.mistakes[7:], ids=lambda m: m.name[:40])
 def test_a_wrong_fix_is_named(mistake):
     with pytest.raises(CheckFailed) as info:
-        check_dropout_block_forward(a.make_dropout_block(**mistake.fn.args[0].keywords))
+        check_dropout_block_forward(a.make_dropout_block(**mistake.fn.keywords))
     assert mistake.name in str(info.value)
 
 

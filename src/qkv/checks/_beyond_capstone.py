@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from functools import partial
 from typing import Dict
@@ -24,7 +23,7 @@ import qkv
 
 from ._experiment import Experiment
 from .harness import Case, Exercise, Mistake, randn
-from .mistakes.capstone import dropout_block_variant, dropout_view, swiglu_variant
+from .mistakes.capstone import dropout_view, swiglu_variant, viewed_block_variant
 
 __all__: list = []
 
@@ -69,23 +68,8 @@ _BUGS = (
 )
 
 
-def _bug_mistakes():
-    """Every combination of the printed block's bugs, the most bugs first."""
-    out = []
-    for n in range(len(_BUGS), 0, -1):
-        for combo in itertools.combinations(_BUGS, n):
-            switches = {k: val for _, _, sw in combo for k, val in sw.items()}
-            if n == 1:
-                name = combo[0][0] + " (a bug of the printed block)"
-            else:
-                name = f"{n} bugs of the printed block left: " + "; ".join(b[0] for b in combo)
-            out.append(Mistake(name, "; and ".join(b[1] for b in combo),
-                               partial(dropout_view, partial(dropout_block_variant, **switches))))
-    return out
-
-
 def _variant(**switches):
-    return partial(dropout_view, partial(dropout_block_variant, **switches))
+    return partial(viewed_block_variant, **switches)
 
 
 DROPOUT_BLOCK_FORWARD = Exercise(
@@ -100,7 +84,10 @@ DROPOUT_BLOCK_FORWARD = Exercise(
              "(compared: the factor the attention's kept outputs are scaled by, against eval)",
              _dropout_case(2, 8, 16, 4, mlp=False, dropout=0.25, training=True), torch.float64),
     ],
-    mistakes=_bug_mistakes() + [
+    # The printed block's bugs one by one; the exercise also tries them together
+    # (harness.printed_combinations, most bugs first).
+    mistakes=[Mistake(f"{name} (a bug of the printed block)", hint, _variant(**switches))
+              for name, hint, switches in _BUGS] + [
         Mistake("dropout's kept entries not divided by 1 - dropout",
                 "in training, dropout zeroes each entry with probability p and divides the "
                 "others by 1 - p, so that the expected output is the eval output: F.dropout "

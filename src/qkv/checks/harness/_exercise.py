@@ -158,31 +158,37 @@ class Exercise:
         object.__setattr__(self, "helpers", MappingProxyType(dict(self.helpers)))
 
 
-_PRINTED = " (a bug of the printed function)"
-_PRINTED_INSIDE = ", a bug of the printed function)"
+# "(a bug of the printed function)", or "(> instead of >=, a bug of the printed function)";
+# "block" where a whole block is printed.
+_PRINTED = re.compile(r"(?: \(|, )a bug of the printed (\w+)\)$")
 
 
-def _bug_name(name: str) -> str:
-    """A printed bug's name without its mark: "softmax over the queries (dim=-2)"."""
-    if name.endswith(_PRINTED):
-        return name[:-len(_PRINTED)]
-    return name[:-len(_PRINTED_INSIDE)] + ")" if name.endswith(_PRINTED_INSIDE) else ""
+def _bug_name(name: str) -> Tuple[str, str]:
+    """A printed bug's name without its mark, and what was printed ("function", "block"):
+    ``("softmax over the queries (dim=-2)", "function")``; ``("", "")`` for another mistake."""
+    found = _PRINTED.search(name)
+    if not found:
+        return "", ""
+    return name[:found.start()] + (")" if found.group(0).startswith(",") else ""), found.group(1)
 
 
 def printed_combinations(mistakes: Tuple[Mistake, ...]) -> Tuple[Mistake, ...]:
-    """``mistakes``, led by every combination of two or more of the printed function's bugs.
+    """``mistakes``, led by every combination of two or more of the printed code's bugs.
 
-    A debugging exercise prints a function with several bugs; a student who fixed one of
-    them still hands in the others, which no single bug's variant computes. The bugs are the
-    mistakes marked "(a bug of the printed function)" that switch one function's keywords
-    (``partial(f, switch=...)``); a combination turns on all of theirs (most bugs first).
-    An exercise that lists its own combinations ("2 bugs of the printed ...") is left alone.
+    A debugging exercise prints a function (or a block) with several bugs; a student who
+    fixed one of them still hands in the others, which no single bug's variant computes. The
+    bugs are the mistakes marked "(a bug of the printed function)" that switch one function's
+    keywords (``partial(f, switch=...)``); a combination turns on all of theirs (most bugs
+    first). An exercise that lists its own combinations ("2 bugs of the printed ...") is left
+    alone.
     """
-    bugs = [m for m in mistakes if _bug_name(m.name) and isinstance(m.fn, partial)
+    bugs = [m for m in mistakes if _bug_name(m.name)[0] and isinstance(m.fn, partial)
             and m.fn.keywords and not m.fn.args]
     if len(bugs) < 2 or len({m.fn.func for m in bugs}) != 1 \
+            or len({_bug_name(m.name)[1] for m in bugs}) != 1 \
             or any("bugs of the printed" in m.name for m in mistakes):
         return mistakes
+    printed = _bug_name(bugs[0].name)[1]
     combined = []
     for n in range(len(bugs), 1, -1):
         for left in combinations(bugs, n):
@@ -192,7 +198,7 @@ def printed_combinations(mistakes: Tuple[Mistake, ...]) -> Tuple[Mistake, ...]:
             if len(switches) != sum(len(m.fn.keywords) for m in left):
                 continue  # two bugs that turn the same switch cannot both be left
             combined.append(Mistake(
-                f"{n} bugs of the printed function left: "
-                + "; ".join(_bug_name(m.name) for m in left),
+                f"{n} bugs of the printed {printed} left: "
+                + "; ".join(_bug_name(m.name)[0] for m in left),
                 "; and ".join(m.hint for m in left), partial(bugs[0].fn.func, **switches)))
     return tuple(combined) + mistakes

@@ -5,6 +5,7 @@ are the right answer)."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Dict
 
 import torch
@@ -117,6 +118,13 @@ def dropout_view(fn, x, params, num_heads, dropout=0.1, training=False):
     if torch.equal(moved, still):  # the same output in training as in eval
         return torch.zeros_like(factor)
     return factor.where(kept, factor[kept].mean())
+
+
+def viewed_block_variant(x, params, num_heads, dropout=0.1, training=False, **switches):
+    """What the check compares (:func:`dropout_view`) of :func:`dropout_block_variant` with
+    ``switches`` turned."""
+    return dropout_view(partial(dropout_block_variant, **switches), x, params, num_heads,
+                        dropout=dropout, training=training)
 
 
 def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
