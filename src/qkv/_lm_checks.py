@@ -142,9 +142,14 @@ def load(module: nn.Module, params: Dict[str, Tensor]) -> None:
     what it returns requires grad only when its input does (a student's ``.numpy()`` on the
     result of a function built on it works as on their own code's).
     """
+    expected = set(module.state_dict())
+    unexpected, missing = sorted(set(params) - expected), sorted(expected - set(params))
+    if unexpected or missing:  # said on one line: a message's first line is what gets shown
+        raise ValueError(f"params does not hold this module's weights: unexpected keys {unexpected[:4]}"
+                         f", missing keys {missing[:4]} (it takes {sorted(expected)})")
     try:
         module.load_state_dict(params)
     except RuntimeError as error:
         raise ValueError(f"params does not fit a module of these sizes (num_heads, num_kv_heads): "
-                         f"{error}") from None
+                         f"{' '.join(str(error).split())}") from None
     module.requires_grad_(False)

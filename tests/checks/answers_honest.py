@@ -302,6 +302,41 @@ def head_difference_2d(share, generator):
     pairs = [(a, b) for a in range(4) for b in range(a + 1, 4)]
     return sum(0.5 * (w[a] - w[b]).abs().sum(-1).mean().item() for a, b in pairs) / 6
 
+def attention_scores(query, key, scale=None, *, upcast=False):
+    # the student's own, with an option the course's has not: it passes its own check
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if upcast:
+        return (query.double() @ key.double().transpose(-2, -1) * scale).to(query.dtype)
+    return query @ key.transpose(-2, -1) * scale
+
+def sdpa_on_own_scores(query, key, value, scale=None):
+    # calls its own helper with that option: the course's attention_scores would refuse it
+    return softmax(attention_scores(query, key, scale, upcast=True), dim=-1) @ value
+
+def attention_forward(x, params, num_heads, num_kv_heads, k_cache=None, v_cache=None):
+    # the student's own: reads the four weights it needs from whatever dict it is given
+    q = split_heads(x @ params["q_proj.weight"].T, num_heads)
+    k = split_heads(x @ params["k_proj.weight"].T, num_kv_heads)
+    v = split_heads(x @ params["v_proj.weight"].T, num_kv_heads)
+    P = 0 if k_cache is None else k_cache.shape[-2]
+    q, k = apply_rope(q, offset=P), apply_rope(k, offset=P)
+    if k_cache is not None:
+        k, v = torch.cat([k_cache, k], -2), torch.cat([v_cache, v], -2)
+    G = num_heads // num_kv_heads
+    s = q @ repeat_kv(k, G).transpose(-2, -1) / math.sqrt(q.shape[-1])
+    s = s.masked_fill(~causal_mask_bottom_right(q.shape[-2], P + x.shape[1], device=x.device),
+                      float("-inf"))
+    return merge_heads(torch.softmax(s, -1) @ repeat_kv(v, G)) @ params["out_proj.weight"].T, k, v
+
+def block_forward_with_every_key(x, params, num_heads, num_kv_heads=None):
+    # hands its own attention_forward the block's whole dict, prefix dropped (extra keys too)
+    attn = {k.replace("attn.", ""): v for k, v in params.items()}
+    h = attention_forward(rms_norm(x, params["norm1.weight"]), attn, num_heads,
+                          num_kv_heads or num_heads)[0]
+    x = x + h
+    h = rms_norm(x, params["norm2.weight"])
+    return x + F.gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T
+
 def order_sensitivity_numpy(num_layers, rope, generator):
     # the change measured in NumPy on the blocks' outputs
     x = torch.randn(1, 16, 32, generator=generator)
@@ -316,7 +351,9 @@ def order_sensitivity_numpy(num_layers, rope, generator):
     return np.linalg.norm(y2 - y) / np.linalg.norm(y)
 """
 NOTEBOOK = {"softmax": qkv.softmax, "random_block_params": qkv.random_block_params,
-            "block_forward": qkv.block_forward, "dropout_block_forward": None}
+            "block_forward": qkv.block_forward, "dropout_block_forward": None,
+            **{name: getattr(qkv, name) for name in (
+                "apply_rope", "causal_mask_bottom_right", "merge_heads", "repeat_kv", "rms_norm")}}
 exec(_NOTEBOOK, NOTEBOOK)
 
 #: Right where the check runs without a GPU, and named as a mistake where it also runs CUDA
@@ -349,6 +386,11 @@ OTHERWISE = {
         "check_quiet_attention", NOTEBOOK["quiet_attention_given"], {}),
     "head_difference with the student's split_heads on (L, D)": (
         "check_head_difference", NOTEBOOK["head_difference_2d"], {}),
+    "scaled_dot_product_attention on its own attention_scores, called with an option the "
+    "course's has not": ("check_scaled_dot_product_attention", NOTEBOOK["sdpa_on_own_scores"],
+                        {"masks": False}),
+    "block_forward handing its own attention_forward a dict with more keys than it reads": (
+        "check_block_forward", NOTEBOOK["block_forward_with_every_key"], {}),
     "order_sensitivity finished in NumPy": (
         "check_order_sensitivity", NOTEBOOK["order_sensitivity_numpy"], {}),
 }

@@ -14,6 +14,11 @@ it up (the module globals of the student's function, or of their class's methods
 notebook's namespace), to the reference. Afterwards the notebook's own values are put
 back. What the reference helpers call is not noticed as a forbidden call
 (:class:`._notice.CallNotice` is paused inside them).
+
+A student's own helper may take more than the reference's (an extra option, a dict with more
+keys than it reads): a call the reference refuses goes to the student's own helper, so a right
+answer built on a right helper of their own design is never refused for the course's
+narrower one.
 """
 
 from __future__ import annotations
@@ -74,20 +79,25 @@ def reference_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]],
             for name, reference in helpers.items():
                 if name in ns and ns[name] is not reference:
                     saved.append((ns, name, ns[name]))
-                    ns[name] = _quietly(reference, paused)
+                    ns[name] = _quietly(reference, paused, ns[name])
         yield
     finally:
         for ns, name, value in reversed(saved):
             ns[name] = value
 
 
-def _quietly(reference: Callable[..., Any], paused: Optional[Callable[[], Any]]
-             ) -> Callable[..., Any]:
-    if paused is None:
-        return reference
-
+def _quietly(reference: Callable[..., Any], paused: Optional[Callable[[], Any]],
+             own: Any = None) -> Callable[..., Any]:
+    """``reference`` in the student's namespace: run with the notice paused, and a call it
+    refuses (it raises) handed to the student's ``own`` helper, whose error, if it raises
+    too, is the one the student sees (it is about their code)."""
     @functools.wraps(reference)
     def run(*args: Any, **kwargs: Any) -> Any:
-        with paused():
-            return reference(*args, **kwargs)
+        try:
+            with paused() if paused is not None else contextlib.nullcontext():
+                return reference(*args, **kwargs)
+        except Exception:
+            if not callable(own):
+                raise
+        return own(*args, **kwargs)
     return run
