@@ -86,7 +86,7 @@ def test_a_measurement_passes_and_a_formula_or_another_quantity_fails(name, righ
     check(right)
     with pytest.raises(AssertionError, match="not a measurement"):
         check(lambda *args: 0.25)
-    with pytest.raises(AssertionError, match="averages|spread"):
+    with pytest.raises(AssertionError, match="averages|spread|seed for seed"):
         check(other)
     with pytest.raises(AssertionError, match="identically seeded"):
         check(lambda *args: right(*args[:-1], torch.Generator().manual_seed(
@@ -100,10 +100,11 @@ def _padding_leak_off_by_one(length, S, generator):
 
 
 def _alibi_far_from_16(head, generator):
-    """Keys 16 or more positions back (>= 16) instead of more than 16."""
+    """Keys 16 or more positions back (>= 16) instead of more than 16 (keys drawn first: not
+    the slip's numbers seed for seed, only its mean)."""
     import qkv
 
-    q, k = torch.randn(64, 16, generator=generator), torch.randn(64, 16, generator=generator)
+    k, q = torch.randn(64, 16, generator=generator), torch.randn(64, 16, generator=generator)
     scores = (q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]).masked_fill(
         ~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
     far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] >= 16)[32:]
@@ -118,6 +119,98 @@ def test_a_measurement_a_little_off_is_refused_by_its_mean(check, wrong):
     for seed in range(6):
         with pytest.raises(AssertionError, match="averages"):
             check(wrong, seed=seed)
+
+
+def _draw(*shapes, generator):
+    return [torch.randn(*shape, generator=generator) for shape in shapes]
+
+
+def _leak(length, S, generator, scale=4.0, dim=-1):
+    q, k = _draw((8, 16), (S, 16), generator=generator)
+    return torch.softmax(q @ k.T / scale, dim)[:, length:].sum(-1).mean().item()
+
+
+def _self_weight_by_columns(shared, generator):
+    x, W_q = _draw((16, 16), (8, 16), generator=generator)
+    W_k = W_q if shared else torch.randn(8, 16, generator=generator)
+    scores = (x @ W_q.T / 4) @ (x @ W_k.T / 4).T / 8 ** 0.5
+    return torch.softmax(scores, dim=0).diagonal().mean().item()
+
+
+def _overflow_of_torch_softmax(spread, generator):
+    x = (torch.randn(256, 64, generator=generator) * spread).half()
+    return (~torch.isfinite(torch.softmax(x, -1))).any(-1).float().mean().item()
+
+
+def _entropy_in_bits(temperature, generator):
+    q, k = _draw((16, 8), (32, 8), generator=generator)
+    w = torch.softmax(q @ k.T / temperature, -1)
+    return -(w * w.clamp_min(1e-30).log2()).sum(-1).mean().item()
+
+
+def _head_difference_by_reshape(share, generator):
+    x, W_q, W_k = _draw((16, 32), (32, 32), (32, 32), generator=generator)
+    q = (x @ W_q.T / 32 ** 0.5).reshape(4, 16, 8)
+    k = (x @ W_k.T / 32 ** 0.5).reshape(4, 16, 8)
+    if share == "key":
+        k = k[:1].expand_as(k)
+    w = torch.softmax(q @ k.transpose(-2, -1) / 8 ** 0.5, -1)
+    return sum(0.5 * (w[i] - w[j]).abs().sum(-1).mean().item()
+               for i in range(4) for j in range(i + 1, 4)) / 6
+
+
+def _linear_gap_unscaled(E, generator):
+    import qkv
+
+    q, k, v = _draw((64, E), (64, E), (64, E), generator=generator)
+    return (torch.softmax(q @ k.T, -1) @ v - qkv.linear_attention(q, k, v)).abs().mean().item()
+
+
+# An experiment done in the order given with one slip, as a student writes it: (check, answer,
+# the slip's name in the message). Each is named seed for seed, those whose mean is right too.
+SLIPS = [
+    ("check_padding_leak", lambda length, S, g: _leak(length, S, g, scale=1.0),
+     "scores not divided by 4"),
+    ("check_padding_leak", lambda length, S, g: _leak(length, S, g, scale=16.0), "divided by 16"),
+    ("check_padding_leak", lambda length, S, g: _leak(length, S, g, dim=0),
+     "softmax over the queries"),
+    ("check_self_weight", _self_weight_by_columns, "softmax over the queries"),
+    ("check_fp16_overflow_rate", _overflow_of_torch_softmax, "no row overflows"),
+    ("check_lookup_entropy", _entropy_in_bits, "entropy in bits"),
+    ("check_head_difference", _head_difference_by_reshape, "no transpose"),
+    ("check_linear_gap", _linear_gap_unscaled, "not scaled by 1/sqrt(E)"),
+]
+
+
+@pytest.mark.parametrize("name,wrong,words", SLIPS, ids=[f"{s[0]}-{s[2]}" for s in SLIPS])
+def test_an_experiment_with_a_slip_is_named(name, wrong, words):
+    with pytest.raises(AssertionError, match=re.escape(words)) as failed:
+        getattr(checks, name)(wrong)
+    assert failed.value.result.mistake and "seed for seed" in str(failed.value)
+
+
+def test_a_slip_drawn_in_another_order_is_named_by_its_mean():
+    """max_weight with d_k in place of sqrt(d_k), keys drawn before queries: not the slip's
+    numbers seed for seed, but its mean and not the experiment's."""
+    def max_weight(d_k, scaled, generator):
+        k, q = _draw((32, d_k), (32, d_k), generator=generator)
+        return torch.softmax(q @ k.T / (d_k if scaled else 1), -1).max(-1).values.mean().item()
+    with pytest.raises(AssertionError, match="average of the experiment with a slip: scores "
+                       "divided by d_k") as failed:
+        checks.check_max_weight(max_weight)
+    assert failed.value.result.mistake_id == "scores-divided-by-d-k-instead-of-sqrt-d-k"
+
+
+def test_a_slip_that_keeps_the_mean_is_refused_by_its_spread():
+    """padding_leak divided by 16, keys drawn first: every key still gets 1/S on average, but
+    the weights are flatter and the measurement varies about 5 times less."""
+    def padding_leak(length, S, generator):
+        k, q = _draw((S, 16), (8, 16), generator=generator)
+        return torch.softmax(q @ k.T / 16, -1)[:, length:].sum(-1).mean().item()
+
+    for seed in range(3):
+        with pytest.raises(AssertionError, match="its spread is not"):
+            checks.check_padding_leak(padding_leak, seed=seed)
 
 
 @pytest.mark.parametrize("name,right", OTHERWISE, ids=[f"{o[0]}-{o[1].__name__}" for o in OTHERWISE])

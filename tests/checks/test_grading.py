@@ -222,3 +222,14 @@ def test_a_question_is_judged_as_data():
     assert grading.question(name, "not an answer at all").passed is False
     with pytest.raises(KeyError):
         grading.question("no_such_question", "a")
+
+
+@pytest.mark.parametrize("check", sorted(grading.CHECKS))
+def test_a_number_too_large_for_a_float_is_a_wrong_answer(check):
+    """What comes back is the student's to choose: an int no float holds (10**400), alone, in
+    a pair or as every seed's number, fails the check; it never stops the judge."""
+    n = len(grading.calls(check, 0))
+    huge = 10 ** 400
+    for outcome in (huge, (huge, ()), ((huge,) * 49, ())):
+        result = grading.judge(check, 0, [outcome] * n)
+        assert not result.passed and len(result.message()) < 2000, result.message()

@@ -27,20 +27,23 @@ import qkv
 
 from ._experiment import Experiment
 from .harness import Case, Exercise, Mistake
-from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
+from .mistakes.attention import OVERFLOW, TORCH_ATTENTION, qkv_inputs, row_softmax
 
 # --------------------------------------------------------------- assignment 4: a temperature
 
 
 def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature: float = 1.0, *,
                           key_t: bool = False, scale_power: float = 0.5, dim: int = -1,
-                          stable: bool = True, multiply: bool = False) -> Tensor:
+                          stable: bool = True, multiply: bool = False, width: str = "E",
+                          root_t: bool = False) -> Tensor:
     """``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``, or one bug of the buggy
     version put back (``key_t``: ``key.T``; ``scale_power=1``: ``/ E``; ``dim=-2``: the softmax
-    over the queries; ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``)."""
-    E = query.shape[-1]
+    over the queries; ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``);
+    or another slip (``width="S"``: sqrt of the number of keys; ``root_t``: / sqrt(E * T))."""
+    E = query.shape[-1] if width == "E" else key.shape[-2]
     kt = key.permute(*reversed(range(key.dim()))) if key_t else key.transpose(-2, -1)
     t = 1.0 / temperature if multiply else temperature
+    t = math.sqrt(t) if root_t else t
     scores = (query @ kt) / (E ** scale_power * t)
     if stable:
         scores = scores - scores.amax(dim=dim, keepdim=True)
@@ -97,6 +100,12 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
         Mistake("temperature multiplies the scores instead of dividing them",
                 "a high temperature flattens the weights: divide by it",
                 partial(temperature_attention, multiply=True)),
+        Mistake("scores divided by sqrt(E * temperature) instead of sqrt(E) * temperature",
+                "the temperature divides the scaled scores: / (sqrt(E) * temperature)",
+                partial(temperature_attention, root_t=True)),
+        Mistake("scaled by 1/sqrt(S), the number of keys, instead of 1/sqrt(E)",
+                "E is the width of queries and keys, query.shape[-1]",
+                partial(temperature_attention, width="S")),
     ],
     error_hints=[("size of tensor", "key.T reverses every axis of a batched tensor: "
                   "key.transpose(-2, -1)"), ("mat1 and mat2", "key.T reverses every axis of a "
@@ -104,18 +113,29 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
 )
 
 
-def max_weight(d_k: int, scaled: bool, generator: torch.Generator) -> float:
-    """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k)."""
+def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
+               always: bool = False, dim: int = -1) -> float:
+    """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
+    or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
+    ``dim``: the softmax axis)."""
     q = torch.randn(32, d_k, generator=generator)
     k = torch.randn(32, d_k, generator=generator)
-    scores = q @ k.T / (math.sqrt(d_k) if scaled else 1.0)
-    return torch.softmax(scores, dim=-1).max(dim=-1).values.mean().item()
+    scores = q @ k.T / (d_k ** power if scaled or always else 1.0)
+    return torch.softmax(scores, dim=dim).max(dim=-1).values.mean().item()
 
 
 MAX_WEIGHT = Experiment(
     name="max_weight", reference=max_weight,
     settings=((16, True), (512, True), (512, False)),
     quantity="mean largest weight", helpers={"softmax": qkv.softmax},
+    mistakes=(
+        Mistake("scores divided by d_k instead of sqrt(d_k)", "the scale is 1/sqrt(d_k)",
+                partial(max_weight, power=1.0)),
+        Mistake("scaled ignored (the scores always divided)",
+                "divide by sqrt(d_k) only when scaled is True", partial(max_weight, always=True)),
+        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
+                "one: softmax(dim=-1), then the largest of each row", partial(max_weight, dim=0)),
+    ),
     hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
          "scores by sqrt(d_k) only when scaled, and return the mean over the queries of each "
          "row's largest softmax weight")
@@ -125,33 +145,33 @@ MAX_WEIGHT = Experiment(
 
 def padded_causal(query: Tensor, key: Tensor, value: Tensor, lengths: Tensor, *,
                   future: bool = False, inclusive: bool = False, after: bool = False,
-                  invert: bool = False) -> Tensor:
+                  invert: bool = False, stable: bool = True, short: bool = False) -> Tensor:
     """Attention where query ``i`` of sequence ``b`` sees keys ``j <= i`` with ``j <
     lengths[b]``; or one bug of the printed version put back (``future``: ``triu``;
     ``inclusive``: ``<=``; ``after``: weights zeroed after the softmax; ``invert``: the mask's
-    meaning flipped)."""
+    meaning flipped; ``stable=False``: no row maximum subtracted; ``short``: ``< lengths - 1``)."""
     L, S = query.shape[-2], key.shape[-2]
     ones = torch.ones(L, S, dtype=torch.bool, device=query.device)
     causal = ones.triu() if future else ones.tril()
     pos = torch.arange(S, device=query.device)[None, :]
-    real = pos <= lengths[:, None] if inclusive else pos < lengths[:, None]
+    real = pos <= lengths[:, None] if inclusive else pos < lengths[:, None] - int(short)
     allowed = causal & real[:, None, None, :]
     if invert:
         allowed = ~allowed
-    if not (future or inclusive or after or invert):
+    if not (future or inclusive or after or invert or short) and stable:
         mask = (qkv.causal_mask(L, S, device=query.device)
                 & qkv.padding_mask(lengths, S)[:, None, None, :])
         return qkv.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if after:
         return torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0) @ value
-    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ value
+    return row_softmax(scores.masked_fill(~allowed, float("-inf")), stable=stable) @ value
 
 
 def _padded_cases():
-    def make(B, H, L, E, Ev, lengths):
+    def make(B, H, L, E, Ev, lengths, big=0.0):
         def build(gen, device, dtype):
-            q, k, v = qkv_inputs(gen, device, dtype, (B, H), L, L, E, Ev)
+            q, k, v = qkv_inputs(gen, device, dtype, (B, H), L, L, E, Ev, big=big)
             return (q, k, v, torch.tensor(lengths, device=device)), {}
         return build
     f32, f64 = torch.float32, torch.float64
@@ -159,6 +179,8 @@ def _padded_cases():
         Case("B=2, H=1, L=S=4, E=4, Ev=3, lengths=[4, 2]", make(2, 1, 4, 4, 3, [4, 2]), f64),
         Case("B=3, H=2, L=S=6, E=8, Ev=5, lengths=[6, 3, 1]", make(3, 2, 6, 8, 5, [6, 3, 1]), f32),
         Case("B=2, H=4, L=S=5, E=4, Ev=2, lengths=[2, 5]", make(2, 4, 5, 4, 2, [2, 5]), f64),
+        Case("B=2, H=1, L=S=4 with large logits (scores near 800), lengths=[4, 3]",
+             make(2, 1, 4, 4, 3, [4, 3], big=40.0), f64),
     ]
 
 
@@ -176,22 +198,40 @@ PADDED_CAUSAL_ATTENTION = Exercise(
                 partial(padded_causal, after=True)),
         Mistake("the mask inverted (True marks what is hidden)",
                 "True is allowed: masked_fill(~allowed, -inf)", partial(padded_causal, invert=True)),
+        Mistake(*OVERFLOW, partial(padded_causal, stable=False)),
+        Mistake("one real key too few (< lengths - 1)", "keys 0..length-1 are real: "
+                "arange(S) < lengths", partial(padded_causal, short=True)),
     ],
     error_hints=[("same device", "build the masks on query.device")],
 )
 
 
-def padding_leak(length: int, S: int, generator: torch.Generator) -> float:
-    """Without a padding mask, the mean weight 8 queries give to the ``S - length`` padded keys."""
+def padding_leak(length: int, S: int, generator: torch.Generator, *, scale: float = 4.0,
+                 dim: int = -1, real: bool = False) -> float:
+    """Without a padding mask, the mean weight 8 queries give to the ``S - length`` padded keys;
+    or with a slip (``scale``: what the scores are divided by; ``dim``: the softmax axis;
+    ``real``: the weight on the real keys)."""
     q = torch.randn(8, 16, generator=generator)
     k = torch.randn(S, 16, generator=generator)
-    weights = torch.softmax(q @ k.T / 4.0, dim=-1)
-    return weights[:, length:].sum(dim=-1).mean().item()
+    weights = torch.softmax(q @ k.T / scale, dim=dim)
+    return (weights[:, :length] if real else weights[:, length:]).sum(dim=-1).mean().item()
 
 
 PADDING_LEAK = Experiment(
-    name="padding_leak", reference=padding_leak, settings=((4, 16), (12, 16)),
-    quantity="weight on the padding",
+    name="padding_leak", reference=padding_leak, settings=((4, 16), (12, 16), (4, 64)),
+    quantity="weight on the padding", spread=True,
+    mistakes=(
+        # Every key gets 1/S on average whatever the scale: these two change only the spread.
+        Mistake("scores not divided by 4", "the scores are q @ k.T / 4 (4 = sqrt(16))",
+                partial(padding_leak, scale=1.0)),
+        Mistake("scores divided by 16 (the width) instead of 4 = sqrt(16)",
+                "the scores are q @ k.T / 4", partial(padding_leak, scale=16.0)),
+        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
+                "one: softmax(dim=-1)", partial(padding_leak, dim=0)),
+        Mistake("the weight on the real keys 0..length-1, not on the padding",
+                "the padding is keys length..S-1: weights[:, length:]",
+                partial(padding_leak, real=True)),
+    ),
     hint="draw 8 queries (8, 16) and S keys (S, 16) from the generator, take the softmax of "
          "q @ k.T / 4 with no mask, and return the mean over the queries of the weight on keys "
          "length..S-1")
@@ -200,9 +240,11 @@ PADDING_LEAK = Experiment(
 
 
 def streaming(query: Tensor, key: Tensor, value: Tensor, block: int, *, rescale_sum: bool = True,
-              sign: int = 1, drop_last: bool = False, zero_start: bool = False) -> Tensor:
+              sign: int = 1, drop_last: bool = False, zero_start: bool = False,
+              rescale_acc: bool = True) -> Tensor:
     """Attention visiting the keys ``block`` at a time with a running max, sum and output; or
-    one bug of the printed version put back."""
+    one bug of the printed version put back (or ``rescale_acc=False``: the output not
+    rescaled)."""
     scale = 1.0 / math.sqrt(query.shape[-1])
     shape = query.shape[:-1] + (1,)
     m = (torch.zeros if zero_start else partial(torch.full, fill_value=float("-inf")))(
@@ -218,7 +260,7 @@ def streaming(query: Tensor, key: Tensor, value: Tensor, block: int, *, rescale_
         p = (s - m_new).exp()
         c = (sign * (m - m_new)).exp()
         l = (l * c if rescale_sum else l) + p.sum(dim=-1, keepdim=True)
-        acc = acc * c + p @ value[..., start:start + block, :]
+        acc = (acc * c if rescale_acc else acc) + p @ value[..., start:start + block, :]
         m = m_new
     return acc / l
 
@@ -258,6 +300,9 @@ STREAMING_ATTENTION = Exercise(
         Mistake("the running sum is not rescaled when the max grows (a bug of the printed "
                 "function)", "l = l * exp(m - m_new) + p.sum(-1)", partial(streaming,
                                                                            rescale_sum=False)),
+        Mistake("the running output is not rescaled when the max grows (the sum is)",
+                "acc = acc * exp(m - m_new) + p @ v_block, like the sum",
+                partial(streaming, rescale_acc=False)),
         Mistake("the rescale factor is exp(m_new - m), upside down (a bug of the printed "
                 "function)", "old terms shrink when the max grows: exp(m - m_new)",
                 partial(streaming, sign=-1)),
@@ -268,10 +313,13 @@ STREAMING_ATTENTION = Exercise(
 )
 
 
-def fp16_overflow_rate(spread: float, generator: torch.Generator) -> float:
+def fp16_overflow_rate(spread: float, generator: torch.Generator, *, safe: bool = False) -> float:
     """The fraction of 256 rows of 64 logits ~ N(0, spread^2) whose softmax, computed naively
-    (no max subtracted) in float16, holds a non-finite weight."""
+    (no max subtracted) in float16, holds a non-finite weight; ``safe``: the maximum
+    subtracted (nothing overflows)."""
     x = (torch.randn(256, 64, generator=generator) * spread).half()
+    if safe:
+        x = x - x.max(dim=-1, keepdim=True).values
     w = x.exp() / x.exp().sum(dim=-1, keepdim=True)
     return (~torch.isfinite(w)).any(dim=-1).float().mean().item()
 
@@ -279,6 +327,13 @@ def fp16_overflow_rate(spread: float, generator: torch.Generator) -> float:
 FP16_OVERFLOW_RATE = Experiment(
     name="fp16_overflow_rate", reference=fp16_overflow_rate, settings=((4.0,), (6.0,)),
     quantity="fraction of rows that overflow",
+    mistakes=(
+        Mistake("no row overflows: the maximum subtracted, or the softmax taken in float32",
+                "the experiment measures the naive softmax in float16: convert with .half() "
+                "before exp, do not subtract the maximum, and count a row whose weights hold an "
+                "inf or a NaN (~torch.isfinite(w)): inf / inf is NaN",
+                partial(fp16_overflow_rate, safe=True)),
+    ),
     hint="draw 256 rows of 64 standard normal logits from the generator, multiply by spread, "
          "convert to float16 (.half()), compute x.exp() / x.exp().sum(-1, keepdim=True) and "
          "return the fraction of rows holding an inf or NaN")

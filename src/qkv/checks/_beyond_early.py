@@ -112,17 +112,30 @@ TOP_K_LOOKUP = Exercise(
 )
 
 
-def lookup_entropy(temperature: float, generator: torch.Generator) -> float:
-    """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8)."""
+def lookup_entropy(temperature: float, generator: torch.Generator, *, multiply: bool = False,
+                   bits: bool = False, root: bool = False) -> float:
+    """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8); or
+    with a slip (``multiply``: by the temperature; ``bits``: log2; ``root``: also / sqrt(8))."""
     q = torch.randn(16, 8, generator=generator)
     k = torch.randn(32, 8, generator=generator)
-    w = torch.softmax(q @ k.T / temperature, dim=-1)
-    return -(w * w.clamp_min(1e-30).log()).sum(dim=-1).mean().item()
+    scores = q @ k.T * temperature if multiply else q @ k.T / temperature
+    w = torch.softmax(scores / math.sqrt(8) if root else scores, dim=-1)
+    log = w.clamp_min(1e-30).log2() if bits else w.clamp_min(1e-30).log()
+    return -(w * log).sum(dim=-1).mean().item()
 
 
 LOOKUP_ENTROPY = Experiment(
     name="lookup_entropy", reference=lookup_entropy, settings=((0.1,), (1.0,), (10.0,)),
     quantity="mean entropy of the weights", helpers={"softmax": qkv.softmax},
+    mistakes=(
+        Mistake("temperature multiplies the scores instead of dividing them",
+                "a high temperature flattens the weights: q @ k.T / temperature",
+                partial(lookup_entropy, multiply=True)),
+        Mistake("entropy in bits (log2) instead of nats", "use the natural log: w.log()",
+                partial(lookup_entropy, bits=True)),
+        Mistake("scores also divided by sqrt(E)", "this lookup's scores are q @ k.T / temperature,"
+                " with no 1/sqrt(E)", partial(lookup_entropy, root=True)),
+    ),
     hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
          "q @ k.T / temperature over the keys and return the mean over the queries of "
          "-sum(w * log w), in nats")
@@ -166,19 +179,28 @@ SELF_ATTENTION_NO_SELF = Exercise(
 )
 
 
-def self_weight(shared: bool, generator: torch.Generator) -> float:
+def self_weight(shared: bool, generator: torch.Generator, *, div: float = 4.0,
+                dim: int = -1) -> float:
     """The mean weight 16 random tokens (d=16) give themselves, with W_k = W_q (``shared``) or
-    an independent W_k; weights of shape (8, 16), standard normal / 4."""
+    an independent W_k; weights of shape (8, 16), standard normal / 4; or with a slip
+    (``div``: what the weights are divided by; ``dim``: the softmax axis)."""
     x = torch.randn(16, 16, generator=generator)
-    W_q = torch.randn(8, 16, generator=generator) / 4
-    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / 4
+    W_q = torch.randn(8, 16, generator=generator) / div
+    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / div
     scores = (x @ W_q.T) @ (x @ W_k.T).T / math.sqrt(8)
-    return torch.softmax(scores, dim=-1).diagonal().mean().item()
+    return torch.softmax(scores, dim=dim).diagonal().mean().item()
 
 
 SELF_WEIGHT = Experiment(
     name="self_weight", reference=self_weight, settings=((True,), (False,)),
     quantity="mean weight a token gives itself",
+    mistakes=(
+        Mistake("weights not divided by 4", "W_q and W_k are torch.randn(8, 16) / 4",
+                partial(self_weight, div=1.0)),
+        # With shared weights the scores are symmetric and both axes give the same diagonal.
+        Mistake("softmax over the queries (dim=0)", "each token's weights over the keys sum to "
+                "one: softmax(dim=-1)", partial(self_weight, dim=0)),
+    ),
     hint="draw x (16, 16), then W_q (8, 16), then (only when not shared) W_k (8, 16) from the "
          "generator, divide the weights by 4, and return the mean of the diagonal of "
          "softmax((x W_q^T)(x W_k^T)^T / sqrt(8))")
@@ -188,18 +210,20 @@ SELF_WEIGHT = Experiment(
 
 def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int, *,
          no_transpose: bool = False, full_scale: bool = False,
-         merge_no_transpose: bool = False) -> Tensor:
-    """Multi-head self-attention as one function; or a bug of the printed version put back."""
+         merge_no_transpose: bool = False, no_value: bool = False,
+         no_out: bool = False) -> Tensor:
+    """Multi-head self-attention as one function; or a bug of the printed version put back
+    (or another slip: ``no_value``/``no_out``: W_v/W_o left out)."""
     B, L, D = x.shape
     d = D // num_heads
 
     def split(t):
         return t.reshape(B, num_heads, L, d) if no_transpose else qkv.split_heads(t, num_heads)
-    q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x @ W_v.T)
+    q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x if no_value else x @ W_v.T)
     scores = q @ k.transpose(-2, -1) / math.sqrt(D if full_scale else d)
     out = torch.softmax(scores, dim=-1) @ v
     merged = out.reshape(B, L, D) if merge_no_transpose else qkv.merge_heads(out)
-    return merged @ W_o.T
+    return merged if no_out else merged @ W_o.T
 
 
 def _mhsa_case(B, L, D, H):
@@ -222,6 +246,10 @@ MULTI_HEAD_SELF_ATTENTION = Exercise(
         Mistake("heads merged by reshape alone (a bug of the printed function)",
                 "transpose(1, 2) back to (B, L, H, d) before reshaping to (B, L, D)",
                 partial(mhsa, merge_no_transpose=True)),
+        Mistake("the output projection W_o left out", "the heads, merged back to (B, L, D), "
+                "go through W_o: merged @ W_o.T", partial(mhsa, no_out=True)),
+        Mistake("the value projection W_v left out", "the values are x @ W_v.T, split into "
+                "heads like the queries and keys", partial(mhsa, no_value=True)),
     ],
 )
 
@@ -261,15 +289,18 @@ APPLY_ROPE_SCALED = Exercise(
 )
 
 
-def alibi_far_weight(head: int, generator: torch.Generator) -> float:
+def alibi_far_weight(head: int, generator: torch.Generator, *, causal: bool = True,
+                     reach: int = 17) -> float:
     """With ALiBi (8 heads) added to random scores of 64 queries and keys (E=16), the mean
-    weight the last 32 queries give to keys more than 16 positions back, in ``head``."""
+    weight the last 32 queries give to keys more than 16 positions back, in ``head``; or with a
+    slip (``causal=False``: no causal mask; ``reach``: the nearest distance counted as far)."""
     q = torch.randn(64, 16, generator=generator)
     k = torch.randn(64, 16, generator=generator)
     scores = q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]
-    scores = scores.masked_fill(~qkv.causal_mask(64), float("-inf"))
+    if causal:
+        scores = scores.masked_fill(~qkv.causal_mask(64), float("-inf"))
     w = torch.softmax(scores, dim=-1)[32:]
-    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] > 16)[32:]
+    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] >= reach)[32:]
     return (w * far).sum(dim=-1).mean().item()
 
 
@@ -277,6 +308,12 @@ ALIBI_FAR_WEIGHT = Experiment(
     name="alibi_far_weight", reference=alibi_far_weight, settings=((0,), (4,), (7,)),
     helpers={"alibi_bias": qkv.alibi_bias},
     quantity="mean weight beyond 16 positions",
+    mistakes=(
+        Mistake("no causal mask", "mask the future (key j > query i) before the softmax",
+                partial(alibi_far_weight, causal=False)),
+        Mistake("keys 16 positions back counted as far (>= 16 instead of > 16)",
+                "far means i - j > 16", partial(alibi_far_weight, reach=16)),
+    ),
     hint="draw q then k (64, 16) from the generator; scores q @ k.T / 4 plus your ALiBi bias of "
          "8 heads for that head, causal mask; return, over queries 32..63, the mean total weight "
          "on keys more than 16 positions back")

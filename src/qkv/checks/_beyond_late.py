@@ -59,11 +59,13 @@ LINEAR_ATTENTION = Exercise(
 )
 
 
-def linear_gap(E: int, generator: torch.Generator) -> float:
+def linear_gap(E: int, generator: torch.Generator, *, scaled: bool = True,
+               dim: int = -1) -> float:
     """The mean absolute difference between softmax attention and linear attention (``elu + 1``)
-    on 64 random queries, keys and values of width ``E``."""
+    on 64 random queries, keys and values of width ``E``; or with a slip (``scaled=False``: no
+    1/sqrt(E) in the softmax; ``dim``: the softmax axis)."""
     q, k, v = (torch.randn(64, E, generator=generator) for _ in range(3))
-    exact = torch.softmax(q @ k.T / math.sqrt(E), dim=-1) @ v
+    exact = torch.softmax(q @ k.T / (math.sqrt(E) if scaled else 1.0), dim=dim) @ v
     return (exact - qkv.linear_attention(q, k, v)).abs().mean().item()
 
 
@@ -71,6 +73,13 @@ LINEAR_GAP = Experiment(
     name="linear_gap", reference=linear_gap, settings=((4,), (32,)),
     helpers={"linear_attention": qkv.linear_attention},
     quantity="mean gap between softmax and linear attention",
+    mistakes=(
+        Mistake("softmax attention not scaled by 1/sqrt(E)",
+                "the softmax side is softmax(q @ k.T / sqrt(E)) @ v", partial(linear_gap,
+                                                                            scaled=False)),
+        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
+                "one: softmax(dim=-1)", partial(linear_gap, dim=0)),
+    ),
     hint="draw q, k and v (64, E) from the generator in that order, compute softmax attention "
          "(scale 1/sqrt(E)) and your linear_attention on them, and return the mean absolute "
          "difference of the two outputs")

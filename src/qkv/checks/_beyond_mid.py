@@ -110,15 +110,27 @@ TALKING_HEADS_ATTENTION = Exercise(
 )
 
 
-def head_difference(share: str, generator: torch.Generator) -> float:
+def head_difference(share: str, generator: torch.Generator, *, split: str = "heads",
+                    shared: str = "keys") -> float:
     """The mean total-variation distance between the attention weights of 4 random heads
     (D=32, width 8) on 16 random tokens, over the 6 pairs of heads; ``share`` is ``"none"``,
-    ``"key"`` (every head uses head 0's keys) or ``"both"`` (head 0's queries and keys)."""
+    ``"key"`` (every head uses head 0's keys) or ``"both"`` (head 0's queries and keys); or
+    with a slip (``split``: ``"reshape"`` (4, 16, 8) without a transpose, ``"strided"`` head h
+    the features h::4; ``shared="queries"``: head 0's queries shared for ``"key"``)."""
     x = torch.randn(16, 32, generator=generator)
     W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
     W_k = torch.randn(32, 32, generator=generator) / math.sqrt(32)
-    q, k = qkv.split_heads((x @ W_q.T)[None], 4)[0], qkv.split_heads((x @ W_k.T)[None], 4)[0]
-    if share in ("key", "both"):
+
+    def heads(t: Tensor) -> Tensor:
+        if split == "reshape":
+            return t.reshape(4, 16, 8)
+        if split == "strided":
+            return t.reshape(16, 8, 4).permute(2, 0, 1)
+        return qkv.split_heads(t[None], 4)[0]
+    q, k = heads(x @ W_q.T), heads(x @ W_k.T)
+    if share == "key" and shared == "queries":
+        q = q[:1].expand_as(q)
+    elif share in ("key", "both"):
         k = k[:1].expand_as(k)
     if share == "both":
         q = q[:1].expand_as(q)
@@ -132,6 +144,17 @@ HEAD_DIFFERENCE = Experiment(
     name="head_difference", reference=head_difference, settings=(("none",), ("key",)),
     helpers={"split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads},
     quantity="mean total-variation distance between two heads' weights",
+    mistakes=(
+        Mistake("heads split with reshape(4, 16, 8), no transpose: each head mixes tokens",
+                "head h is features 8h..8h+7 of every token: reshape to (16, 4, 8), then "
+                "transpose to (4, 16, 8) (split_heads)", partial(head_difference, split="reshape")),
+        Mistake("head h taken as the strided features h, h+4, ... instead of 8h..8h+7",
+                "head h is the contiguous features 8h..8h+7 (split_heads)",
+                partial(head_difference, split="strided")),
+        Mistake("share='key' shares the queries instead of the keys",
+                "with share='key' every head uses head 0's keys, k[:1], with its own queries",
+                partial(head_difference, shared="queries")),
+    ),
     hint="draw x (16, 32), then W_q and W_k (32, 32) from the generator, divide the weights by "
          "sqrt(32), split x @ W_q.T and x @ W_k.T into 4 heads of width 8 (head h: features "
          "8h..8h+7), give every head head 0's keys when share is 'key', take each head's "

@@ -20,7 +20,7 @@ from torch import Tensor
 import qkv
 
 from .harness import Case, close, Exercise, Forbidden, half_case, Mistake, randn, via_float32
-from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, qkv_inputs
+from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs
 from .mistakes.efficient import backward_variant, ring_variant
 
 __all__: list = []
@@ -154,11 +154,11 @@ def ring_step(query: Tensor, key: Tensor, value: Tensor, k_ring: Tensor, v_ring:
 
 
 def _ring_cases() -> List[Case]:
-    def make(batch, W, pos, E, Ev, **kw):
+    def make(batch, W, pos, E, Ev, big=0.0, **kw):
         def build(gen, device, dtype):
-            q, k, v = qkv_inputs(gen, device, dtype, batch, 1, 1, E, Ev)
+            q, k, v = qkv_inputs(gen, device, dtype, batch, 1, 1, E, Ev, big=big)
             # Slots not written yet hold noise, as a ring made with torch.empty would.
-            _, kr, vr = qkv_inputs(gen, device, dtype, batch, 1, W, E, Ev)
+            _, kr, vr = qkv_inputs(gen, device, dtype, batch, 1, W, E, Ev, big=big)
             return (q, k, v, kr, vr, pos), kw
         return build
 
@@ -173,6 +173,8 @@ def _ring_cases() -> List[Case]:
              make((2, 2), 4, 4, 4, 4), f32),
         Case("W=5, pos=13 and scale=0.3, B=1, H=3", make((1, 3), 5, 13, 4, 3, scale=0.3), f64),
         Case("W=1, pos=5 (a window of one key: the token itself)", make((2, 1), 1, 5, 4, 3), f64),
+        Case("W=4, pos=6 with large logits (scores near 800), B=2, H=1",
+             make((2, 1), 4, 6, 4, 3, big=40.0), f64),
         half_case("W=4, pos=2, B=2, H=2", make((2, 2), 4, 2, 4, 3)),
     ]
 
@@ -207,5 +209,6 @@ SLIDING_KV_CACHE_STEP = Exercise(
                 partial(ring_variant, scale_by="none")),
         Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
                 partial(ring_variant, fill=-1e9)),
+        Mistake(*OVERFLOW, partial(ring_variant, stable=False)),
     ],
 )

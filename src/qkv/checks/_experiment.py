@@ -10,11 +10,18 @@ reference on as many other seeds, then asks, per setting:
 - the numbers vary from seed to seed when the reference's do (a measurement, not a formula);
 - they are the reference's own numbers on the same seeds (the experiment done as described,
   drawing in the order given: passes, whatever the seed); otherwise
+- they are not one of the experiment's known mistakes on the same seeds (the experiment done
+  with one slip, drawing in the order given: the slip is named, even one whose mean is right,
+  like padding_leak without its scale);
 - their mean agrees with the reference's within 5 standard errors of the difference of two
   means: a right measurement drawn in another order fails by chance about never (none in 3,000
-  tries of the most heavy-tailed experiment), a measurement of something else fails.
+  tries of the most heavy-tailed experiment), a measurement of something else fails (named
+  after a known mistake whose mean it has, when one has it and the reference's does not);
+- where an experiment says so (``spread``), their spread agrees with the reference's within a
+  factor of 3 (the median absolute deviations): a mistake whose mean is right by symmetry
+  (every key gets 1/S on average, whatever the scale) still changes how much the numbers vary.
 
-The spread over seeds is not compared beyond "it varies": the quantities are heavy-tailed
+Elsewhere the spread is not compared beyond "it varies": most quantities are heavy-tailed
 (ALiBi's far weight, a ratio of exponentials) and a sample standard deviation of 12 of them is
 off by a factor of 4 about once in 300 tries; a right answer must never fail by chance.
 
@@ -34,14 +41,21 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from .harness import (NOTHING, Check, Raised, notice_text, number_of, plain_number,
-                      reference_helpers, reference_names, split_outcome)
-from .result import CheckResult
+from .harness import (NOTHING, Check, Mistake, Raised, notice_text, number_of, plain_number,
+                      reference_helpers, reference_names, shown, split_outcome)
+from .result import CheckResult, mistake_id
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
 SIGMAS = 5.0
+#: How far (a factor, either way) the spread of a right measurement may be from the reference's.
+SPREAD = 4.0
 _GENERATOR_HINT = ("draw every random number from the generator passed in: "
                    "torch.randn(..., generator=generator)")
+
+
+_NOT_FINITE_HINT = ("a NaN or inf inside the measurement: 0 * log(0) is NaN (clamp the weights, "
+                    "w.clamp_min(1e-30), before the log), so is inf - inf or 0 / 0 (a softmax "
+                    "without its maximum subtracted, a row with every score masked)")
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,10 @@ class Experiment:
         helpers: the student's other answers the experiment may call (name -> the
             reference's): while it runs they are the reference's, so that a missing or wrong
             helper costs only its own test (see :mod:`._helpers`).
+        mistakes: the experiment with one slip (same signature), named when the student's
+            numbers are its numbers on the same seeds, or have its mean.
+        spread: compare the spread too (only for quantities measured to be light-tailed enough
+            that a right answer's spread is never off by :data:`SPREAD`).
     """
 
     name: str
@@ -68,6 +86,8 @@ class Experiment:
     hint: str
     seeds: int = 48
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    mistakes: Tuple[Mistake, ...] = ()
+    spread: bool = False
 
 
 def _where(exp: Experiment, setting: tuple) -> str:
@@ -75,42 +95,75 @@ def _where(exp: Experiment, setting: tuple) -> str:
     return f"{exp.name}({args}{', ' if args else ''}generator)"
 
 
-def reference_values(exp: Experiment, setting: tuple, seed: int) -> List[float]:
-    """The reference's numbers at ``setting`` on ``exp.seeds`` seeds other than the student's."""
-    return [float(exp.reference(*setting, torch.Generator().manual_seed(10**6 + 1000 * seed + k)))
+def reference_values(exp: Experiment, setting: tuple, seed: int,
+                     measure: Optional[Callable[..., float]] = None) -> List[float]:
+    """The reference's (or ``measure``'s) numbers at ``setting`` on ``exp.seeds`` seeds other
+    than the student's."""
+    measure = measure or exp.reference
+    return [float(measure(*setting, torch.Generator().manual_seed(10**6 + 1000 * seed + k)))
             for k in range(exp.seeds)]
 
 
 def same_seeds(exp: Experiment, setting: tuple, seeds: Sequence[int],
-               values: Sequence[float]) -> bool:
-    """Whether ``values`` are the reference's numbers on the same ``seeds`` (to float32's
-    rounding: a sum taken in another order differs in the last digits)."""
-    return all(math.isclose(v, float(exp.reference(*setting, torch.Generator().manual_seed(s))),
+               values: Sequence[float], measure: Optional[Callable[..., float]] = None) -> bool:
+    """Whether ``values`` are the reference's (or ``measure``'s) numbers on the same ``seeds``
+    (to float32's rounding: a sum taken in another order differs in the last digits)."""
+    measure = measure or exp.reference
+    return all(math.isclose(v, float(measure(*setting, torch.Generator().manual_seed(s))),
                             rel_tol=1e-4, abs_tol=1e-7) for v, s in zip(values, seeds))
 
 
+def _mad(values: Sequence[float]) -> float:
+    middle = statistics.median(values)
+    return statistics.median(abs(v - middle) for v in values)
+
+
+def _off(mean: float, sd: float, other: Sequence[float], n: int) -> float:
+    """How far ``mean`` is from ``other``'s mean, in allowed distances (more than 1: refused)."""
+    allowed = SIGMAS * math.sqrt((sd ** 2 + statistics.stdev(other) ** 2) / n)
+    return abs(mean - statistics.fmean(other)) / (allowed + 1e-9 * (1 + abs(statistics.fmean(other))))
+
+
 def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
-                 reference: Sequence[float]) -> Optional[Tuple[str, str]]:
-    """``(what, hint)`` unless ``values`` (the student's, with the first seed repeated last)
-    behave as a measurement of the reference's quantity; ``None`` when they do."""
+                 reference: Sequence[float], seeds: Sequence[int] = (),
+                 seed: int = 0) -> Optional[Tuple[str, str, str]]:
+    """``(what, hint, mistake)`` unless ``values`` (the student's on ``seeds``, the first seed
+    repeated last) behave as a measurement of the reference's quantity; ``None`` when they do.
+    ``mistake`` is the known mistake's name, ``""`` when none is recognised."""
     mine = list(values[:-1])
     if values[-1] != values[0]:
         return "two calls with identically seeded generators gave different numbers", \
             (_GENERATOR_HINT + "; and leave nothing changed behind you: a model's weights "
-             "zeroed in place must be restored before the function returns")
+             "zeroed in place must be restored before the function returns"), ""
+    for mistake in exp.mistakes:
+        if seeds and same_seeds(exp, setting, seeds[:len(mine)], mine, mistake.fn):
+            return (f"your numbers are, seed for seed, the experiment's with a slip: "
+                    f"{mistake.name}", mistake.hint, mistake.name)
     ref_sd, my_sd = statistics.stdev(reference), statistics.stdev(mine)
     if ref_sd > 0 and my_sd == 0:
         return (f"every seed gave {mine[0]:.4g}: this is not a measurement",
                 "draw the inputs from the generator and measure, do not return a formula; if "
                 "you do measure, your code cannot see what it counts: try it on an input where "
-                "the answer is known")
+                "the answer is known", "")
     n = len(mine)
     mean, ref_mean = statistics.fmean(mine), statistics.fmean(reference)
-    allowed = SIGMAS * math.sqrt((my_sd ** 2 + ref_sd ** 2) / n) + 1e-9 * (1 + abs(ref_mean))
-    if abs(mean - ref_mean) > allowed:
-        return (f"over {n} seeds your {exp.quantity} averages {mean:.4g}, where the experiment "
+    if _off(mean, my_sd, reference, n) > 1:
+        said = (f"over {n} seeds your {exp.quantity} averages {mean:.4g}, where the experiment "
                 f"as described averages {ref_mean:.4g} (more than {SIGMAS:g} standard errors "
-                "away)", exp.hint)
+                "away)")
+        # The known mistake whose mean this is (the nearest, when several are near).
+        near = sorted((_off(mean, my_sd, reference_values(exp, setting, seed, m.fn), n), i)
+                      for i, m in enumerate(exp.mistakes))
+        if near and near[0][0] <= 1:
+            mistake = exp.mistakes[near[0][1]]
+            return (f"{said}; that is the average of the experiment with a slip: "
+                    f"{mistake.name}", mistake.hint, mistake.name)
+        return said, exp.hint, ""
+    if exp.spread and ref_sd > 0:
+        ratio = _mad(mine) / max(_mad(reference), 1e-12)
+        if not 1 / SPREAD <= ratio <= SPREAD:
+            return (f"over {n} seeds your {exp.quantity} varies {ratio:.2g} times as much as the "
+                    "experiment as described (its mean is right, its spread is not)", exp.hint, "")
     return None
 
 
@@ -168,10 +221,13 @@ class ExperimentCheck(Check):
             got = got if isinstance(got, (tuple, list)) else (got,)
             for one in list(got)[:exp.seeds + 1]:
                 value = number_of(one)
-                if value is None or not math.isfinite(value):
-                    return fail(what=f"it returned {one!r}, expected one finite number",
+                if value is None:
+                    return fail(what=f"it returned {shown(one)}, expected one finite number",
                                 hint="return the measurement as a float (e.g. "
                                      "tensor.mean().item())")
+                if not math.isfinite(value):
+                    return fail(what=f"it returned {value}, expected one finite number",
+                                hint=_NOT_FINITE_HINT)
                 values.append(value)
             if len(got) != exp.seeds + 1:  # what crossed is the student's to choose
                 return fail(what=f"your {exp.name} did not finish on {_where(exp, setting)}",
@@ -181,8 +237,11 @@ class ExperimentCheck(Check):
             mine, seeds = values[i * n:(i + 1) * n], [s for _, s in plan[i * n:(i + 1) * n]]
             if same_seeds(exp, setting, seeds[:-1], mine[:-1]) and mine[-1] == mine[0]:
                 continue
-            found = judge_values(exp, setting, mine, reference_values(exp, setting, seed))
+            found = judge_values(exp, setting, mine, reference_values(exp, setting, seed),
+                                 seeds, seed)
             if found:
-                return CheckResult(exp.name, False, seed, _where(exp, setting), what=found[0],
-                                   hint=found[1])
+                what, hint, mistake = found
+                return CheckResult(exp.name, False, seed, _where(exp, setting), what=what,
+                                   hint=hint, mistake=mistake,
+                                   mistake_id=mistake_id(mistake) if mistake else "")
         return CheckResult(exp.name, True, seed, notice=notice_text(notices))

@@ -23,7 +23,7 @@ from torch import Tensor
 import qkv
 
 from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, randn, make_check,
-                      split_outcome)
+                      shown, split_outcome)
 from .mistakes.attention import TORCH_ATTENTION
 from .mistakes.capstone import attention_variant, block_variant
 from .result import CheckResult
@@ -234,7 +234,7 @@ class _AblationCheck(Check):
         got, _ = split_outcome(out)
         if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], (tuple, list))
                 and got[0][:1] == ("options",)):
-            return fail(what=f"it returned {got!r}", hint="return (options, loss): the dict of "
+            return fail(what=f"it returned {shown(got)}", hint="return (options, loss): the dict of "
                         "settings you changed and the loss qkv.ablation_loss returned")
         settings, loss = dict(got[0][1:]), got[1]
         problem = _options_problem(settings)

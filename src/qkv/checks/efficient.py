@@ -11,7 +11,7 @@ from torch import Tensor
 import qkv
 
 from ._efficient_extra import ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP
-from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
+from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, make_check,
                       via_float32)
 from .mistakes.efficient import kv_step_variant, online_variant, short_chunks
@@ -154,12 +154,12 @@ def _kv_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
 
 
 def _kv_cases() -> List[Case]:
-    def make(batch, P, L, E, Ev, **kw):
+    def make(batch, P, L, E, Ev, big=0.0, **kw):
         def build(gen, device, dtype):
-            q, k, v = qkv_inputs(gen, device, dtype, batch, L, L, E, Ev)
+            q, k, v = qkv_inputs(gen, device, dtype, batch, L, L, E, Ev, big=big)
             kwargs = dict(kw)
             if P:
-                _, kc, vc = qkv_inputs(gen, device, dtype, batch, 1, P, E, Ev)
+                _, kc, vc = qkv_inputs(gen, device, dtype, batch, 1, P, E, Ev, big=big)
                 kwargs.update(k_cache=kc, v_cache=vc)
             return (q, k, v), kwargs
         return build
@@ -178,6 +178,8 @@ def _kv_cases() -> List[Case]:
              make((1, 2), 0, 5, 6, 2), f64),
         Case("one new token after P=7 cached ones with scale=0.3",
              make((2, 1), 7, 1, 4, 4, scale=0.3), f64),
+        Case("L=2 new tokens after P=4 cached ones with large logits (scores near 800)",
+             make((2, 1), 4, 2, 4, 3, big=40.0), f64),
         half_case("L=3 new tokens at once after P=4 cached ones (B=2, H=2)", make((2, 2), 4, 3, 4, 3)),
     ]
 
@@ -230,6 +232,7 @@ KV_CACHE_STEP = Exercise(
                 partial(kv_step_variant, diag=1)),
         Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
                 partial(kv_step_variant, fill=-1e9)),
+        Mistake(*OVERFLOW, partial(kv_step_variant, stable=False)),
     ],
     error_hints=[("Sizes of tensors must match except in dimension", f"{_CAT_DIM}? {_CAT_DIM_HINT}"),
                  ("without overflow", FILL_HINT)],

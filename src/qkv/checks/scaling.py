@@ -23,7 +23,7 @@ import qkv
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, ExerciseCheck, half_case,
                       is_tensor, notice_text, number_of, plain_number, Raised, randn,
-                      reference_names, make_check, checks_of, split_outcome, via_float32)
+                      reference_names, make_check, checks_of, shown, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
 from . import _beyond as b, _variations_early as v
 from ._experiment import ExperimentCheck
@@ -248,7 +248,7 @@ class _VarianceCheck(Check):
             notices += [n for n in noticed if n not in notices]
             value = number_of(got)
             if value is None or not math.isfinite(value):
-                return fail(what=f"it returned {got!r}, expected one finite number",
+                return fail(what=f"it returned {shown(got)}, expected one finite number",
                             hint="return the variance as a float (e.g. dots.var().item()) or a "
                                  "one-element tensor")
             values.append(value)

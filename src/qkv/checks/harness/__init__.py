@@ -14,6 +14,7 @@ from ._helpers import reference_helpers
 from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
                        plain, plain_number, split_outcome)
 from ._inputs import bool_mask, devices, randn
+from ._kind import shown
 from ._notice import notice_text, reference_names
 from ._pairs import picked
 
@@ -21,6 +22,6 @@ __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "SECONDS", "bool_mask", "check_now",
     "checks_of", "close", "make_check", "pair_check", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
-    "number_of", "plain_number",
+    "number_of", "plain_number", "shown",
     "randn", "reference_helpers", "reference_names", "run_check", "single", "split_outcome", "via_float32",
 ]

@@ -14,6 +14,8 @@ The in-kernel checks (:func:`run_check`) and the trusted grader
 
 from __future__ import annotations
 
+import math
+
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -177,7 +179,10 @@ def plain_number(value: Any) -> Any:
 
 def number_of(value: Any) -> Optional[float]:
     """A measurement that came back (through :func:`plain_number`) as a float: a Python number
-    or a one-element floating tensor; ``None`` for anything else."""
+    or a one-element floating tensor; ``None`` for anything else. An int too large for a float
+    (``10**400``) is an infinity: what crosses from the student's side must not stop the judge."""
+    if type(value) is int and abs(value) > 2 ** 1023:
+        return math.inf if value > 0 else -math.inf
     if type(value) in (int, float):
         return float(value)
     if is_tensor(value) and value.numel() == 1 and value.is_floating_point():

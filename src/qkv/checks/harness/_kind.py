@@ -9,6 +9,8 @@ an item of the wrong dtype, a subclass of ``torch.Tensor`` built to pass compari
 
 from __future__ import annotations
 
+import sys
+
 from typing import Any, Optional, Tuple
 
 import torch
@@ -26,6 +28,15 @@ Finding = Tuple[str, str]
 _DTYPE_HINT = ("take dtype= from the inputs for every tensor you create (a fixed dtype, "
                "torch.tensor(...) without dtype=, or .float()/.double() changes it)")
 _BOOL_HINT = "return a bool tensor (True where attention is allowed)"
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (an int of 5,000 digits has no repr)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"an int of more than {sys.get_int_max_str_digits()} digits"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def returned_words(got: Any) -> str:

@@ -45,6 +45,21 @@ CAUSAL_FUTURE_ALLOWED = ("causal mask off by one (one future key is allowed)",
                          "query i may attend to keys 0..i only: tril with diagonal=0")
 
 
+#: The mistake of a softmax without each row's maximum subtracted (named in every check that
+#: has a case with large logits).
+OVERFLOW = ("a softmax that overflows on large logits",
+            "subtract each row's maximum before exp (softmax does not change, exp no longer "
+            "overflows)")
+
+
+def row_softmax(scores: Tensor, dim: int = -1, stable: bool = True) -> Tensor:
+    """The softmax over ``dim``; ``stable=False``: exp over its sum, no maximum subtracted."""
+    if stable:
+        return torch.softmax(scores, dim=dim)
+    e = scores.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
 def transposed_key(key: Tensor, key_t: Any = None) -> Tensor:
     """``key`` transposed as a right answer does (``key_t=None``) or as a mistake does.
 
@@ -122,11 +137,7 @@ def attend(query: Tensor, key: Tensor, value: Optional[Tensor] = None, attn_mask
         return raw
     if give == "scores":
         return scores
-    if stable:
-        weights = torch.softmax(scores, dim=dim)
-    else:
-        e = scores.exp()
-        weights = e / e.sum(dim=dim, keepdim=True)
+    weights = row_softmax(scores, dim, stable)
     if mask is not None and mask_mode == "after":
         weights = weights.masked_fill(~mask, 0.0)
     if give == "weights":
@@ -205,9 +216,7 @@ def _softmax_mistakes(a: Callable[..., Any]) -> List[Mistake]:
         *(Mistake("softmax over the wrong axis",
                   "each query's weights over the keys sum to one: softmax over the last dim (-1)",
                   partial(a, dim=d)) for d in (-2, 0, 1)),
-        Mistake("a softmax that overflows on large logits",
-                "subtract each row's maximum before exp (softmax does not change, exp no "
-                "longer overflows)", partial(a, stable=False)),
+        Mistake(*OVERFLOW, partial(a, stable=False)),
     ]
 
 

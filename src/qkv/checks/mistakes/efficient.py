@@ -10,6 +10,8 @@ import math
 
 import torch
 
+from .attention import row_softmax
+
 
 def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
                    rescale_l=True, rescale_acc=True, zero_start=False, divide=True, stop="S",
@@ -73,12 +75,12 @@ def short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None,
 
 def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask="bottom_right",
              diag=0, attend_new=True, new_first=False, return_old=False, cat_dim=-2,
-             scale_by="E", fill=float("-inf"), scale_given=True):
+             scale_by="E", fill=float("-inf"), scale_given=True, stable=True):
     """kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
     ``mask``: bottom_right (right), upper_left (SDPA's is_causal) or None, shifted by
     ``diag``; ``cat_dim`` the axis the cache grows along; ``scale_by``: E (right), S (the
-    number of keys) or none (``scale_given=False``: whether or not ``scale`` is given); ``fill`` the value masked scores get. As an answer does, the
+    number of keys) or none (``scale_given=False``: whether or not ``scale`` is given); ``fill`` the value masked scores get; ``stable=False`` no row maximum subtracted. As an answer does, the
     mask is built and applied even when it hides nothing (one new token).
     """
     old_k, old_v = k_cache, v_cache
@@ -97,7 +99,7 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
         shift = diag + (S - L if mask == "bottom_right" else 0)
         allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(shift)
         scores = scores.masked_fill(~allowed, fill)
-    out = torch.softmax(scores, dim=-1) @ v_att
+    out = row_softmax(scores, stable=stable) @ v_att
     if return_old:
         return out, old_k, old_v
     return out, k_all, v_all
@@ -152,7 +154,8 @@ def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, sca
 
 
 def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mod",
-                 seen="filled", before=False, shift=False, scale_by="E", fill=float("-inf")):
+                 seen="filled", before=False, shift=False, scale_by="E", fill=float("-inf"),
+                 stable=True):
     """sliding_kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
     ``slot``: where the new key goes, ``"mod"`` (right, pos % W), ``"next"`` ((pos + 1) % W)
@@ -160,7 +163,8 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
     ``"filled"`` (right, slots 0..pos), ``"all"`` (unwritten ones too) or ``"before"`` (slots
     < pos: the own key hidden); ``before``: attend to the old ring and the new key side by
     side, then write (W + 1 keys once the ring is full); ``shift``: drop the oldest row and
-    append the new one (torch.cat) instead of writing a slot.
+    append the new one (torch.cat) instead of writing a slot; ``stable=False``: no row
+    maximum subtracted.
     """
     W = k_ring.shape[-2]
     c = {"E": 1.0 / math.sqrt(query.shape[-1]), "none": 1.0}[scale_by] if scale is None else scale
@@ -182,5 +186,5 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
         allowed = {"filled": filled, "all": torch.ones_like(filled),
                    "before": torch.arange(W, device=query.device) < pos}[seen]
     scores = (query @ att_k.transpose(-2, -1)) * c
-    out = torch.softmax(scores.masked_fill(~allowed, fill), dim=-1) @ att_v
+    out = row_softmax(scores.masked_fill(~allowed, fill), stable=stable) @ att_v
     return out, new_k, new_v
