@@ -63,6 +63,7 @@ class Pool:
     def __init__(self, jobs: int, limits: Any = None, unsafe: bool = False, **kwargs: Any) -> None:
         self.jobs = jobs
         self.limits = limits or Limits()
+        self.shared = ""  # one process: nothing to share
 
     def __enter__(self) -> "Pool":
         return self

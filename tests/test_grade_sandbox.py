@@ -230,6 +230,30 @@ def test_a_memory_hog_is_capped(pool):
     assert cells[1].raised is not None  # torch's allocator refuses: RuntimeError
 
 
+def test_busy_processes_are_held_to_their_slots_cpu_share(pool):
+    """Sixty busy processes took every core: the other slots' honest submissions ran out of
+    wall-clock time. Each slot's sandbox is in a cgroup of its own, with ``threads`` cores."""
+    if pool.shared:
+        pytest.skip(f"the slots share the machine here: {pool.shared}")
+    before = sum(g.throttled() for g in pool._groups)
+    failed, _, out = run(pool, """
+import os, time
+end, kids = time.monotonic() + 1.5, []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+out = len(kids)
+""")
+    assert failed is None and out == 6
+    assert sum(g.throttled() for g in pool._groups) > before
+
+
 def test_a_fork_bomb_is_capped(pool):
     failed, cells, out = run(pool, """
 import os, time
@@ -328,6 +352,29 @@ def test_one_submission_cannot_see_the_last(pool):
     failed, _, out = run(pool, "import os\nout = ['secret' in dir(), os.path.exists('/tmp/secret'),"
                                " os.path.exists('secret')]")
     assert failed is None and out == [False, False, False]
+
+
+# A key in the uid's keyring (add_key, then request_key), and a POSIX message queue: both
+# outlive a process, and the slot's uid and IPC namespace are the next submission's.
+_KEYS = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+librt = ctypes.CDLL("librt.so.1", use_errno=True)
+NR = {"x86_64": (248, 249), "aarch64": (217, 218)}[os.uname().machine]
+def key(value=None):
+    if value is not None:
+        return libc.syscall(NR[0], b"user", b"qkv-left", value, len(value), ctypes.c_int(-4))
+    return libc.syscall(NR[1], b"user", b"qkv-left", None, ctypes.c_int(0))
+"""
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="keyctl numbers")
+def test_no_key_or_message_queue_reaches_the_next_submission(pool):
+    failed, _, out = run(pool, _KEYS + "out = [key(b'answer') > 0, "
+                                       "librt.mq_open(b'/qkv-left', os.O_CREAT | os.O_RDWR, 0o600, None)]")
+    assert failed is None and out[1] == -1  # no queue can be made (RLIMIT_MSGQUEUE 0)
+    failed, _, out = run(pool, _KEYS + "out = key()")
+    assert failed is None and out == -1  # the key (if the kernel made it) is gone
 
 
 def test_missing_bwrap_says_how_to_install_it(monkeypatch):

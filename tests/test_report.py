@@ -290,9 +290,13 @@ def test_report_reads_a_folder_of_gradescope_results(tmp_path, capsys):
     results(export / "submission_3", "ben", [(CAUSAL, "fail", "inverted mask")], "2026-01-01")
     (export / "other").mkdir()
     (export / "other" / "results.json").write_text('{"score": 1, "tests": []}')  # not qkv's
+    bad = dict(_record([(CAUSAL, "pass", None)]), student="cid", assignment=ASSIGNMENT)
+    bad["tests"][0]["points"] = "lots"  # malformed: skipped, not a crash of the whole report
+    (export / "malformed").mkdir()
+    (export / "malformed" / "results.json").write_text(json.dumps({"extra_data": {"qkv": bad}}))
     code, out, err = _report(capsys, export, tmp_path / "out")
     assert code == 0, err
-    assert "2 student(s)" in out and "skipped" in err and "other" in err
+    assert "2 student(s)" in out and "skipped" in err and "other" in err and "malformed" in err
     rows = {(r[1], r[2]): r[3] for r in _rows(tmp_path / "out")[1:]}
     assert rows == {(CAUSAL, "inverted mask"): "1"}
     assert "<td>test_causal_mask</td><td class='n'>1 / 2</td>" in (

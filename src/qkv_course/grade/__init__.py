@@ -7,7 +7,8 @@ The untrusted half: run a submission's code in a sandbox, exchange only data.
   slot, one sandbox whose zygote forks a child per submission;
 - :mod:`.zygote` and :mod:`.worker`: what runs inside (the grader never runs them itself);
 - :mod:`.protocol`: the data-only wire format; :mod:`.results`: what comes back besides data;
-- :mod:`.limits`: :class:`Limits`, what one submission may spend.
+- :mod:`.limits`: :class:`Limits`, what one submission may spend; :mod:`.cgroup`: each slot's
+  share of the CPU and memory, where cgroups can be written.
 
 The grader runs each submission's code cells in a fresh child of a sandboxed zygote, calls
 what the instructor's source names through ``qkv.checks.grading.run_student`` there, receives

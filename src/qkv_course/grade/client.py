@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.util import find_spec
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .cgroup import SlotGroup, slot_group
 from .limits import Limits
 from .protocol import ChannelClosed, Deadline, ProtocolError
 from .results import CellOutcome, Failed, Missing, NotData, Raised
@@ -87,7 +88,12 @@ class Pool:
         # still collected (and its finalizer ends the sandboxes)
         launch = functools.partial(_launch, self._spawner, self._temps, self._bwrap, self._lib,
                                    limits, self._binds, self._covers, self._preload, unsafe)
-        self._slots = [Slot(launch, limits, unsafe) for _ in range(jobs)]
+        # Each slot's share of the CPU and memory, where cgroups can be written (see .cgroup).
+        made = [slot_group(f"slot-{i}", limits) for i in range(jobs)]
+        self._groups = [g for g, _ in made if g is not None]
+        #: Why the slots share the machine without caps ("" when each has its cgroup).
+        self.shared = next((why for g, why in made if g is None), "")
+        self._slots = [Slot(functools.partial(launch, group=g), limits, unsafe) for g, _ in made]
         # last in, first out: the warm slot just given back serves next; the others start only
         # when that many submissions run at once
         self._free: "queue.LifoQueue[Slot]" = queue.LifoQueue()
@@ -95,7 +101,7 @@ class Pool:
             self._free.put(slot)
         self._closed = threading.Event()
         self._finalizer = weakref.finalize(self, _close, self._slots, self._spawner, self._lib,
-                                           self._temps)
+                                           self._temps, self._groups)
 
     def submission(self, cells: Sequence[str], limits: Optional[Limits] = None) -> "Submission":
         """Run ``cells`` (code cells' sources, in order) in a fresh child; see :class:`Submission`.
@@ -306,8 +312,10 @@ def _raised(data: Any) -> Optional[Raised]:
 
 def _launch(spawner: ThreadPoolExecutor, temps: List[str], bwrap: str, lib: str, limits: Limits,
             binds: Sequence[str], covers: Sequence[str], preload: Sequence[str], unsafe: bool,
-            ctl_fd: int) -> Tuple["subprocess.Popen[bytes]", Any]:
-    """Start a zygote from the pool's one long-lived thread (see :class:`~.slot.Slot`)."""
+            ctl_fd: int, group: Optional[SlotGroup] = None
+            ) -> Tuple["subprocess.Popen[bytes]", Any]:
+    """Start a zygote from the pool's one long-lived thread (see :class:`~.slot.Slot`), in
+    the slot's cgroup when it has one."""
     log = tempfile.TemporaryFile()
     tmp = None
     if unsafe:
@@ -315,14 +323,19 @@ def _launch(spawner: ThreadPoolExecutor, temps: List[str], bwrap: str, lib: str,
         temps.append(tmp)
     argv, kwargs = zygote_command(bwrap, lib, limits, binds, covers, preload, ctl_fd,
                                   unsafe_tmp=tmp)
+    if group is not None:
+        argv = group.wrap(argv)
     future = spawner.submit(subprocess.Popen, argv, pass_fds=[ctl_fd], stdin=subprocess.DEVNULL,
                             stdout=log, stderr=log, start_new_session=True, **kwargs)
     return future.result(), log
 
 
-def _close(slots: List[Slot], spawner: ThreadPoolExecutor, lib: str, temps: List[str]) -> None:
+def _close(slots: List[Slot], spawner: ThreadPoolExecutor, lib: str, temps: List[str],
+           groups: Sequence[SlotGroup] = ()) -> None:
     for slot in slots:
         slot.kill()
+    for group in groups:
+        group.remove()
     spawner.shutdown(wait=False)
     for folder in (lib, *temps):
         shutil.rmtree(folder, ignore_errors=True)

@@ -4,7 +4,9 @@ The wall-clock limits are the parent's (it stops waiting and ends the process); 
 are the kernel's resource limits (``setrlimit``), set in the submission's process before its
 first cell runs and inherited by every process it starts. They are per process: a submission
 that starts ``nproc`` processes may use ``nproc`` times ``memory_mb`` and ``cpu_s``; the
-wall-clock limit ends them all.
+wall-clock limit ends them all. Where cgroups can be written, the slot's cgroup
+(:mod:`.cgroup`) caps them together: ``threads`` cores and ``memory_mb`` (plus ``/tmp`` and the
+zygote) for the whole sandbox.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ def apply(limits: Dict[str, Any], base_address_space: int) -> None:
         resource.RLIMIT_NOFILE: (int(limits["nofile"]),) * 2,
         resource.RLIMIT_FSIZE: (int(limits["fsize_mb"]) * mb,) * 2,
         resource.RLIMIT_CORE: (0, 0),
+        # No POSIX message queue: one would outlive the submission in the slot's IPC namespace
+        # (the reset removes System V objects only), a channel to the next one.
+        resource.RLIMIT_MSGQUEUE: (0, 0),
     }
     for which, (soft, hard) in caps.items():
         _, old_hard = resource.getrlimit(which)

@@ -342,6 +342,10 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
         # The course folder (gradebook, sources, other students' files) is out of the
         # sandbox's sight, whatever folder it is under.
         with Pool(jobs, unsafe=unsafe, hide=[str(course)]) as pool:
+            if pool.shared and jobs > 1:  # said once, before the first result line
+                echo(f"note: the {jobs} job slots share the CPU and memory without caps: "
+                     f"{pool.shared}; a submission that starts many busy processes slows "
+                     "the others (run as root, or with --jobs 1)")
             warm(pool, min(jobs, len(todo)))
             check_plans(plans)  # imports torch and the checks while the sandboxes start
             limit_submissions(pool, plans, submission_s)

@@ -148,6 +148,7 @@ def _end_all(pid: Optional[int], config: Dict[str, Any], grace_s: float = 0) -> 
     if config["sandboxed"]:
         _wipe("/dev/shm")
         _remove_ipc()
+        _clear_keyrings()
     return status
 
 
@@ -222,6 +223,21 @@ def _wipe(folder: str, keep: Sequence[str] = ()) -> None:
                 os.unlink(entry.path)
             except OSError:
                 pass
+
+
+# keyctl's system call number, by machine; KEYCTL_CLEAR; the uid's two keyrings.
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}
+_KEYCTL_CLEAR, _USER_KEYRINGS = 7, (-4, -5)
+
+
+def _clear_keyrings() -> None:
+    """Empty the uid's user keyrings: they are the uid's, not the submission's, and would
+    carry a key from one submission to the next (no error if the kernel has no keyrings)."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is not None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for keyring in _USER_KEYRINGS:
+            libc.syscall(number, _KEYCTL_CLEAR, keyring)
 
 
 def _remove_ipc() -> None:

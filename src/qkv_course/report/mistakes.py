@@ -106,8 +106,8 @@ def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
         try:
             record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
             key = (str(record["assignment"]), str(record["student"]))
-            record["tests"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            _questions(record)  # read whole here: a malformed one is skipped, not a crash later
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
                   file=sys.stderr)
             continue
