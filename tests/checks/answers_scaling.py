@@ -193,6 +193,15 @@ SDPA_WRONG.update({
 VARIANCE_WRONG["uniform draws"] = (variance_uniform, "torch.randn, not torch.rand")
 
 
+def variance_n_samples_ignored(d_k, n_samples, generator):
+    """Always 20,000 pairs, whatever n_samples says."""
+    q, k = torch.randn(20_000, d_k, generator=generator), torch.randn(20_000, d_k, generator=generator)
+    return (q * k).sum(-1).var().item()
+
+
+VARIANCE_WRONG["n_samples ignored"] = (variance_n_samples_ignored, "is n_samples used?")
+
+
 def variance_over_d(d_k, n_samples, generator):
     q = torch.randn(n_samples, d_k, generator=generator, device=generator.device)
     k = torch.randn(n_samples, d_k, generator=generator, device=generator.device)

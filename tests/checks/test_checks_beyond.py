@@ -182,6 +182,67 @@ SLIPS = [
 ]
 
 
+def _naive_softmax(scores):
+    e = scores.exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def _kv_naive(query, key, value, k_cache=None, v_cache=None, scale=None):
+    if k_cache is not None:
+        key, value = torch.cat([k_cache, key], -2), torch.cat([v_cache, value], -2)
+    L, S = query.shape[-2], key.shape[-2]
+    s = query @ key.transpose(-2, -1) * (query.shape[-1] ** -0.5 if scale is None else scale)
+    s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L),
+                      float("-inf"))
+    return _naive_softmax(s) @ value, key, value
+
+
+def _ring(query, key, value, k_ring, v_ring, pos, scale=None, softmax=torch.softmax, modulo=False,
+          own_scale=False):
+    W = k_ring.shape[-2]
+    k_ring, v_ring = k_ring.clone(), v_ring.clone()
+    k_ring[..., pos % W, :], v_ring[..., pos % W, :] = key[..., 0, :], value[..., 0, :]
+    c = query.shape[-1] ** -0.5 if scale is None or own_scale else scale
+    s = query @ k_ring.transpose(-2, -1) * c
+    seen = torch.arange(W, device=query.device) <= (pos % W if modulo else pos)
+    return softmax(s.masked_fill(~seen, float("-inf")), -1) @ v_ring, k_ring, v_ring
+
+
+def _padded_naive(query, key, value, lengths, short=0, softmax=torch.softmax):
+    L, S = query.shape[-2], key.shape[-2]
+    causal = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    real = torch.arange(S, device=query.device)[None, :] < lengths[:, None] - short
+    s = query @ key.transpose(-2, -1) / query.shape[-1] ** 0.5
+    return softmax(s.masked_fill(~(causal & real[:, None, None, :]), float("-inf")), -1) @ value
+
+
+def _temperature_root(query, key, value, temperature=1.0):
+    s = query @ key.transpose(-2, -1) / (query.shape[-1] * temperature) ** 0.5
+    return torch.softmax(s, -1) @ value
+
+
+# Mistakes the student walks found unnamed: (check, answer, words the failure must hold).
+MORE_SLIPS = [
+    ("check_kv_cache_step", _kv_naive, "overflows on large logits"),
+    ("check_sliding_kv_cache_step", lambda *a, **k: _ring(*a, **k, softmax=lambda s, d: (
+        _naive_softmax(s))), "overflows on large logits"),
+    ("check_sliding_kv_cache_step", lambda *a, **k: _ring(*a, **k, modulo=True), "pos % W"),
+    ("check_sliding_kv_cache_step", lambda *a, **k: _ring(*a, **k, own_scale=True),
+     "scale argument ignored"),
+    ("check_padded_causal_attention", lambda *a: _padded_naive(*a, softmax=lambda s, d: (
+        _naive_softmax(s))), "overflows on large logits"),
+    ("check_padded_causal_attention", lambda *a: _padded_naive(*a, short=1),
+     "one real key too few"),
+    ("check_attention_with_temperature", _temperature_root, "sqrt(E * temperature)"),
+]
+
+
+@pytest.mark.parametrize("name,wrong,words", MORE_SLIPS, ids=[f"{s[0]}-{s[2]}" for s in MORE_SLIPS])
+def test_a_mistake_the_student_walks_found_is_named(name, wrong, words):
+    with pytest.raises(AssertionError, match=re.escape(words)):
+        getattr(checks, name)(wrong)
+
+
 @pytest.mark.parametrize("name,wrong,words", SLIPS, ids=[f"{s[0]}-{s[2]}" for s in SLIPS])
 def test_an_experiment_with_a_slip_is_named(name, wrong, words):
     with pytest.raises(AssertionError, match=re.escape(words)) as failed:

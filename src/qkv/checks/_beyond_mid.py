@@ -188,13 +188,15 @@ def partial_rope(x: Tensor, rotary_dim: int, offset: int = 0, base: float = 1000
 def partial_rope_variant(x: Tensor, rotary_dim: int, offset: int = 0, base: float = 10000.0, *,
                          full_width: bool = False, last: bool = False, half: bool = False,
                          every_dim: bool = False, zero_rest: bool = False,
-                         ignore_offset: bool = False) -> Tensor:
-    """:func:`partial_rope` with one mistake put back (the switches)."""
+                         ignore_offset: bool = False, shift: int = 0) -> Tensor:
+    """:func:`partial_rope` with one mistake put back (the switches; ``shift``: positions
+    from ``offset + shift``)."""
     E = x.shape[-1]
     r = E if every_dim else rotary_dim
     part = x[..., E - r:] if last else x[..., :r]
     rest = x[..., :E - r] if last else x[..., r:]
-    rotated = _rotate(part, 0 if ignore_offset else offset, base, E if full_width else r, half)
+    rotated = _rotate(part, 0 if ignore_offset else offset + shift, base, E if full_width else r,
+                      half)
     if zero_rest:
         rest = torch.zeros_like(rest)
     return torch.cat((rest, rotated) if last else (rotated, rest), dim=-1)
@@ -245,5 +247,8 @@ APPLY_PARTIAL_ROPE = Exercise(
         Mistake("offset ignored (the rows always start at position 0)",
                 "row l of x is at position offset + l", partial(partial_rope_variant,
                                                                 ignore_offset=True)),
+        Mistake("positions off by one (row l at offset + l + 1)", "row l of x is at position "
+                "offset + l: torch.arange(offset, offset + L)", partial(partial_rope_variant,
+                                                                       shift=1)),
     ],
 )

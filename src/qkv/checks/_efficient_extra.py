@@ -210,5 +210,10 @@ SLIDING_KV_CACHE_STEP = Exercise(
         Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
                 partial(ring_variant, fill=-1e9)),
         Mistake(*OVERFLOW, partial(ring_variant, stable=False)),
+        Mistake("slots <= pos % W attended to: once the ring has wrapped, every slot holds a "
+                "key of the window", _SEEN_HINT, partial(ring_variant, seen="modulo")),
+        Mistake("the scale argument ignored (1/sqrt(E) even when scale is given)",
+                "when scale is given, multiply the scores by it; 1/sqrt(E) is only its default",
+                partial(ring_variant, scale_given=False)),
     ],
 )

@@ -190,8 +190,11 @@ def _variance_mistakes(d: int):
 
 
 _VARIANCE = "dot_product_variance"
-#: How many seeds the spread test uses, and the spread it accepts (in standard errors).
+#: How many seeds the spread test uses, at how many samples (fewer than the estimates': an
+#: answer that ignores n_samples then spreads far too little), and the spread it accepts (in
+#: standard errors).
 SPREAD_SEEDS = 16
+SPREAD_SAMPLES = 500
 SPREAD_RANGE = (0.25, 3.0)
 _GENERATOR_HINT = ("draw every random number from the generator passed in: "
                    "torch.randn(..., generator=generator)")
@@ -223,7 +226,9 @@ class _VarianceCheck(Check):
 
     def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
         self.resolve(options)
-        return [((d, VARIANCE_SAMPLES, s), {}) for d, s in self.plan(seed)]
+        spread_from = len(VARIANCE_DIMS) + 2
+        return [((d, SPREAD_SAMPLES if i >= spread_from else VARIANCE_SAMPLES, s), {})
+                for i, (d, s) in enumerate(self.plan(seed))]
 
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
         d, n, s = args
@@ -265,17 +270,20 @@ class _VarianceCheck(Check):
         if values[k + 1] == values[0]:
             return CheckResult(_VARIANCE, False, seed, where, what="generators with different "
                                "seeds gave exactly the same answer", hint=_MEASURE_HINT)
-        se = variance_tolerance(VARIANCE_DIMS[0], VARIANCE_SAMPLES) / VARIANCE_SIGMAS
+        se = variance_tolerance(VARIANCE_DIMS[0], SPREAD_SAMPLES) / VARIANCE_SIGMAS
         spread = values[k + 2:]
+        where = f"d_k={VARIANCE_DIMS[0]}, n_samples={SPREAD_SAMPLES}"
         mean = sum(spread) / len(spread)
         sd = math.sqrt(sum((v - mean) ** 2 for v in spread) / (len(spread) - 1))
         low, high = SPREAD_RANGE
         if not low * se <= sd <= high * se:
             return CheckResult(_VARIANCE, False, seed, where, what=(
                 f"over {len(spread)} seeds the answers spread by {sd:.3g}, where a sample "
-                f"variance of n_samples dot products spreads by about {se:.3g}: this is not a "
-                f"measurement"), hint="measure: return the variance of the dot products of the "
-                "q and k you drew, nothing added or rounded")
+                f"variance of n_samples dot products spreads by about {se:.3g}: " + (
+                    "too steady for that many samples: is n_samples used?" if sd < low * se
+                    else "this is not a measurement")),
+                hint="measure: return the variance of the dot products of the n_samples pairs "
+                     "q, k you drew, nothing added or rounded")
         return CheckResult(_VARIANCE, True, seed, notice=notice_text(notices))
 
 

@@ -155,19 +155,21 @@ def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, sca
 
 def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mod",
                  seen="filled", before=False, shift=False, scale_by="E", fill=float("-inf"),
-                 stable=True):
+                 stable=True, scale_given=True):
     """sliding_kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
     ``slot``: where the new key goes, ``"mod"`` (right, pos % W), ``"next"`` ((pos + 1) % W)
     or ``"clamp"`` (min(pos, W - 1): the ring never wraps); ``seen``: the slots attended to,
     ``"filled"`` (right, slots 0..pos), ``"all"`` (unwritten ones too) or ``"before"`` (slots
-    < pos: the own key hidden); ``before``: attend to the old ring and the new key side by
+    < pos: the own key hidden) or ``"modulo"`` (slots <= pos % W: wrong once the ring has
+    wrapped); ``scale_given=False``: 1/sqrt(E) even when ``scale`` is given; ``before``: attend to the old ring and the new key side by
     side, then write (W + 1 keys once the ring is full); ``shift``: drop the oldest row and
     append the new one (torch.cat) instead of writing a slot; ``stable=False``: no row
     maximum subtracted.
     """
     W = k_ring.shape[-2]
-    c = {"E": 1.0 / math.sqrt(query.shape[-1]), "none": 1.0}[scale_by] if scale is None else scale
+    c = {"E": 1.0 / math.sqrt(query.shape[-1]), "none": 1.0}[scale_by] if (
+        scale is None or not scale_given) else scale
     filled = torch.arange(W, device=query.device) <= pos
     if shift:
         new_k = torch.cat([k_ring[..., 1:, :], key], dim=-2)
@@ -184,7 +186,8 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
     else:
         att_k, att_v = new_k, new_v
         allowed = {"filled": filled, "all": torch.ones_like(filled),
-                   "before": torch.arange(W, device=query.device) < pos}[seen]
+                   "before": torch.arange(W, device=query.device) < pos,
+                   "modulo": torch.arange(W, device=query.device) <= pos % W}[seen]
     scores = (query @ att_k.transpose(-2, -1)) * c
     out = row_softmax(scores.masked_fill(~allowed, fill), stable=stable) @ att_v
     return out, new_k, new_v
