@@ -7,8 +7,8 @@ them differ); with ``need_weights=True`` it compares the output and the weights 
 so that a message can say which of the two is wrong.
 
 The module's arguments and weights cross as data, a tuple ``(embed_dim, num_heads, kdim,
-vdim, dropout or None, (four weights), (four biases))`` first among the case's arguments
-(:func:`spec_dict` turns it into the dict the code below reads).
+vdim, dropout or None, (four weights), (four biases, or four None for ``bias=False``))`` first
+among the case's arguments (:func:`spec_dict` turns it into the dict the code below reads).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def spec_dict(spec: Any) -> dict:
     embed_dim, num_heads, kdim, vdim, dropout, weights, biases = spec
     out = {"embed_dim": embed_dim, "num_heads": num_heads, "kdim": kdim, "vdim": vdim,
            "device": weights[0].device, "dtype": weights[0].dtype,
-           "weights": dict(zip(_PROJECTIONS, weights)), "biases": dict(zip(_PROJECTIONS, biases))}
+           "weights": dict(zip(_PROJECTIONS, weights)), "biases": dict(zip(_PROJECTIONS, biases)),
+           "bias": biases[0] is not None}
     if dropout is not None:
         out["dropout"] = dropout
     return out
@@ -77,10 +78,15 @@ def _give_weights(module: Any, spec: dict) -> dict:
             raise ExerciseRule(
                 f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
                 f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
-        if layer.bias is None:  # else the copy below fails with a NoneType error
+        wants_bias = spec["biases"][name] is not None
+        if layer.bias is None and wants_bias:  # else the copy below fails with a NoneType error
             raise ExerciseRule(
                 f"{name} has no bias: create it with nn.Linear(..., bias=bias) (bias defaults "
                 f"to True, as in qkv.MultiHeadAttention)")
+        if layer.bias is not None and not wants_bias:
+            raise ExerciseRule(
+                f"built with bias=False, {name} has a bias all the same: pass bias=bias to each "
+                f"nn.Linear")
         want = tuple(spec["weights"][name].shape)
         if tuple(layer.weight.shape) != want:
             raise ExerciseRule(
@@ -88,7 +94,8 @@ def _give_weights(module: Any, spec: dict) -> dict:
                 f"(out_features, in_features)", _WIDTHS[name])
         with torch.no_grad():
             layer.weight.copy_(spec["weights"][name])
-            layer.bias.copy_(spec["biases"][name])
+            if wants_bias:
+                layer.bias.copy_(spec["biases"][name])
         layers[name] = (layer, layer.weight.detach().clone())
     return layers
 
@@ -117,6 +124,8 @@ def _forward(cls: Any, spec: Any, *inputs: Any, **kwargs: Any) -> Tensor:
     mode both runs must agree), return what to compare."""
     spec = spec_dict(spec)
     extra = {"dropout": spec["dropout"]} if "dropout" in spec else {}
+    if not spec.get("bias", True):  # passed only when False: the default is True
+        extra["bias"] = False
     module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
                  device=spec["device"], dtype=spec["dtype"], **extra)
     layers = _give_weights(module, spec)
@@ -175,7 +184,8 @@ def mha_cases() -> List[Case]:
                 **({"dropout": options["dropout"]} if "dropout" in options else {}),
                 "weights": {n: randn(gen, D, w, device=device, dtype=dtype) / math.sqrt(w)
                             for n, w in widths.items()},
-                "biases": {n: randn(gen, D, device=device, dtype=dtype) * 0.1 for n in widths},
+                "biases": {n: (randn(gen, D, device=device, dtype=dtype) * 0.1
+                               if options.get("bias", True) else None) for n in widths},
             }
             query = randn(gen, *batch, L, D, device=device, dtype=dtype)
             kwargs = {}
@@ -223,6 +233,8 @@ def mha_cases() -> List[Case]:
                   average_attn_weights=False), f64),
         Case("B=2, L=S=4, embed_dim=8, num_heads=2, built with dropout=1.0 and put in eval mode "
              "(no dropout in eval)", make((2,), 4, 4, 8, 2, dropout=1.0), f32),
+        Case("B=2, L=3, S=5, embed_dim=8, num_heads=2, built with bias=False (no layer has a "
+             "bias)", make((2,), 3, 5, 8, 2, bias=False), f64),
         # After the batched ones: a mistake over the batch is named there first.
         Case("unbatched input, L=3, S=4, embed_dim=6, num_heads=3 with need_weights=True "
              "(weights (L, S))", make((), 3, 4, 6, 3, need_weights=True), f32),
