@@ -262,6 +262,22 @@ def test_a_slip_drawn_in_another_order_is_named_by_its_mean():
     assert failed.value.result.mistake_id == "scores-divided-by-d-k-instead-of-sqrt-d-k"
 
 
+def test_order_sensitivity_tells_rope_and_num_layers_apart_where_the_answer_is_zero():
+    """At (1, False) one block without positions cannot see the order: 0 but for rounding.
+    An answer exactly 0 there passes; one that ignores rope or num_layers does not."""
+    from qkv.checks._beyond_capstone import order_sensitivity
+
+    def zero_where_blind(num_layers, rope, generator):
+        value = order_sensitivity(num_layers, rope, generator)
+        return 0.0 if (num_layers, rope) == (1, False) else value
+
+    checks.check_order_sensitivity(zero_where_blind)
+    for wrong, words in ((lambda n, rope, g: order_sensitivity(n, True, g), "rope ignored"),
+                         (lambda n, rope, g: order_sensitivity(2, rope, g), "num_layers ignored")):
+        with pytest.raises(AssertionError, match=words):
+            checks.check_order_sensitivity(wrong)
+
+
 def test_a_slip_that_keeps_the_mean_is_refused_by_its_spread():
     """padding_leak divided by 16, keys drawn first: every key still gets 1/S on average, but
     the weights are flatter and the measurement varies about 5 times less."""

@@ -191,7 +191,18 @@ def order_sensitivity(num_layers: int, rope: bool, generator: torch.Generator) -
 
 
 ORDER_SENSITIVITY = Experiment(
-    name="order_sensitivity", seeds=12, reference=order_sensitivity, settings=((1, True), (2, False)),
+    # (1, False): one block without positions cannot see the order (0, but for rounding): an
+    # answer that ignores rope or num_layers is told apart there, not at the other two.
+    name="order_sensitivity", seeds=12, reference=order_sensitivity,
+    settings=((1, True), (2, False), (1, False)), floor=1e-4,
+    mistakes=(
+        Mistake("rope ignored (the blocks with RoPE every time)", "rope=False runs the blocks "
+                "without positions: dropout_block_forward(h, params, 4, 0.0)",
+                lambda num_layers, rope, generator: order_sensitivity(num_layers, True, generator)),
+        Mistake("num_layers ignored (two blocks every time)", "stack num_layers blocks, each "
+                "with its own random_block_params drawn in turn",
+                lambda num_layers, rope, generator: order_sensitivity(2, rope, generator)),
+    ),
     helpers={"block_forward": qkv.block_forward, "dropout_block_forward": block_without_positions},
     quantity="relative change of the last position's output",
     hint="draw x (1, 16, 32), then each layer's random_block_params(32, 4, generator=generator), "

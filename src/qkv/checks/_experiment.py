@@ -77,6 +77,9 @@ class Experiment:
             numbers are its numbers on the same seeds, or have its mean.
         spread: compare the spread too (only for quantities measured to be light-tailed enough
             that a right answer's spread is never off by :data:`SPREAD`).
+        floor: differences of means below it are rounding, not the measurement (a setting
+            whose answer is 0 but for float32's rounding: an answer in float64, or exactly 0
+            every seed, is right there).
     """
 
     name: str
@@ -88,6 +91,7 @@ class Experiment:
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     mistakes: Tuple[Mistake, ...] = ()
     spread: bool = False
+    floor: float = 0.0
 
 
 def _where(exp: Experiment, setting: tuple) -> str:
@@ -118,9 +122,9 @@ def _mad(values: Sequence[float]) -> float:
     return statistics.median(abs(v - middle) for v in values)
 
 
-def _off(mean: float, sd: float, other: Sequence[float], n: int) -> float:
+def _off(mean: float, sd: float, other: Sequence[float], n: int, floor: float = 0.0) -> float:
     """How far ``mean`` is from ``other``'s mean, in allowed distances (more than 1: refused)."""
-    allowed = SIGMAS * math.sqrt((sd ** 2 + statistics.stdev(other) ** 2) / n)
+    allowed = SIGMAS * math.sqrt((sd ** 2 + statistics.stdev(other) ** 2) / n) + floor
     return abs(mean - statistics.fmean(other)) / (allowed + 1e-9 * (1 + abs(statistics.fmean(other))))
 
 
@@ -140,19 +144,20 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
             return (f"your numbers are, seed for seed, the experiment's with a slip: "
                     f"{mistake.name}", mistake.hint, mistake.name)
     ref_sd, my_sd = statistics.stdev(reference), statistics.stdev(mine)
-    if ref_sd > 0 and my_sd == 0:
+    if ref_sd > exp.floor and my_sd == 0:
         return (f"every seed gave {mine[0]:.4g}: this is not a measurement",
                 "draw the inputs from the generator and measure, do not return a formula; if "
                 "you do measure, your code cannot see what it counts: try it on an input where "
                 "the answer is known", "")
     n = len(mine)
     mean, ref_mean = statistics.fmean(mine), statistics.fmean(reference)
-    if _off(mean, my_sd, reference, n) > 1:
+    if _off(mean, my_sd, reference, n, exp.floor) > 1:
         said = (f"over {n} seeds your {exp.quantity} averages {mean:.4g}, where the experiment "
                 f"as described averages {ref_mean:.4g} (more than {SIGMAS:g} standard errors "
                 "away)")
         # The known mistake whose mean this is (the nearest, when several are near).
-        near = sorted((_off(mean, my_sd, reference_values(exp, setting, seed, m.fn), n), i)
+        near = sorted((_off(mean, my_sd, reference_values(exp, setting, seed, m.fn), n,
+                            exp.floor), i)
                       for i, m in enumerate(exp.mistakes))
         if near and near[0][0] <= 1:
             mistake = exp.mistakes[near[0][1]]
