@@ -157,6 +157,8 @@ def make_mha(**o):
             unbatched = query.dim() == 2 and not o.get("no_unbatched")
             if unbatched:
                 query, key, value = query[None], key[None], value[None]
+                if key_mask is not None and not o.get("unbatched_key_mask"):
+                    key_mask = key_mask[None]  # (S,) -> (1, S)
             B, L, D = query.shape
             S, H = key.shape[1], self.num_heads
             q = self.q_proj(query).view(B, L, H, -1).transpose(1, 2)
@@ -288,6 +290,8 @@ MHA_WRONG = {
     "(weights, output) returned": (make_mha(swapped=True), "return (output, weights)"),
     "PyTorch's mask names": (MHATorchNames, "key_mask= (True = a real token)"),
     "2-D query not handled": (make_mha(no_unbatched=True), "unbatched sequence"),
+    "an unbatched query's key_mask left (S,)": (make_mha(unbatched_key_mask=True),
+                                               "with key_mask (S,)"),
 }
 MHA_RIGHT = {
     "matmul": make_mha(),

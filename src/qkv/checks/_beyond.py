@@ -181,6 +181,8 @@ def _padded_cases():
         Case("B=2, H=4, L=S=5, E=4, Ev=2, lengths=[2, 5]", make(2, 4, 5, 4, 2, [2, 5]), f64),
         Case("B=2, H=1, L=S=4 with large logits (scores near 800), lengths=[4, 3]",
              make(2, 1, 4, 4, 3, [4, 3], big=40.0), f64),
+        Case("B=2, H=1, L=S=4 with every score very negative (near -800), lengths=[4, 2]: a "
+             "finite fill outweighs the real keys", make(2, 1, 4, 4, 3, [4, 2], big=-40.0), f64),
     ]
 
 

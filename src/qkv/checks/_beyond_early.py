@@ -30,6 +30,25 @@ def _inputs(*shapes, extra=(), **kw):
             torch.tensor(e, device=device) if isinstance(e, list) else e for e in extra), kw
     return build
 
+def _negative(build, projected=False):
+    """``build`` with every score near -900: the first input (queries, or x) gets a component
+    of 30 on feature 0, and the keys -30 (``projected``: W_q and W_k pick it up with +1 and -1,
+    so that x W_q^T . x W_k^T is about -900)."""
+    def negative(gen, device, dtype):
+        args, kw = build(gen, device, dtype)
+        first, second, *rest = args
+        first = first.clone()
+        first[..., 0] = 30.0
+        if projected:  # args: x, W_q, W_k, W_v
+            W_q, W_k = second.clone(), rest[0].clone()
+            W_q[0], W_k[0] = 0.0, 0.0
+            W_q[0, 0], W_k[0, 0] = 1.0, -1.0
+            return (first, W_q, W_k, *rest[1:]), kw
+        second = second.clone()
+        second[..., 0] = -30.0
+        return (first, second, *rest), kw
+    return negative
+
 # --------------------------------------------------------------- assignment 1: padded encoder
 
 
@@ -98,7 +117,10 @@ TOP_K_LOOKUP = Exercise(
            Case("L=2, S=5, E=4, Ev=3, k=1 (the hard lookup)",
                 _inputs((2, 4), (5, 4), (5, 3), extra=(1,)), F64),
            Case("L=2, S=5, E=4, Ev=3, k=5 (every key: the soft lookup)",
-                _inputs((2, 4), (5, 4), (5, 3), extra=(5,)), F64)],
+                _inputs((2, 4), (5, 4), (5, 3), extra=(5,)), F64),
+           Case("L=3, S=6, E=4, Ev=2, k=2 with every score very negative (near -900): a finite "
+                "fill outweighs the kept keys", _negative(_inputs((3, 4), (6, 4), (6, 2),
+                                                                   extra=(2,))), F64)],
     mistakes=[
         Mistake("the softmax of all the scores, cut to the top k (a bug of the printed "
                 "function)", "the kept weights must sum to one: mask the other scores with "
@@ -164,7 +186,10 @@ SELF_ATTENTION_NO_SELF = Exercise(
            Case("batched x (B=2, L=5, d=4), W_q and W_k (8, 4), W_v (4, 4)",
                 _inputs((2, 5, 4), (8, 4), (8, 4), (4, 4)), F32),
            Case("x (L=3, d=5), square weights (5, 5)", _inputs((3, 5), (5, 5), (5, 5), (5, 5)),
-                F64)],
+                F64),
+           Case("x (L=4, d=6), W_q and W_k (3, 6), W_v (5, 6), every score very negative "
+                "(near -900): a finite fill outweighs the other tokens",
+                _negative(_inputs((4, 6), (3, 6), (3, 6), (5, 6)), projected=True), F64)],
     mistakes=[
         Mistake("the diagonal filled with 0 instead of -inf (a bug of the printed function)",
                 "a score of 0 still gets weight: fill the diagonal with -inf",

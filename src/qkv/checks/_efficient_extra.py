@@ -175,6 +175,8 @@ def _ring_cases() -> List[Case]:
         Case("W=1, pos=5 (a window of one key: the token itself)", make((2, 1), 1, 5, 4, 3), f64),
         Case("W=4, pos=6 with large logits (scores near 800), B=2, H=1",
              make((2, 1), 4, 6, 4, 3, big=40.0), f64),
+        Case("W=5, pos=1 (two slots written) with every score very negative (near -800): a "
+             "finite fill outweighs the real keys", make((2, 1), 5, 1, 4, 3, big=-40.0), f64),
         half_case("W=4, pos=2, B=2, H=2", make((2, 2), 4, 2, 4, 3)),
     ]
 

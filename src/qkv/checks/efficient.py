@@ -67,6 +67,16 @@ def _negative_scores(gen, device, dtype):
     return (q, k, v), {"chunk_size": 3}
 
 
+def _hidden_first_chunk(gen, device, dtype):
+    """A bool mask (L=4, S=7, chunk_size=3) that hides query 0's first chunk: its keys come
+    later. (No row with no key at all: the fill the hints allow, finfo.min, gives such a row
+    the mean of the values where PyTorch gives zeros.)"""
+    q, k, v = qkv_inputs(gen, device, dtype, (2,), 4, 7, 4, 3)
+    mask = bool_mask(gen, 4, 7)
+    mask[0, :3], mask[0, 5] = False, True
+    return (q, k, v), {"attn_mask": mask.to(device), "chunk_size": 3}
+
+
 def _cases() -> List[Case]:
     def make(batch, L, S, E, Ev, chunk, mask=None, big=0.0, **kw):
         def build(gen, device, dtype):
@@ -101,6 +111,8 @@ def _cases() -> List[Case]:
              make((2,), 3, 5, 4, 3, 16), f32),
         Case("input whose scores are all very negative (near -1000), L=4, S=7, chunk_size=3",
              _negative_scores, f64),
+        Case("a bool mask that hides every key of query 0's first chunk (its keys come later), "
+             "L=4, S=7, chunk_size=3", _hidden_first_chunk, f64),
         half_case("batched input (B=2) with L=5, S=7, E=4, Ev=3, chunk_size=3 and a bool mask",
                   make((2,), 5, 7, 4, 3, 3, "bool")),
     ]
@@ -113,6 +125,12 @@ _MISTAKES = [
             _RESCALE_HINT, partial(online_variant, rescale_l=False)),
     Mistake("an online softmax that does not rescale its running sums (acc is not rescaled)",
             _RESCALE_HINT, partial(online_variant, rescale_acc=False)),
+    # Before the maximum that starts at 0: that one has no guard either, and is named on the
+    # very negative scores first.
+    Mistake("NaN for a row whose chunks so far were all masked (exp(-inf - (-inf)))",
+            "while a row's running maximum is still -inf, shift by 0 instead: "
+            "m_safe = m_new.masked_fill(m_new == float('-inf'), 0.0)",
+            partial(online_variant, guard=False)),
     Mistake("an online softmax whose running maximum starts at 0 instead of -inf",
             "start m at float('-inf'): with m = 0, scores far below 0 give exp(s - 0) = 0 for "
             "every key and the row sum l stays 0", partial(online_variant, zero_start=True)),
@@ -180,6 +198,8 @@ def _kv_cases() -> List[Case]:
              make((2, 1), 7, 1, 4, 4, scale=0.3), f64),
         Case("L=2 new tokens after P=4 cached ones with large logits (scores near 800)",
              make((2, 1), 4, 2, 4, 3, big=40.0), f64),
+        Case("L=3 new tokens after P=2 cached ones, every score very negative (near -800): a "
+             "finite fill outweighs the real keys", make((2, 1), 2, 3, 4, 3, big=-40.0), f64),
         half_case("L=3 new tokens at once after P=4 cached ones (B=2, H=2)", make((2, 2), 4, 3, 4, 3)),
     ]
 

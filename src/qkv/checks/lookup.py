@@ -60,7 +60,7 @@ def _softmax_cases() -> List[Case]:
             if neg_inf:
                 m = bool_mask(gen, *shape)
                 x = x.masked_fill(~m, float("-inf"))
-            return (x.to(device=device, dtype=dtype),), {"dim": dim}
+            return (x.to(device=device, dtype=dtype),), ({} if dim is None else {"dim": dim})
         return build
 
     f32, f64 = torch.float32, torch.float64
@@ -77,6 +77,7 @@ def _softmax_cases() -> List[Case]:
              make((2, 4, 3), 1, big=1000.0), f64),
         Case("input (3, 6) whose rows lie far apart (near +500, 0 and -500)",
              make((3, 6), -1, apart=500.0), f32),
+        Case("input (4, 3) with dim left out (its default is -1)", make((4, 3), None), f64),
         half_case("input (3, 6) with -inf entries (masked positions)",
                   make((3, 6), -1, neg_inf=True)),
     ]

@@ -79,8 +79,8 @@ def _gqa_cases() -> List[Case]:
             q = randn(gen, B, Hq, L, E, device=device, dtype=dtype)
             k = randn(gen, B, Hkv, S, E, device=device, dtype=dtype)
             v = randn(gen, B, Hkv, S, Ev, device=device, dtype=dtype)
-            if big:  # a shared component: every score near big**2 / sqrt(E)
-                q[..., 0], k[..., 0] = big, big
+            if big:  # a shared component: every score near +-big**2 / sqrt(E), big's sign
+                q[..., 0], k[..., 0] = abs(big), big
             return (q, k, v), kw
         return build
 
@@ -96,6 +96,9 @@ def _gqa_cases() -> List[Case]:
              make(1, 4, 2, 3, 6, 4, 3, is_causal=True), f64),
         Case("Hq=8, Hkv=2 with scale=0.3", make(1, 8, 2, 3, 4, 4, 2, scale=0.3), f64),
         Case("Hq=4, Hkv=2 with large logits (scores near 800)", make(1, 4, 2, 3, 5, 4, 3, big=40.0), f64),
+        Case("Hq=4, Hkv=2 with is_causal=True and every score very negative (near -800): a "
+             "finite fill outweighs the real keys", make(1, 4, 2, 4, 4, 4, 3, big=-40.0,
+                                                         is_causal=True), f64),
         half_case("Hq=4, Hkv=2 (B=2, L=3, S=5, E=4, Ev=3)", make(2, 4, 2, 3, 5, 4, 3)),
     ]
 

@@ -261,12 +261,14 @@ def qkv_inputs(gen: torch.Generator, device: torch.device, dtype: torch.dtype, b
     Args:
         big: when not 0, a component shared by every query and key, so that every
             score is about ``big**2 / sqrt(E)``: exp overflows unless the row maximum
-            is subtracted first.
+            is subtracted first. Negative: the keys' component has the opposite sign, every
+            score is about ``-big**2 / sqrt(E)``, and a finite fill (-25, say) outweighs
+            every real key.
     """
     q = randn(gen, *batch, L, E)
     k = randn(gen, *batch, S, E)
     v = randn(gen, *batch, S, Ev)
     if big:
-        q[..., 0] = big
+        q[..., 0] = abs(big)
         k[..., 0] = big
     return tuple(t.to(device=device, dtype=dtype) for t in (q, k, v))

@@ -15,7 +15,7 @@ from .attention import row_softmax
 
 def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
                    rescale_l=True, rescale_acc=True, zero_start=False, divide=True, stop="S",
-                   mask_from0=False):
+                   mask_from0=False, guard=True):
     """Online softmax with switches for its mistakes (defaults: the right answer).
 
     ``zero_start`` starts the running maximum at 0 instead of -inf and leaves out
@@ -23,7 +23,9 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
     ``divide=False`` returns the running output without dividing by the running sum;
     ``stop`` where the loop over the keys ends: ``"S"`` (right), ``"floor"`` after the
     last full chunk (range(S // chunk_size)), ``"minus"`` before S - chunk_size;
-    ``mask_from0`` slices every chunk's mask from column 0 (the mask of the first chunk's keys).
+    ``mask_from0`` slices every chunk's mask from column 0 (the mask of the first chunk's keys);
+    ``guard=False`` shifts by a running maximum of -inf too (NaN for a row whose chunks so far
+    were all masked).
     """
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     c = 1.0 / math.sqrt(E) if scale is None else scale
@@ -44,7 +46,7 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
             block = attn_mask[..., first:first + s.shape[-1]]
             s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        safe = m_new if zero_start else m_new.masked_fill(m_new == float("-inf"), 0.0)
+        safe = m_new if zero_start or not guard else m_new.masked_fill(m_new == float("-inf"), 0.0)
         p = (s - safe).exp()
         corr = (m - safe).exp()
         l = (l * corr if rescale_l else l) + p.sum(dim=-1, keepdim=True)

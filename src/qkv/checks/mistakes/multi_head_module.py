@@ -189,9 +189,10 @@ def mha_cases() -> List[Case]:
             }
             query = randn(gen, *batch, L, D, device=device, dtype=dtype)
             kwargs = {}
-            if options.get("padding"):
-                lengths = torch.randint(1, S, (batch[0],), generator=gen)
-                kwargs["key_mask"] = (torch.arange(S)[None, :] < lengths[:, None]).to(device)
+            if options.get("padding"):  # (B, S), or (S,) for an unbatched query
+                lengths = torch.randint(1, S, (batch[0] if batch else 1,), generator=gen)
+                key_mask = torch.arange(S)[None, :] < lengths[:, None]
+                kwargs["key_mask"] = (key_mask if batch else key_mask[0]).to(device)
             if options.get("mask"):
                 kwargs["mask"] = bool_mask(gen, L, S, device=device)
             for name in ("is_causal", "need_weights", "average_attn_weights"):
@@ -238,6 +239,8 @@ def mha_cases() -> List[Case]:
         # After the batched ones: a mistake over the batch is named there first.
         Case("unbatched input, L=3, S=4, embed_dim=6, num_heads=3 with need_weights=True "
              "(weights (L, S))", make((), 3, 4, 6, 3, need_weights=True), f32),
+        Case("unbatched input, L=3, S=5, embed_dim=6, num_heads=2 with key_mask (S,)",
+             make((), 3, 5, 6, 2, padding=True), f64),
         half_case("B=2, L=S=5, embed_dim=8, num_heads=2 with key_mask and is_causal=True",
                   make((2,), 5, 5, 8, 2, padding=True, is_causal=True)),
     ]
