@@ -26,8 +26,8 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Mistake
-from .mistakes.attention import OVERFLOW, TORCH_ATTENTION, qkv_inputs, row_softmax
+from .harness import Case, Exercise, Mistake, half_case, via_float32
+from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs, row_softmax
 
 # --------------------------------------------------------------- assignment 4: a temperature
 
@@ -183,11 +183,12 @@ def _padded_cases():
              make(2, 1, 4, 4, 3, [4, 3], big=40.0), f64),
         Case("B=2, H=1, L=S=4 with every score very negative (near -800), lengths=[4, 2]: a "
              "finite fill outweighs the real keys", make(2, 1, 4, 4, 3, [4, 2], big=-40.0), f64),
+        half_case("B=2, H=2, L=S=5, E=4, Ev=3, lengths=[5, 2]", make(2, 2, 5, 4, 3, [5, 2])),
     ]
 
 
 PADDED_CAUSAL_ATTENTION = Exercise(
-    name="padded_causal_attention", reference=padded_causal, cases=_padded_cases(),
+    name="padded_causal_attention", reference=via_float32(padded_causal), cases=_padded_cases(),
     forbid=TORCH_ATTENTION, legend="(B, H, L, Ev)",
     mistakes=[
         Mistake("the future allowed instead of the past (triu) (a bug of the printed function)",
@@ -204,7 +205,8 @@ PADDED_CAUSAL_ATTENTION = Exercise(
         Mistake("one real key too few (< lengths - 1)", "keys 0..length-1 are real: "
                 "arange(S) < lengths", partial(padded_causal, short=True)),
     ],
-    error_hints=[("same device", "build the masks on query.device")],
+    error_hints=[("same device", "build the masks on query.device"),
+                 ("without overflow", FILL_HINT)],
 )
 
 

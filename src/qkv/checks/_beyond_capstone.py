@@ -42,7 +42,8 @@ def block_without_positions(x: Tensor, params: Dict[str, Tensor], num_heads: int
         return block(x)[0]
 
 
-def _dropout_case(B: int, L: int, D: int, H: int, mlp: bool = True, **kwargs):
+def _dropout_case(B: int, L: int, D: int, H: int, mlp: bool = True, attn: bool = True,
+                  **kwargs):
     def build(gen, device, dtype):
         drawn = qkv.random_block_params(D, H, generator=gen)
         params = {n: t.to(device=device, dtype=dtype) for n, t in drawn.items()}
@@ -50,6 +51,8 @@ def _dropout_case(B: int, L: int, D: int, H: int, mlp: bool = True, **kwargs):
             params[n] = 1 + 0.5 * randn(gen, D, device=device, dtype=dtype)
         if not mlp:  # the block then adds the attention's output only (see dropout_view)
             params["mlp.down.weight"] = torch.zeros_like(params["mlp.down.weight"])
+        if not attn:  # the block then adds the MLP's output only
+            params["attn.out_proj.weight"] = torch.zeros_like(params["attn.out_proj.weight"])
         return (3 * randn(gen, B, L, D, device=device, dtype=dtype), params, H), kwargs
     return build
 
@@ -83,6 +86,9 @@ DROPOUT_BLOCK_FORWARD = Exercise(
         Case("B=2, L=8, D=16, 4 heads, dropout=0.25 in training, the MLP's output matrix at zero "
              "(compared: the factor the attention's kept outputs are scaled by, against eval)",
              _dropout_case(2, 8, 16, 4, mlp=False, dropout=0.25, training=True), torch.float64),
+        Case("B=2, L=6, D=16, 4 heads, dropout=0.25 in training, the attention's output matrix "
+             "at zero (compared: the factor the MLP's kept outputs are scaled by, against eval)",
+             _dropout_case(2, 6, 16, 4, attn=False, dropout=0.25, training=True), torch.float64),
     ],
     # The printed block's bugs one by one; the exercise also tries them together
     # (harness.printed_combinations, most bugs first).
@@ -95,6 +101,9 @@ DROPOUT_BLOCK_FORWARD = Exercise(
         Mistake("dropout left on in eval after both sublayers",
                 "F.dropout(t, dropout, training=training) after the attention and the MLP",
                 _variant(eval_dropout=("attn", "mlp"))),
+        Mistake("no dropout after the MLP (in training only the attention's output is dropped)",
+                "apply F.dropout(m, dropout, training=training) to the MLP's output too",
+                _variant(no_dropout=("mlp",))),
         Mistake("dropout left on in eval after the MLP", "F.dropout(m, dropout, "
                 "training=training): in eval nothing is dropped", _variant(eval_dropout=("mlp",))),
         Mistake("dropout removed instead of switched off in eval (in training it must drop)",

@@ -85,7 +85,8 @@ REPEAT_LOSS = Exercise(
 
 def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_too: bool = False,
                      last_only: bool = False, every_query: bool = False,
-                     per_sequence: bool = False, transposed: bool = False) -> Tensor:
+                     per_sequence: bool = False, transposed: bool = False,
+                     later_too: bool = False) -> Tensor:
     """Each head's duplicate-token score: the total weight query ``t`` puts on the earlier keys
     ``j < t`` holding its own token, averaged over every (sequence, query) pair that has such a
     key; or a known mistake (the switches)."""
@@ -94,7 +95,7 @@ def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_to
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, T, T): [b, query t, key j]
     dup = same & (j < t)
     has = dup.any(-1)  # (B, T)
-    target = same & (j <= t) if self_too else dup
+    target = same & (j <= t) if self_too else same & (j != t) if later_too else dup
     if last_only:  # only the most recent earlier occurrence
         last = torch.where(dup, j, -1).amax(-1, keepdim=True)
         target = dup & (j == last)
@@ -110,11 +111,13 @@ def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_to
     return (on * mask).sum((0, 2)) / mask.sum((0, 2))
 
 
-def _score_case(B, H, T, V, distinct_batch=False):
+def _score_case(B, H, T, V, distinct_batch=False, causal=True):
     def build(gen, device, dtype):
         scores = randn(gen, B, H, T, T, device=device, dtype=dtype) * 2
-        causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
-        weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        allowed = torch.ones(T, T, dtype=torch.bool, device=device)
+        if causal:  # as a trained model's weights; without: later keys have weight too
+            allowed = allowed.tril()
+        weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
         tokens = torch.randint(0, V, (B, T), generator=gen)
         tokens[:, 1] = tokens[:, 0]  # every sequence has a duplicate
         if distinct_batch:  # one sequence with a single duplicate, the others with many
@@ -129,7 +132,10 @@ DUPLICATE_TOKEN_SCORE = Exercise(
                 torch.float64),
            Case("B=3, H=2, T=10, 6 token ids", _score_case(3, 2, 10, 6), torch.float32),
            Case("B=3, H=2, T=9, one sequence with a single duplicate, the others with many",
-                _score_case(3, 2, 9, 2, distinct_batch=True), torch.float64)],
+                _score_case(3, 2, 9, 2, distinct_batch=True), torch.float64),
+           Case("B=2, H=2, T=8, 3 token ids, weights of a head without a causal mask (later keys "
+                "have weight too: only the earlier ones count)",
+                _score_case(2, 2, 8, 3, causal=False), torch.float64)],
     mistakes=[
         Mistake("off by one: the key after the earlier occurrence (j + 1; that is the induction "
                 "score)", "a duplicate-token head looks at the earlier occurrence itself: key j "
@@ -137,6 +143,8 @@ DUPLICATE_TOKEN_SCORE = Exercise(
         Mistake("the query's own key counted (j <= t: every token matches itself)",
                 "only earlier keys count: j < t, the diagonal excluded",
                 partial(_duplicate_score, self_too=True)),
+        Mistake("later copies of the token counted too (j != t instead of j < t)",
+                "only the earlier keys count: j < t", partial(_duplicate_score, later_too=True)),
         Mistake("only the most recent earlier occurrence counted",
                 "sum the weight on every earlier key that holds the query's token",
                 partial(_duplicate_score, last_only=True)),
