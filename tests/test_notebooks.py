@@ -120,7 +120,8 @@ def test_colab_copy_reads_like_the_page(tmp_path: Path):
     assert "/blob/main/src/m.py#L4-L7)" in text
     assert "> **Note**\n>\n> A $x$ note." in text
     assert not MYST.search(text)
-    assert "from qkv_course.render.glue import glue" in nb.cells[2].source
+    assert colab.BUILT_NUMBERS in nb.cells[2].source  # after the title and the set-up cell
+    assert "from qkv_course.render.glue import glue" in nb.cells[3].source
     # A code change makes the record out of date until the book is built again.
     md.write_text(md.read_text().replace("0.8765", "0.9"))
     with pytest.raises(colab.ChapterError, match="recorded from other code"):

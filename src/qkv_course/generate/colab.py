@@ -44,6 +44,12 @@ class ChapterError(ValueError):
     """A chapter cannot be made into its Colab copy (the message says why and what to do)."""
 
 
+#: Said above the set-up cell: the text's numbers are the book's, the code's are the reader's.
+BUILT_NUMBERS = ("*The numbers written in the text below were measured when the book was built; "
+                 "the cells print what your own run measures, which may differ a little (timings "
+                 "most of all).*")
+
+
 def chapter_sources(root: Path = ROOT) -> List[Path]:
     """The ``.md`` of every chapter in ``_toc.yml`` that is a MyST notebook (one with code cells)."""
     return [page.source for page in chapters(root) if is_myst_notebook(page.source)]
@@ -92,6 +98,7 @@ def render(md: Path, url: str, root: Path = ROOT) -> str:
     first = nb.cells[0] if nb.cells else None
     at = 1 if first is not None and first.cell_type == "markdown" and first.source.startswith("# ") else 0
     nb.cells.insert(at, setup)
+    nb.cells.insert(at + 1, nbformat.v4.new_markdown_cell(BUILT_NUMBERS))
     # Stable ids (jupytext makes random ones), so regenerating an unchanged chapter changes nothing.
     seen: Dict[str, int] = {}
     for cell in nb.cells:
