@@ -18,7 +18,6 @@ the grade command says so.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -46,17 +45,6 @@ class SlotGroup:
         procs = [str(f / "cgroup.procs") for f in self.folders]
         return ["/bin/sh", "-c", script, "sh", *procs, "--", *argv]
 
-    def throttled(self) -> int:
-        """How many times the group's processes were held back for using their CPU share."""
-        for folder in self.folders:
-            stat = folder / "cpu.stat"
-            if stat.exists():
-                for line in stat.read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "nr_throttled":
-                        return int(value)
-        return 0
-
     def remove(self, wait_s: float = 5.0) -> None:
         """Remove the group's folders, once the kernel has ended what was left in them (the
         processes of a killed sandbox go a moment after it); a folder still busy then stays."""
@@ -83,14 +71,20 @@ def _write(path: Path, value: str) -> None:
 
 def _v2(name: str, cpus: float, memory: int) -> SlotGroup:
     parent = ROOT / f"qkv-grade-{os.getpid()}"
+    made = not parent.exists()
     parent.mkdir(exist_ok=True)
-    _write(ROOT / "cgroup.subtree_control", "+cpu +memory")
-    _write(parent / "cgroup.subtree_control", "+cpu +memory")
     folder = parent / name
-    folder.mkdir()
-    _write(folder / "cpu.max", f"{int(cpus * PERIOD_US)} {PERIOD_US}")
-    _write(folder / "memory.max", str(memory))
-    _write(folder / "memory.swap.max", "0") if (folder / "memory.swap.max").exists() else None
+    try:
+        _write(ROOT / "cgroup.subtree_control", "+cpu +memory")
+        _write(parent / "cgroup.subtree_control", "+cpu +memory")
+        folder.mkdir()
+        _write(folder / "cpu.max", f"{int(cpus * PERIOD_US)} {PERIOD_US}")
+        _write(folder / "memory.max", str(memory))
+        if (folder / "memory.swap.max").exists():
+            _write(folder / "memory.swap.max", "0")
+    except OSError:
+        SlotGroup([folder] if folder.exists() else [], parent if made else None).remove()
+        raise
     return SlotGroup([folder], parent)
 
 
@@ -119,7 +113,7 @@ def slot_group(name: str, limits: Limits) -> Tuple[Optional[SlotGroup], str]:
             :data:`ZYGOTE_MB`) its memory.
     """
     memory = (limits.memory_mb + limits.tmp_mb + ZYGOTE_MB) << 20
-    if shutil.which("sh") is None:
+    if not os.access("/bin/sh", os.X_OK):
         return None, "no /bin/sh to enter the group with"
     try:
         if (ROOT / "cgroup.controllers").exists():
