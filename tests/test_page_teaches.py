@@ -104,3 +104,25 @@ def test_a_listing_a_helper_and_a_def_are_each_caught(tmp_path: Path):
     assert len(found) == 3, found  # softmax is graded in chapter 2: chapter 8 may define it
     assert any("kv_cache_step" in f for f in found) and any("part of chunked_attention" in f for f in found)
     assert any("defines repeat_kv" in f for f in found)
+
+
+def _exercise_section(md: Path) -> str:
+    text = md.read_text()
+    start = text.find("\n## Exercise\n")
+    return "" if start < 0 else text[start:text.find("\n## ", start + 5)]
+
+
+@pytest.mark.parametrize("md", sorted((ROOT / "book").glob("[0-9][0-9]-*.md")), ids=lambda p: p.stem)
+def test_the_exercise_section_names_what_its_assignment_grades(md: Path):
+    """Each chapter's "## Exercise" names every function its assignment grades, and only
+    functions some assignment grades (a reader walk found one promising an ungraded mask and
+    leaving out three graded parts)."""
+    section = _exercise_section(md)
+    assert section, f"{md.name} has no '## Exercise' section pointing to its assignment"
+    first = graded()
+    here = {name for name, k in first.items() if k == _number(md)}
+    named = set(re.findall(r"`(\w+)`", section))
+    missing = sorted(here - named)
+    assert not missing, f"{md.name}'s exercise section does not name {missing}"
+    own = {name for name in named if name in first and first[name] != _number(md)}
+    assert not own, f"{md.name}'s exercise section names functions other chapters grade: {own}"
