@@ -594,3 +594,23 @@ def test_a_lone_surrogate_in_what_a_student_hands_in_costs_nobody_else(empty_cou
     for _ in range(2):
         assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force"]) == 0
         assert sorted(gc.scores(course)) == ["amy", "zed"]
+
+
+def test_a_given_piece_reached_through_the_package_is_no_flag():
+    """Assignment 11's set-up gives split_heads and apply_rope: an answer that writes
+    qkv.split_heads uses what it was given; qkv.attention_forward is the reference."""
+    from qkv_course.grade import flags
+
+    setup = "import torch.nn.functional as F\nfrom qkv import (apply_rope, split_heads)\n"
+    tests = [{"grade_id": "t", "notices": []}]
+    calls = {"t": [("check_attention_forward", "attention_forward")]}
+
+    def flagged(answer):
+        return flags.flags_for(tests, {"attention_forward": answer}, [], calls, setup=setup)
+
+    given = "import qkv\ndef attention_forward(x):\n    return qkv.apply_rope(qkv.split_heads(x, 2))\n"
+    assert flagged(given) == []
+    own = "import qkv\ndef attention_forward(x):\n    return qkv.attention_forward(x)\n"
+    assert [f["detail"] for f in flagged(own)] == [
+        "attention_forward: uses the course's reference (qkv)",
+        "attention_forward: uses the course's reference (qkv.attention_forward)"]

@@ -356,6 +356,46 @@ NOTEBOOK = {"softmax": qkv.softmax, "random_block_params": qkv.random_block_para
                 "apply_rope", "causal_mask_bottom_right", "merge_heads", "repeat_kv", "rms_norm")}}
 exec(_NOTEBOOK, NOTEBOOK)
 
+# A second notebook: a student whose own split_heads returns a contiguous tensor, and whose
+# later answers rely on it (.view); and an answer that reaches the set-up's given pieces
+# through the package (qkv.split_heads) and takes the softmax with the tensor's method.
+_NOTEBOOK_CONTIGUOUS = """
+import math
+import torch
+import qkv
+
+def split_heads(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2).contiguous()
+
+def mhsa_with_view(x, W_q, W_k, W_v, W_o, num_heads):
+    B, L, D = x.shape
+    q, k, v = (split_heads(x @ W.T, num_heads) for W in (W_q, W_k, W_v))
+    E = D // num_heads
+    q, k, v = (t.view(B * num_heads, L, E) for t in (q, k, v))  # needs contiguous heads
+    w = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(E)
+    out = torch.bmm(w.softmax(dim=-1), v).view(B, num_heads, L, E)
+    return out.transpose(1, 2).reshape(B, L, D) @ W_o.T
+
+def attention_forward_via_package(x, params, num_heads, num_kv_heads, k_cache=None,
+                                  v_cache=None):
+    q = qkv.split_heads(x @ params["q_proj.weight"].T, num_heads)
+    k = qkv.split_heads(x @ params["k_proj.weight"].T, num_kv_heads)
+    v = qkv.split_heads(x @ params["v_proj.weight"].T, num_kv_heads)
+    P = 0 if k_cache is None else k_cache.shape[-2]
+    q, k = qkv.apply_rope(q, offset=P), qkv.apply_rope(k, offset=P)
+    if k_cache is not None:
+        k, v = torch.cat([k_cache, k], -2), torch.cat([v_cache, v], -2)
+    G = num_heads // num_kv_heads
+    s = q @ qkv.repeat_kv(k, G).transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = qkv.causal_mask_bottom_right(q.shape[-2], k.shape[-2], device=x.device)
+    w = s.masked_fill(~allowed, float("-inf")).softmax(dim=-1)  # the tensor's method
+    out = qkv.merge_heads(w @ qkv.repeat_kv(v, G)) @ params["out_proj.weight"].T
+    return out, k, v
+"""
+CONTIGUOUS = {}
+exec(_NOTEBOOK_CONTIGUOUS, CONTIGUOUS)
+
 #: Right where the check runs without a GPU, and named as a mistake where it also runs CUDA
 #: inputs (a tensor made without device= stays on the CPU).
 CPU_ONLY = ("kv_cache_step with a mask made without device=",)
@@ -391,6 +431,10 @@ OTHERWISE = {
                         {"masks": False}),
     "block_forward handing its own attention_forward a dict with more keys than it reads": (
         "check_block_forward", NOTEBOOK["block_forward_with_every_key"], {}),
+    "multi_head_self_attention with .view on the heads of its own contiguous split_heads": (
+        "check_multi_head_self_attention", CONTIGUOUS["mhsa_with_view"], {}),
+    "attention_forward reaching the given pieces as qkv.<name>, softmax as a tensor method": (
+        "check_attention_forward", CONTIGUOUS["attention_forward_via_package"], {}),
     "order_sensitivity finished in NumPy": (
         "check_order_sensitivity", NOTEBOOK["order_sensitivity_numpy"], {}),
 }

@@ -121,9 +121,30 @@ def static_flags(check: str, answer_source: str, added: Iterable[str],
     return _delegates(check, _answer_names(answer_source, _added_names(added)[0], given))
 
 
+def given_by_setup(setup: str) -> Set[str]:
+    """``{"qkv.split_heads", ...}``: what the instructor's set-up cell imports from ``qkv``
+    (an answer that reaches it as ``qkv.split_heads`` uses what the assignment gives)."""
+    try:
+        tree = ast.parse(setup)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    return {f"qkv.{a.name}" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "qkv" for a in node.names}
+
+
+def _less_given(names: Set[str], given: Set[str]) -> Set[str]:
+    """``names`` without the set-up's given pieces (and without ``qkv`` itself when every use
+    of it was one of them)."""
+    left = names - given
+    if given and "qkv" in left and not any(n.startswith("qkv.") for n in left) \
+            and any(n in given for n in names):
+        left.discard("qkv")
+    return left
+
+
 def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str],
               calls_by_test: Dict[str, List[tuple]],
-              given: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
+              given: Optional[Dict[str, str]] = None, setup: str = "") -> List[Dict[str, str]]:
     """Every flag of a submission: ``{"test", "source", "detail"}``.
 
     Args:
@@ -132,7 +153,10 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
         added: the cells the student added.
         calls_by_test: test id -> ``[(check, answer name)]`` from the instructor's plan.
         given: answer id -> the code the release wrote in that answer cell (not flagged).
+        setup: the instructor's set-up cell: what it imports from ``qkv`` is given, not
+            delegation, however the answer reaches it (``qkv.split_heads``).
     """
+    from_setup = given_by_setup(setup)
     flags = []
     added_names, unread = _added_names(added)
     if unread:
@@ -147,8 +171,9 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
             if check == "check_question":
                 continue
             if answer not in names:
-                names[answer] = _answer_names(answers.get(answer, ""), added_names,
-                                              (given or {}).get(answer, ""))
+                names[answer] = _less_given(_answer_names(
+                    answers.get(answer, ""), added_names, (given or {}).get(answer, "")),
+                    from_setup)
             for detail in _delegates(check, names[answer]):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})

@@ -149,7 +149,7 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             "cells": cells,
             "sandbox": sandbox,
             "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
-                                     given=_given(p))}
+                                     given=_given(p), setup=p.setup)}
 
 
 def _given(p: Plan) -> Dict[str, str]:

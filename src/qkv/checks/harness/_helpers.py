@@ -16,9 +16,10 @@ back. What the reference helpers call is not noticed as a forbidden call
 (:class:`._notice.CallNotice` is paused inside them).
 
 A student's own helper may take more than the reference's (an extra option, a dict with more
-keys than it reads): a call the reference refuses goes to the student's own helper, so a right
-answer built on a right helper of their own design is never refused for the course's
-narrower one.
+keys than it reads): a call the reference refuses goes to the student's own helper; and an
+answer that raises on the course's helpers (it relies on its own returning a contiguous tensor,
+say) is run again on its own (:func:`.run_student`), so a right answer built on a right helper
+of the student's own design is never refused for the course's narrower one.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def namespaces(student: Any) -> List[Dict[str, Any]]:
         if module not in _MODULES_OF_LIBRARIES:  # the reference's own modules stay as they are
             out.setdefault(id(f.__globals__), f.__globals__)
     return list(out.values())
+
+
+def swapped_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]]) -> bool:
+    """Whether :func:`reference_helpers` would bind any of ``helpers`` for ``student`` (the
+    notebook defines one of those names)."""
+    return any(name in ns and ns[name] is not reference
+               for ns in (namespaces(student) if helpers else ()) for name, reference in helpers.items())
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import contextlib
 import dis
 import sys
 from types import CodeType, FunctionType, ModuleType
-from typing import Any, Iterator, List, Mapping, Set, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Set, Tuple
 
 from torch.overrides import TorchFunctionMode
 
@@ -59,21 +59,47 @@ def _codes(code: CodeType) -> Iterator[CodeType]:
             yield from _codes(c)
 
 
-def _names(code: CodeType) -> Tuple[Set[str], Set[str], Set[str]]:
-    """The global names a function's code reads, the attribute names it uses (``torch.softmax``'s
-    ``softmax``, which is no global) and the modules it imports."""
+_LOADS = ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE")
+
+
+def _names(code: CodeType) -> Tuple[Set[str], Dict[str, Set[str]], Set[str]]:
+    """The global names a function's code reads, the attribute names it reads on each name
+    (``{"qkv": {"softmax"}, "qkv.lookup": {...}}`` for ``qkv.softmax`` and
+    ``qkv.lookup.softmax``; ``scores.softmax`` is an attribute of ``scores``, not of the
+    course) and the modules it imports."""
     globals_: Set[str] = set()
-    attributes: Set[str] = set()
+    attributes: Dict[str, Set[str]] = {}
     imports: Set[str] = set()
     for c in _codes(code):
+        chain = None  # the dotted name the instruction before loaded, if any
         for ins in dis.get_instructions(c):
+            if ins.opname in ("EXTENDED_ARG", "NOP", "CACHE"):
+                continue
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
                 globals_.add(ins.argval)
-            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM"):
-                attributes.add(ins.argval)
-            elif ins.opname == "IMPORT_NAME":
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM"):
+                base = chain if ins.opname != "IMPORT_FROM" else "<import>"
+                attributes.setdefault(base or "", set()).add(ins.argval)
+                chain = f"{chain}.{ins.argval}" if chain and ins.opname != "IMPORT_FROM" else None
+                continue
+            chain = ins.argval if ins.opname in _LOADS and isinstance(ins.argval, str) else None
+            if ins.opname == "IMPORT_NAME":
                 imports.add(ins.argval)
     return globals_, attributes, imports
+
+
+def _module_attributes(module: ModuleType, name: str,
+                       attributes: Mapping[str, Set[str]]) -> List[Any]:
+    """What the code reads on ``module`` (bound to ``name``): ``name.x`` and ``name.sub.x``."""
+    found = []
+    for base, attrs in attributes.items():
+        if base != name and not base.startswith(name + "."):
+            continue
+        owner: Any = module
+        for part in base.split(".")[1:]:
+            owner = getattr(owner, part, None)
+        found += [getattr(owner, a, None) for a in attrs] if owner is not None else []
+    return found
 
 
 def _contents(cell: Any) -> Any:
@@ -111,13 +137,18 @@ def reference_names(student: Any, exercise: str, forbid: Forbidden,
             continue
         seen.add(f.__code__)
         globals_, attributes, imports = _names(f.__code__)
-        values = [f.__globals__.get(n) for n in globals_]
-        values += [sys.modules.get(n) for n in imports]
-        values += [_contents(c) for c in f.__closure__ or ()]
-        for value in values:
+        named = [(n, f.__globals__.get(n)) for n in globals_]
+        named += [(n, sys.modules.get(n)) for n in imports]
+        named += [(n, _contents(c)) for n, c in zip(f.__code__.co_freevars, f.__closure__ or ())]
+        every = set().union(*attributes.values()) if attributes else set()
+        for name, value in named:
             candidates = []
             if isinstance(value, ModuleType) and value.__name__.split(".")[0] == "qkv":
-                candidates = [getattr(value, n, None) for n in attributes]
+                # What is read on this name; a module imported inside the function may be
+                # bound to another name (import ... as), so all its code's attributes then.
+                candidates = _module_attributes(value, name, attributes) if name in globals_ or \
+                    any(b == name or b.startswith(name + ".") for b in attributes) else \
+                    [getattr(value, a, None) for a in every]
             elif callable(value):
                 candidates = [value]
             for c in candidates:
