@@ -377,6 +377,20 @@ def mhsa_with_view(x, W_q, W_k, W_v, W_o, num_heads):
     out = torch.bmm(w.softmax(dim=-1), v).view(B, num_heads, L, E)
     return out.transpose(1, 2).reshape(B, L, D) @ W_o.T
 
+def head_difference_with_view(share, generator):
+    # the experiment on this notebook's contiguous split_heads, viewed as (4, 16, 8)
+    x = torch.randn(16, 32, generator=generator)
+    W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    W_k = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    q = split_heads((x @ W_q.T)[None], 4).view(64, 8).view(4, 16, 8)
+    k = split_heads((x @ W_k.T)[None], 4).view(64, 8).view(4, 16, 8)
+    if share in ("key", "both"):
+        k = k[:1].expand_as(k)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)
+    tv = 0.5 * (w[:, None] - w[None, :]).abs().sum(-1).mean(-1)
+    a, b = torch.triu_indices(4, 4, offset=1)
+    return tv[a, b].mean().item()
+
 def attention_forward_via_package(x, params, num_heads, num_kv_heads, k_cache=None,
                                   v_cache=None):
     q = qkv.split_heads(x @ params["q_proj.weight"].T, num_heads)
@@ -433,6 +447,8 @@ OTHERWISE = {
         "check_block_forward", NOTEBOOK["block_forward_with_every_key"], {}),
     "multi_head_self_attention with .view on the heads of its own contiguous split_heads": (
         "check_multi_head_self_attention", CONTIGUOUS["mhsa_with_view"], {}),
+    "head_difference with .view on the heads of its own contiguous split_heads": (
+        "check_head_difference", CONTIGUOUS["head_difference_with_view"], {}),
     "attention_forward reaching the given pieces as qkv.<name>, softmax as a tensor method": (
         "check_attention_forward", CONTIGUOUS["attention_forward_via_package"], {}),
     "order_sensitivity finished in NumPy": (
