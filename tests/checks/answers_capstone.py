@@ -72,7 +72,7 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_no
 
 # ----------------------------------------------------------------------------- beyond the page
 def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropout=(),
-                       dropout_removed=False, own_dropout=False, rescale=True, no_dropout=()):
+                       own_dropout=False, rescale=True, no_dropout=()):
     """The debugging exercise's block, written as a student would, with the printed bugs (and a
     few wrong fixes) as switches; ``own_dropout``: an honest variant that drops with
     ``torch.rand`` itself (``if training``) instead of ``F.dropout``; ``rescale=False`` the
@@ -95,7 +95,7 @@ def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropou
         a = merge_heads(weights @ v) @ params["attn.out_proj.weight"].T
 
         def drop(t, where):
-            if dropout_removed or where in no_dropout:
+            if where in no_dropout:
                 return t
             if not rescale and training:
                 return t * (torch.rand(t.shape, device=t.device) >= dropout)

@@ -108,7 +108,7 @@ DROPOUT_BLOCK_FORWARD = Exercise(
                 "training=training): in eval nothing is dropped", _variant(eval_dropout=("mlp",))),
         Mistake("dropout removed instead of switched off in eval (in training it must drop)",
                 "keep F.dropout(t, dropout, training=training) on each sublayer's output",
-                _variant(dropout_removed=True)),
+                _variant(no_dropout=("attn", "mlp"))),
         Mistake("post-norm (the norm after the residual addition) instead of pre-norm",
                 "normalise the sublayer's INPUT and leave the stream alone: "
                 "x = x + attention(norm1(x)), not x = norm1(x + attention(x))",

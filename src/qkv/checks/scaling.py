@@ -202,8 +202,8 @@ _MEASURE_HINT = ("measure: draw n_samples pairs (q, k) from the generator and re
                  "variance of their dot products, not the formula")
 
 
-def _where(d: int) -> str:
-    return f"d_k={d}, n_samples={VARIANCE_SAMPLES}"
+def _where(d: int, n: int = VARIANCE_SAMPLES) -> str:
+    return f"d_k={d}, n_samples={n}"
 
 
 class _VarianceCheck(Check):
@@ -272,7 +272,7 @@ class _VarianceCheck(Check):
                                "seeds gave exactly the same answer", hint=_MEASURE_HINT)
         se = variance_tolerance(VARIANCE_DIMS[0], SPREAD_SAMPLES) / VARIANCE_SIGMAS
         spread = values[k + 2:]
-        where = f"d_k={VARIANCE_DIMS[0]}, n_samples={SPREAD_SAMPLES}"
+        where = _where(VARIANCE_DIMS[0], SPREAD_SAMPLES)
         mean = sum(spread) / len(spread)
         sd = math.sqrt(sum((v - mean) ** 2 for v in spread) / (len(spread) - 1))
         low, high = SPREAD_RANGE

@@ -35,6 +35,7 @@ from ..usage import UsageError
 from . import records
 from .judge import PASS, TIMEOUT
 from .plan import Plan, text
+from .submission import read_regular
 
 WAITS = ("qkv grade judges only the checks' calls: this test cell calls none, so a person "
          "grades it in formgrader")
@@ -142,8 +143,6 @@ def _write_notebook(path: Path, nb: Dict[str, Any]) -> Any:
 def _stamp_text(course: Path, student: str, assignment: str) -> str:
     """The submission's ``timestamp.txt``, read as the notebook is (a regular file, 1 KiB at
     most: a link to a FIFO or /dev/zero would stall or flood the write); "" when there is none."""
-    from .submission import read_regular
-
     try:
         raw = read_regular(course / "submitted" / student / assignment / "timestamp.txt", 1024)
         return raw.decode("utf-8").strip() if len(raw) <= 1024 else ""

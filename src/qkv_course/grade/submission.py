@@ -89,15 +89,6 @@ def read_regular(path: Path, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-def no_lone_surrogates(x: Any) -> Any:
-    """``x`` (JSON data) with each lone surrogate in its strings as U+FFFD.
-
-    JSON may escape one (``"\\ud800"``), and a student's code may raise an error or return a
-    string holding one: no UTF-8 file can, so a record or autograded notebook holding one
-    could not be written, nor a summary line printed, on every run, for the whole class."""
-    return _no_lone_surrogates(x)
-
-
 def load(path: Path) -> Any:
     """The file's JSON, or :class:`Unreadable` (too large, not UTF-8, not JSON, too many cells,
     not a regular file)."""
@@ -118,20 +109,25 @@ def load(path: Path) -> Any:
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise Unreadable(f"not a notebook ({type(e).__name__}: {str(e)[:120]})") from None
     # It becomes U+FFFD (see no_lone_surrogates).
-    return _no_lone_surrogates(data) if _SURROGATE.search(text) else data
+    return no_lone_surrogates(data) if _SURROGATE.search(text) else data
 
 
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE = re.compile("[\ud800-\udfff]")
 
 
-def _no_lone_surrogates(x: Any) -> Any:
+def no_lone_surrogates(x: Any) -> Any:
+    """``x`` (JSON data) with each lone surrogate in its strings as U+FFFD.
+
+    JSON may escape one (``"\\ud800"``), and a student's code may raise an error or return a
+    string holding one: no UTF-8 file can, so a record or autograded notebook holding one
+    could not be written, nor a summary line printed, on every run, for the whole class."""
     if isinstance(x, str):
         return _LONE.sub("\ufffd", x)
-    if isinstance(x, list):
-        return [_no_lone_surrogates(v) for v in x]
+    if isinstance(x, (list, tuple)):
+        return type(x)(no_lone_surrogates(v) for v in x)
     if isinstance(x, dict):
-        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in x.items()}
+        return {no_lone_surrogates(k): no_lone_surrogates(v) for k, v in x.items()}
     return x
 
 
@@ -151,7 +147,7 @@ def first_answers(folder: Path) -> Dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return _no_lone_surrogates(
+    return no_lone_surrogates(
         {k: v for k, v in data.items() if isinstance(k, str)
          and (type(v) in (str, int, float) or (isinstance(v, dict) and "answer" in v))})
 

@@ -100,27 +100,27 @@ def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
     A student's latest record (by ``graded_at``) counts, as a resubmission replaces the
     last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
     """
-    latest: Dict[Tuple[str, str], Dict] = {}
+    latest: Dict[Tuple[str, str], Tuple[Dict, List[Question]]] = {}
     anonymous = 0
     for path in gradescope_files(folder):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
             key = (str(record["assignment"]), str(record["student"]))
-            _questions(record)  # read whole here: a malformed one is skipped, not a crash later
+            questions = _questions(record)  # read whole here: a malformed one is skipped
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
                   file=sys.stderr)
             continue
         anonymous += key[1] == "anonymous"
         if key not in latest or str(record.get("graded_at", "")) >= str(
-                latest[key].get("graded_at", "")):
-            latest[key] = record
+                latest[key][0].get("graded_at", "")):
+            latest[key] = record, questions
     if anonymous > 1:  # graded without Gradescope's submission_metadata.json (a local try)
         print(f"qkv report: {anonymous} results.json files name no student ('anonymous'): "
               "they count as one student; Gradescope's own runs name each", file=sys.stderr)
     found: Dict[str, Dict[str, List[Question]]] = {}
-    for (assignment, student), record in sorted(latest.items()):
-        found.setdefault(assignment, {})[student] = _questions(record)
+    for (assignment, student), (_, questions) in sorted(latest.items()):
+        found.setdefault(assignment, {})[student] = questions
     return found
 
 

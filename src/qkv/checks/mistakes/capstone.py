@@ -129,14 +129,14 @@ def viewed_block_variant(x, params, num_heads, dropout=0.1, training=False, **sw
 
 def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
                           residual="stream", mask="causal", scale=True, eval_dropout=(),
-                          dropout_removed=False, rescale=True, no_dropout=()):
+                          rescale=True, no_dropout=()):
     """The pre-norm block without positions, with dropout, with bugs put back (the defaults
     are the right answer): ``residual="normed"`` (the stream replaced by its normalised copy
     before the attention), ``"post"`` (post-norm); ``mask="inverted"`` (``triu``),
     ``"none"``; ``scale=False``; ``eval_dropout``, the sublayers (``"attn"``, ``"mlp"``)
-    whose dropout stays on in eval; ``dropout_removed`` (never applied); ``rescale=False``
-    (the kept entries not divided by ``1 - dropout``); ``no_dropout``, the sublayers whose
-    dropout is left out (in training too)."""
+    whose dropout stays on in eval; ``rescale=False`` (the kept entries not divided by
+    ``1 - dropout``); ``no_dropout``, the sublayers whose dropout is left out (in training
+    too; both: dropout removed)."""
     E = x.shape[-1] // num_heads
     L = x.shape[-2]
     w = params
@@ -152,8 +152,7 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
     a = qkv.merge_heads(weights @ val) @ w["attn.out_proj.weight"].T
 
     def drop(t, sublayer):
-        on = ((training or sublayer in eval_dropout) and not dropout_removed
-              and sublayer not in no_dropout)
+        on = (training or sublayer in eval_dropout) and sublayer not in no_dropout
         kept = F.dropout(t, dropout, training=on)
         return kept if rescale or not on else kept * (1 - dropout)
 

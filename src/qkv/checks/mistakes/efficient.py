@@ -82,8 +82,9 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
 
     ``mask``: bottom_right (right), upper_left (SDPA's is_causal) or None, shifted by
     ``diag``; ``cat_dim`` the axis the cache grows along; ``scale_by``: E (right), S (the
-    number of keys) or none (``scale_given=False``: whether or not ``scale`` is given); ``fill`` the value masked scores get; ``stable=False`` no row maximum subtracted. As an answer does, the
-    mask is built and applied even when it hides nothing (one new token).
+    number of keys) or none (``scale_given=False``: whether or not ``scale`` is given);
+    ``fill`` the value masked scores get; ``stable=False``: no row maximum subtracted. As an
+    answer does, the mask is built and applied even when it hides nothing (one new token).
     """
     old_k, old_v = k_cache, v_cache
     if k_cache is not None:
@@ -164,10 +165,10 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
     or ``"clamp"`` (min(pos, W - 1): the ring never wraps); ``seen``: the slots attended to,
     ``"filled"`` (right, slots 0..pos), ``"all"`` (unwritten ones too) or ``"before"`` (slots
     < pos: the own key hidden) or ``"modulo"`` (slots <= pos % W: wrong once the ring has
-    wrapped); ``scale_given=False``: 1/sqrt(E) even when ``scale`` is given; ``before``: attend to the old ring and the new key side by
-    side, then write (W + 1 keys once the ring is full); ``shift``: drop the oldest row and
-    append the new one (torch.cat) instead of writing a slot; ``stable=False``: no row
-    maximum subtracted.
+    wrapped); ``scale_given=False``: 1/sqrt(E) even when ``scale`` is given; ``before``:
+    attend to the old ring and the new key side by side, then write (W + 1 keys once the ring
+    is full); ``shift``: drop the oldest row and append the new one (torch.cat) instead of
+    writing a slot; ``stable=False``: no row maximum subtracted.
     """
     W = k_ring.shape[-2]
     c = {"E": 1.0 / math.sqrt(query.shape[-1]), "none": 1.0}[scale_by] if (

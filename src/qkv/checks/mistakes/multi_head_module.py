@@ -34,8 +34,7 @@ def spec_dict(spec: Any) -> dict:
     embed_dim, num_heads, kdim, vdim, dropout, weights, biases = spec
     out = {"embed_dim": embed_dim, "num_heads": num_heads, "kdim": kdim, "vdim": vdim,
            "device": weights[0].device, "dtype": weights[0].dtype,
-           "weights": dict(zip(_PROJECTIONS, weights)), "biases": dict(zip(_PROJECTIONS, biases)),
-           "bias": biases[0] is not None}
+           "weights": dict(zip(_PROJECTIONS, weights)), "biases": dict(zip(_PROJECTIONS, biases))}
     if dropout is not None:
         out["dropout"] = dropout
     return out
@@ -124,7 +123,7 @@ def _forward(cls: Any, spec: Any, *inputs: Any, **kwargs: Any) -> Tensor:
     mode both runs must agree), return what to compare."""
     spec = spec_dict(spec)
     extra = {"dropout": spec["dropout"]} if "dropout" in spec else {}
-    if not spec.get("bias", True):  # passed only when False: the default is True
+    if spec["biases"]["q_proj"] is None:  # bias=False; passed only then: the default is True
         extra["bias"] = False
     module = cls(spec["embed_dim"], spec["num_heads"], kdim=spec["kdim"], vdim=spec["vdim"],
                  device=spec["device"], dtype=spec["dtype"], **extra)
