@@ -161,7 +161,8 @@ class Choice:
 
 
 def _as_number(question_id: str, answer: object) -> float:
-    """The student's numeric answer as a float (an int, a float or a one-element tensor)."""
+    """The student's numeric answer as a float (an int, a float, or a one-element tensor or
+    NumPy array)."""
     __tracebackhide__ = True
     if answer is None or answer is Ellipsis:
         _not_answered(question_id, "42")
@@ -170,7 +171,9 @@ def _as_number(question_id: str, answer: object) -> float:
                              f"got {_shown(answer)}{_number_fix(question_id, answer)}")
     try:
         if type(answer) is torch.Tensor:
-            return float(torch._C.TensorBase.item(answer))  # torch's own, not a method lookup
+            return float(torch.Tensor.item(answer))  # the class's method, not an attribute
+        if type(answer).__module__ == "numpy":  # NumPy's own type: its item() is NumPy's
+            return float(answer.item())  # float() refuses a one-element array in NumPy 2.4
         return float(answer)
     except (TypeError, ValueError, RuntimeError):
         raise AssertionError(f"{question_id}: expected a single number, "
