@@ -72,11 +72,12 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_no
 
 # ----------------------------------------------------------------------------- beyond the page
 def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropout=(),
-                       own_dropout=False, rescale=True, no_dropout=()):
+                       own_dropout=False, rescale=True, no_dropout=(), keep_with_p=False):
     """The debugging exercise's block, written as a student would, with the printed bugs (and a
     few wrong fixes) as switches; ``own_dropout``: an honest variant that drops with
     ``torch.rand`` itself (``if training``) instead of ``F.dropout``; ``rescale=False`` the
-    same without dividing the kept entries by ``1 - dropout``."""
+    same without dividing the kept entries by ``1 - dropout``; ``keep_with_p``: its own
+    dropout with the comparison turned round (each entry kept with probability dropout)."""
     def dropout_block_forward(x, params, num_heads, dropout=0.1, training=False):
         L, E = x.shape[-2], x.shape[-1] // num_heads
         h = rms_norm(x, params["norm1.weight"])
@@ -99,6 +100,8 @@ def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropou
                 return t
             if not rescale and training:
                 return t * (torch.rand(t.shape, device=t.device) >= dropout)
+            if keep_with_p and training:
+                return t * (torch.rand(t.shape, device=t.device) < dropout) / (1 - dropout)
             if own_dropout:
                 if not training or dropout == 0:
                     return t

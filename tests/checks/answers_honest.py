@@ -386,6 +386,8 @@ def head_difference_with_view(share, generator):
     k = split_heads((x @ W_k.T)[None], 4).view(64, 8).view(4, 16, 8)
     if share in ("key", "both"):
         k = k[:1].expand_as(k)
+    if share == "both":
+        q = q[:1].expand_as(q)
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)
     tv = 0.5 * (w[:, None] - w[None, :]).abs().sum(-1).mean(-1)
     a, b = torch.triu_indices(4, 4, offset=1)

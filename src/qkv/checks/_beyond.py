@@ -70,6 +70,8 @@ def _temperature_cases():
              make((2,), 4, 5, 4, 3, big=40.0, temperature=1.0), f64),
         Case("rows far apart (scores near +450 in some rows, -450 in others) and "
              "temperature=0.5: each row needs its own maximum", _rows_apart, f64),
+        half_case("batched input (B=2, H=2) with L=4, S=6, E=8, Ev=3 and temperature=2.0",
+                  make((2, 2), 4, 6, 8, 3, temperature=2.0)),
     ]
 
 
@@ -83,7 +85,7 @@ def _rows_apart(gen, device, dtype):
 
 
 ATTENTION_WITH_TEMPERATURE = Exercise(
-    name="attention_with_temperature", reference=temperature_attention,
+    name="attention_with_temperature", reference=via_float32(temperature_attention),
     cases=_temperature_cases(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
     # The set-up gives the course's softmax: a fix that calls it is no delegation.
     helpers={"softmax": qkv.softmax},
@@ -290,12 +292,14 @@ def _streaming_cases():
              make((), 4, 6, 4, 2, 16), f32),
         Case("input whose scores are all near -1000 (L=3, S=8, block=4)",
              make((1,), 3, 8, 4, 3, 4, shift=63.0), f64),
+        half_case("batched input (B=2, H=2) with L=4, S=7, E=4, Ev=3 and block=3",
+                  make((2, 2), 4, 7, 4, 3, 3)),
     ]
 
 
 STREAMING_ATTENTION = Exercise(
     name="streaming_attention",
-    reference=lambda q, k, v, block: qkv.scaled_dot_product_attention(q, k, v),
+    reference=via_float32(lambda q, k, v, block: qkv.scaled_dot_product_attention(q, k, v)),
     cases=_streaming_cases(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
     mistakes=[
         Mistake("the running max starts at 0 instead of -inf (a bug of the printed function)",

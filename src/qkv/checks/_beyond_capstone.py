@@ -22,7 +22,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Mistake, randn
+from .harness import Case, Exercise, half_case, Mistake, randn, via_float32
 from .mistakes.capstone import dropout_view, swiglu_variant, viewed_block_variant
 
 __all__: list = []
@@ -98,6 +98,10 @@ DROPOUT_BLOCK_FORWARD = Exercise(
                 "in training, dropout zeroes each entry with probability p and divides the "
                 "others by 1 - p, so that the expected output is the eval output: F.dropout "
                 "does both", _variant(rescale=False)),
+        Mistake("each entry kept with probability dropout instead of dropped with it",
+                "dropout=p is the probability of dropping an entry: keep it where "
+                "torch.rand_like(t) >= p (or use F.dropout(t, p, training=training))",
+                _variant(keep_with_p=True)),
         Mistake("dropout left on in eval after both sublayers",
                 "F.dropout(t, dropout, training=training) after the attention and the MLP",
                 _variant(eval_dropout=("attn", "mlp"))),
@@ -144,7 +148,7 @@ def _swiglu_case(batch: tuple, D: int, F_: int, spread: float = 1.0):
 _SWIGLU_HINT = "the hidden layer is silu(h @ gate.weight.T) * (h @ up.weight.T)"
 
 SWIGLU_MLP = Exercise(
-    name="swiglu_mlp", reference=swiglu_mlp,
+    name="swiglu_mlp", reference=via_float32(swiglu_mlp),
     cases=[
         Case("h of shape (B=2, L=5, D=16), hidden width 40", _swiglu_case((2, 5), 16, 40),
              torch.float64),
@@ -152,6 +156,7 @@ SWIGLU_MLP = Exercise(
              torch.float32),
         Case("h of shape (B=1, L=3, D=12) with large entries (std 4), hidden width 32",
              _swiglu_case((1, 3), 12, 32, spread=4.0), torch.float64),
+        half_case("h of shape (B=2, L=4, D=16), hidden width 40", _swiglu_case((2, 4), 16, 40)),
     ],
     mistakes=[
         Mistake("the activation on the up projection, not the gate (gate and up swapped)",

@@ -17,7 +17,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Mistake, randn
+from .harness import Case, Exercise, half_case, Mistake, randn, via_float32
 from .mistakes.attention import TORCH_ATTENTION
 
 F32, F64 = torch.float32, torch.float64
@@ -49,6 +49,31 @@ def _negative(build, projected=False):
         return (first, second, *rest), kw
     return negative
 
+
+def _initialised(build):
+    """``build`` with each weight matrix after x, (out, in), divided by sqrt(in), as a model
+    initialises it (a half-precision case): the scores stay near 1, where float16 resolves
+    them to 1e-3, instead of near 10, where its rounding alone moves the weights by 1%."""
+    def initialised(gen, device, dtype):
+        (x, *weights), kw = build(gen, device, dtype)
+        return (x, *(w / math.sqrt(w.shape[-1]) if isinstance(w, Tensor) and w.dim() == 2
+                     else w for w in weights)), kw
+    return initialised
+
+
+def _separated(build):
+    """``build`` with the k-th and (k+1)-th best keys far apart (a half-precision case): the
+    queries' feature 0 is 1 and the rest small, the keys' feature 0 a permutation of 0..S-1,
+    so every query's scores are at least about 0.5 apart and rounding cannot reorder them."""
+    def separated(gen, device, dtype):
+        (query, keys, *rest), kw = build(gen, device, dtype)
+        query, keys = query * 0.05, keys * 0.05
+        query[..., 0] = 1.0
+        order = torch.randperm(keys.shape[-2], generator=gen).to(device=device, dtype=dtype)
+        keys[..., 0] = order
+        return (query, keys, *rest), kw
+    return separated
+
 # --------------------------------------------------------------- assignment 1: padded encoder
 
 
@@ -70,13 +95,15 @@ def _bahdanau_case(B, S, Dq, Dk, A, lengths):
 
 
 PADDED_BAHDANAU_WEIGHTS = Exercise(
-    name="padded_bahdanau_weights", reference=padded_bahdanau, legend="(B, S)",
+    name="padded_bahdanau_weights", reference=via_float32(padded_bahdanau), legend="(B, S)",
     cases=[Case("B=2, S=5, query_dim=4, key_dim=3, attn_dim=6, lengths=[5, 2]",
                 _bahdanau_case(2, 5, 4, 3, 6, [5, 2]), F64),
            Case("B=3, S=4, query_dim=5, key_dim=5, attn_dim=3, lengths=[1, 4, 3]",
                 _bahdanau_case(3, 4, 5, 5, 3, [1, 4, 3]), F32),
            Case("B=1, S=6, query_dim=2, key_dim=4, attn_dim=8, lengths=[4]",
-                _bahdanau_case(1, 6, 2, 4, 8, [4]), F64)],
+                _bahdanau_case(1, 6, 2, 4, 8, [4]), F64),
+           half_case("B=2, S=5, query_dim=4, key_dim=3, attn_dim=6, lengths=[5, 3]",
+                     _bahdanau_case(2, 5, 4, 3, 6, [5, 3]), torch.bfloat16)],
     mistakes=[
         Mistake("softmax over the batch (dim=0) (a bug of the printed function)",
                 "each sequence's weights over its encoder states sum to one: dim=-1",
@@ -108,7 +135,7 @@ def top_k(query: Tensor, keys: Tensor, values: Tensor, k: int, *, renormalise: b
 
 
 TOP_K_LOOKUP = Exercise(
-    name="top_k_lookup", reference=top_k, legend="(..., L, Ev)", forbid=TORCH_ATTENTION,
+    name="top_k_lookup", reference=via_float32(top_k), legend="(..., L, Ev)", forbid=TORCH_ATTENTION,
     helpers={"softmax": qkv.softmax},
     cases=[Case("L=3 queries, S=6 keys, E=4, Ev=2, k=2", _inputs((3, 4), (6, 4), (6, 2),
                                                                extra=(2,)), F64),
@@ -120,7 +147,9 @@ TOP_K_LOOKUP = Exercise(
                 _inputs((2, 4), (5, 4), (5, 3), extra=(5,)), F64),
            Case("L=3, S=6, E=4, Ev=2, k=2 with every score very negative (near -900): a finite "
                 "fill outweighs the kept keys", _negative(_inputs((3, 4), (6, 4), (6, 2),
-                                                                   extra=(2,))), F64)],
+                                                                   extra=(2,))), F64),
+           half_case("batched (B=2), L=3, S=6, E=4, Ev=3, k=2, the scores well apart",
+                     _separated(_inputs((2, 3, 4), (2, 6, 4), (2, 6, 3), extra=(2,))))],
     mistakes=[
         Mistake("the softmax of all the scores, cut to the top k (a bug of the printed "
                 "function)", "the kept weights must sum to one: mask the other scores with "
@@ -179,7 +208,7 @@ def no_self(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, *, untransposed: b
 
 
 SELF_ATTENTION_NO_SELF = Exercise(
-    name="self_attention_no_self", reference=no_self, legend="(..., L, d_v)",
+    name="self_attention_no_self", reference=via_float32(no_self), legend="(..., L, d_v)",
     forbid=TORCH_ATTENTION,
     cases=[Case("x (L=4, d=6), W_q and W_k (3, 6), W_v (5, 6)",
                 _inputs((4, 6), (3, 6), (3, 6), (5, 6)), F64),
@@ -189,7 +218,9 @@ SELF_ATTENTION_NO_SELF = Exercise(
                 F64),
            Case("x (L=4, d=6), W_q and W_k (3, 6), W_v (5, 6), every score very negative "
                 "(near -900): a finite fill outweighs the other tokens",
-                _negative(_inputs((4, 6), (3, 6), (3, 6), (5, 6)), projected=True), F64)],
+                _negative(_inputs((4, 6), (3, 6), (3, 6), (5, 6)), projected=True), F64),
+           half_case("batched x (B=2, L=5, d=6), W_q and W_k (4, 6), W_v (3, 6), each divided "
+                     "by sqrt(6)", _initialised(_inputs((2, 5, 6), (4, 6), (4, 6), (3, 6))))],
     mistakes=[
         Mistake("the diagonal filled with 0 instead of -inf (a bug of the printed function)",
                 "a score of 0 still gets weight: fill the diagonal with -inf",
@@ -256,11 +287,13 @@ def _mhsa_case(B, L, D, H):
 
 
 MULTI_HEAD_SELF_ATTENTION = Exercise(
-    name="multi_head_self_attention", reference=mhsa, legend="(B, L, D)", forbid=TORCH_ATTENTION,
+    name="multi_head_self_attention", reference=via_float32(mhsa), legend="(B, L, D)", forbid=TORCH_ATTENTION,
     helpers={"split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads},
     cases=[Case("B=2, L=3, D=8, 2 heads", _mhsa_case(2, 3, 8, 2), F64),
            Case("B=1, L=5, D=12, 3 heads", _mhsa_case(1, 5, 12, 3), F32),
-           Case("B=2, L=4, D=8, 4 heads", _mhsa_case(2, 4, 8, 4), F64)],
+           Case("B=2, L=4, D=8, 4 heads", _mhsa_case(2, 4, 8, 4), F64),
+           half_case("B=2, L=4, D=8, 2 heads, the weights divided by sqrt(8)",
+                     _initialised(_mhsa_case(2, 4, 8, 2)))],
     mistakes=[
         Mistake("heads split by reshape alone (positions mixed into heads) (a bug of the "
                 "printed function)", "view (B, L, H, d), then transpose(1, 2) to (B, H, L, d)",
@@ -297,10 +330,11 @@ def rope_scaled(x: Tensor, factor: float, *, inverse: bool = False, wrong_freq: 
 
 
 APPLY_ROPE_SCALED = Exercise(
-    name="apply_rope_scaled", reference=rope_scaled, legend="(..., L, E)",
+    name="apply_rope_scaled", reference=via_float32(rope_scaled), legend="(..., L, E)",
     cases=[Case("x (L=5, E=4), factor=2.0", _inputs((5, 4), extra=(2.0,)), F64),
            Case("x (B=2, H=2, L=6, E=8), factor=4.0", _inputs((2, 2, 6, 8), extra=(4.0,)), F32),
-           Case("x (L=3, E=6), factor=1.0 (plain RoPE)", _inputs((3, 6), extra=(1.0,)), F64)],
+           Case("x (L=3, E=6), factor=1.0 (plain RoPE)", _inputs((3, 6), extra=(1.0,)), F64),
+           half_case("x (B=2, H=2, L=5, E=8), factor=2.0", _inputs((2, 2, 5, 8), extra=(2.0,)))],
     mistakes=[
         Mistake("positions multiplied by the factor instead of divided (a bug of the printed "
                 "function)", "interpolation squeezes positions: t / factor",

@@ -15,7 +15,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Forbidden, Mistake, randn
+from .harness import Case, Exercise, Forbidden, half_case, Mistake, randn, via_float32
 from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
 
 # --------------------------------------------------------------- assignment 9: linear, flex
@@ -32,6 +32,8 @@ def _linear_cases():
         Case("batched input (B=2, H=2) with L=S=6, E=8, Ev=3 and is_causal=True",
              make((2, 2), 6, 6, 8, 3, is_causal=True), f64),
         Case("batched input (B=2) with L=4, S=7, E=4, Ev=5", make((2,), 4, 7, 4, 5), f32),
+        half_case("batched input (B=2, H=2) with L=S=5, E=4, Ev=3 and is_causal=True",
+                  make((2, 2), 5, 5, 4, 3, is_causal=True)),
     ]
 
 
@@ -46,7 +48,7 @@ def _linear_variant(q, k, v, is_causal=False, *, phi=None, normalise=True, causa
 
 
 LINEAR_ATTENTION = Exercise(
-    name="linear_attention", reference=qkv.linear_attention, cases=_linear_cases(),
+    name="linear_attention", reference=via_float32(qkv.linear_attention), cases=_linear_cases(),
     forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
     mistakes=[
         Mistake("feature map elu(x) without the + 1", "phi(x) = elu(x) + 1 is positive, so no "
@@ -181,7 +183,8 @@ def _grouped_linear_cases():
     return [Case("Hq=4, Hkv=2 (B=2, L=5, E=3, Ev=4)", make(2, 4, 2, 5, 3, 4), f64),
             Case("Hq=6, Hkv=3 (B=1, L=6, E=4, Ev=2)", make(1, 6, 3, 6, 4, 2), f32),
             Case("multi-query: Hq=3, Hkv=1 (B=2, L=4, E=2, Ev=3)", make(2, 3, 1, 4, 2, 3), f64),
-            Case("Hq=Hkv=2 (B=1, L=3, E=5, Ev=5)", make(1, 2, 2, 3, 5, 5), f64)]
+            Case("Hq=Hkv=2 (B=1, L=3, E=5, Ev=5)", make(1, 2, 2, 3, 5, 5), f64),
+            half_case("Hq=4, Hkv=2 (B=2, L=5, E=3, Ev=4)", make(2, 4, 2, 5, 3, 4))]
 
 
 def _not_causal_normaliser(query: Tensor, key: Tensor, value: Tensor) -> Tensor:
@@ -195,7 +198,7 @@ def _not_causal_normaliser(query: Tensor, key: Tensor, value: Tensor) -> Tensor:
 
 
 GROUPED_CAUSAL_LINEAR_ATTENTION = Exercise(
-    name="grouped_causal_linear_attention", reference=grouped_causal_linear,
+    name="grouped_causal_linear_attention", reference=via_float32(grouped_causal_linear),
     cases=_grouped_linear_cases(), legend="(B, Hq, L, Ev)",
     # The running sums are the exercise: the quadratic linear_attention of Part 1 is not.
     forbid=TORCH_ATTENTION | Forbidden(own=("linear_attention",)),

@@ -23,7 +23,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Forbidden, Mistake, randn
+from .harness import Case, Exercise, Forbidden, half_case, Mistake, randn, via_float32
 from .mistakes.attention import TORCH_ATTENTION
 
 F32, F64 = torch.float32, torch.float64
@@ -73,7 +73,7 @@ _MIX_HINT = ("new head j is the sum over h of mix[j, h] times head h (the rows o
              "say what each new head reads): torch.einsum('jh,bhls->bjls', mix, scores)")
 
 TALKING_HEADS_ATTENTION = Exercise(
-    name="talking_heads_attention", reference=talking_heads, legend="(B, H, L, Ev)",
+    name="talking_heads_attention", reference=via_float32(talking_heads), legend="(B, H, L, Ev)",
     forbid=TORCH_ATTENTION,
     cases=[Case("B=2, H=3, L=4, S=5, E=4, Ev=3, random mixes", _talking_case(2, 3, 4, 5, 4, 3), F64),
            Case("B=1, H=4, L=3, S=6, E=8, Ev=2, random mixes", _talking_case(1, 4, 3, 6, 8, 2), F32),
@@ -82,7 +82,8 @@ TALKING_HEADS_ATTENTION = Exercise(
            Case("B=1, H=2, L=3, S=5, E=4, Ev=4, pre_mix the identity, post_mix random",
                 _talking_case(1, 2, 3, 5, 4, 4, pre="eye"), F64),
            Case("B=2, H=2, L=3, S=4, E=6, Ev=2, both mixes the identity (plain multi-head)",
-                _talking_case(2, 2, 3, 4, 6, 2, pre="eye", post="eye"), F32)],
+                _talking_case(2, 2, 3, 4, 6, 2, pre="eye", post="eye"), F32),
+           half_case("B=2, H=3, L=4, S=5, E=4, Ev=3, random mixes", _talking_case(2, 3, 4, 5, 4, 3))],
     mistakes=[
         Mistake("mixing matrices transposed (new head j = sum_h mix[h, j] * head h)", _MIX_HINT,
                 partial(talking_heads, transposed=True)),
@@ -111,12 +112,14 @@ TALKING_HEADS_ATTENTION = Exercise(
 
 
 def head_difference(share: str, generator: torch.Generator, *, split: str = "heads",
-                    shared: str = "keys") -> float:
+                    shared: str = "keys", both: str = "both") -> float:
     """The mean total-variation distance between the attention weights of 4 random heads
     (D=32, width 8) on 16 random tokens, over the 6 pairs of heads; ``share`` is ``"none"``,
     ``"key"`` (every head uses head 0's keys) or ``"both"`` (head 0's queries and keys); or
     with a slip (``split``: ``"reshape"`` (4, 16, 8) without a transpose, ``"strided"`` head h
-    the features h::4; ``shared="queries"``: head 0's queries shared for ``"key"``)."""
+    the features h::4; ``shared="queries"``: head 0's queries shared for ``"key"``; ``both``:
+    what ``"both"`` is taken for)."""
+    share = both if share == "both" else share
     x = torch.randn(16, 32, generator=generator)
     W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
     W_k = torch.randn(32, 32, generator=generator) / math.sqrt(32)
@@ -141,7 +144,10 @@ def head_difference(share: str, generator: torch.Generator, *, split: str = "hea
 
 
 HEAD_DIFFERENCE = Experiment(
-    name="head_difference", reference=head_difference, settings=(("none",), ("key",)),
+    name="head_difference", reference=head_difference,
+    # With share="both" every head is head 0: the distance is exactly 0 (the floor allows
+    # rounding in an answer that computes the heads apart).
+    settings=(("none",), ("key",), ("both",)), floor=1e-6,
     helpers={"split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads},
     quantity="mean total-variation distance between two heads' weights",
     mistakes=(
@@ -154,6 +160,12 @@ HEAD_DIFFERENCE = Experiment(
         Mistake("share='key' shares the queries instead of the keys",
                 "with share='key' every head uses head 0's keys, k[:1], with its own queries",
                 partial(head_difference, shared="queries")),
+        Mistake("share='both' taken for 'key': the queries are not shared",
+                "with share='both' every head uses head 0's queries and keys: q[:1] and k[:1]",
+                partial(head_difference, both="key")),
+        Mistake("share='both' taken for 'none': nothing is shared",
+                "with share='both' every head uses head 0's queries and keys: q[:1] and k[:1]",
+                partial(head_difference, both="none")),
     ),
     hint="draw x (16, 32), then W_q and W_k (32, 32) from the generator, divide the weights by "
          "sqrt(32), split x @ W_q.T and x @ W_k.T into 4 heads of width 8 (head h: features "
@@ -220,7 +232,7 @@ _ROTARY_HINT = ("rotate x[..., :rotary_dim] exactly as apply_rope rotates a tens
                 "pass x[..., rotary_dim:] through unchanged")
 
 APPLY_PARTIAL_ROPE = Exercise(
-    name="apply_partial_rope", reference=partial_rope, legend="the shape of x, (..., L, E)",
+    name="apply_partial_rope", reference=via_float32(partial_rope), legend="the shape of x, (..., L, E)",
     helpers={"apply_rope": qkv.apply_rope},
     # Ready-made rotary embeddings of the libraries at hand (the course's apply_rope excepted).
     forbid=Forbidden(patterns=("rotary",)),
@@ -232,7 +244,9 @@ APPLY_PARTIAL_ROPE = Exercise(
            Case("x (B=2, H=1, L=3, E=6), rotary_dim=6 (every dim: plain RoPE)",
                 _rope_case((2, 1, 3, 6), 6), F32),
            Case("x (B=2, H=2, L=5, E=16), rotary_dim and offset drawn from the seed",
-                _drawn_rope, F32)],
+                _drawn_rope, F32),
+           half_case("x (B=2, H=2, L=4, E=8), rotary_dim=4, offset=1",
+                     _rope_case((2, 2, 4, 8), 4, offset=1))],
     mistakes=[
         Mistake("frequencies over the full width E (base ** (-2i / E)) instead of rotary_dim",
                 _ROTARY_HINT, partial(partial_rope_variant, full_width=True)),

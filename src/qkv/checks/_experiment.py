@@ -49,6 +49,8 @@ from .result import CheckResult, mistake_id
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
 SIGMAS = 5.0
+#: Standard errors from a known mistake's mean within which a measurement is named after it.
+NAMED_SIGMAS = 2.0
 #: How far (a factor, either way) the spread of a right measurement may be from the reference's.
 SPREAD = 4.0
 _GENERATOR_HINT = ("draw every random number from the generator passed in: "
@@ -158,11 +160,14 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
         said = (f"over {n} seeds your {exp.quantity} averages {mean:.4g}, where the experiment "
                 f"as described averages {ref_mean:.4g} (more than {SIGMAS:g} standard errors "
                 "away)")
-        # The known mistake whose mean this is (the nearest, when several are near).
+        # The known mistake whose mean this is (the nearest, when several are near), within
+        # NAMED_SIGMAS standard errors: a slip drawn in another order is named 19 times in
+        # 20, and a measurement of something else that only lands within 5 of a slip's mean
+        # (a "> 17" for "> 16") is not named after it.
         near = sorted((_off(mean, my_sd, reference_values(exp, setting, seed, m.fn), n,
                             exp.floor), i)
                       for i, m in enumerate(exp.mistakes))
-        if near and near[0][0] <= 1:
+        if near and near[0][0] <= NAMED_SIGMAS / SIGMAS:
             mistake = exp.mistakes[near[0][1]]
             return (f"{said}; that is the average of the experiment with a slip: "
                     f"{mistake.name}", mistake.hint, mistake.name)

@@ -157,6 +157,8 @@ def _scores_cases() -> List[Case]:
         Case("scores (B=2, L=S=4) and is_causal=True", make((2,), 4, 4, is_causal=True), f32),
         Case("scores (B=2, H=2, L=3 < S=6) and is_causal=True",
              make((2, 2), 3, 6, is_causal=True), f64),
+        Case("scores (B=2, L=6 > S=4) and is_causal=True (top left: queries 3..5 see every key)",
+             make((2,), 6, 4, is_causal=True), f64),
         Case("scores (B=2, L=5, S=3) and a float mask, added to the scores",
              make((2,), 5, 3, "float"), f64),
         Case("scores (B=2, H=2, L=4, S=5) and a bool mask (L, S) under which query 1 may see "

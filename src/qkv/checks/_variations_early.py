@@ -15,7 +15,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from .harness import Case, Exercise, Mistake, picked, randn
+from .harness import Case, Exercise, half_case, Mistake, picked, randn, via_float32
 from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
 
 F32, F64 = torch.float32, torch.float64
@@ -62,14 +62,16 @@ def _coverage_case(B, S, Dq, Dk, A, steps=1.0, big=1.0):
 def _coverage_exercise(item: int) -> Exercise:
     v = partial(picked, i=item)
     return Exercise(
-        name="coverage_attention", reference=picked(coverage, item),
+        name="coverage_attention", reference=via_float32(picked(coverage, item)),
         legend="(B, S) for the weights" if item else "(B, He) for the context",
         cases=[Case("B=3, S=5, query_dim=4, key_dim=6, attn_dim=7", _coverage_case(3, 5, 4, 6, 7), F32),
                Case("B=2, S=4, query_dim=key_dim=attn_dim=5", _coverage_case(2, 4, 5, 5, 5), F64),
                Case("B=4, S=7, query_dim=3, key_dim=5, attn_dim=6 and coverage up to about 8",
                     _coverage_case(4, 7, 3, 5, 6, steps=3.0), F64),
                Case("B=2, S=6, query_dim=key_dim=attn_dim=4 and large scores (v_a times 1000)",
-                    _coverage_case(2, 6, 4, 4, 4, big=1000.0), F32, rtol=1e-3, atol=1e-4)],
+                    _coverage_case(2, 6, 4, 4, 4, big=1000.0), F32, rtol=1e-3, atol=1e-4),
+               half_case("B=3, S=5, query_dim=4, key_dim=6, attn_dim=7",
+                         _coverage_case(3, 5, 4, 6, 7), torch.bfloat16)],
         mistakes=[
             Mistake("returning (weights, context) instead of (context, weights)",
                     "return the pair in the order (context, weights)", v(partial(coverage, swap_out=True))),
@@ -142,7 +144,7 @@ def _lookup_case(batch, L, S, E, Ev, **kw):
 def _sparse_exercise(item: int) -> Exercise:
     v = partial(picked, i=item)
     return Exercise(
-        name="sparsemax_lookup", reference=picked(sparse_lookup, item), forbid=TORCH_ATTENTION,
+        name="sparsemax_lookup", reference=via_float32(picked(sparse_lookup, item)), forbid=TORCH_ATTENTION,
         legend="(..., L, S) for the weights" if item else "(..., L, Ev) for the output",
         cases=[Case("L=3 queries, S=6 keys, E=4, Ev=2 (temperature left out)",
                     _lookup_case((), 3, 6, 4, 2), F64),
@@ -151,7 +153,9 @@ def _sparse_exercise(item: int) -> Exercise:
                Case("batched (B=2, H=2), L=3, S=5, E=4, Ev=3 and temperature=4.0 (flatter)",
                     _lookup_case((2, 2), 3, 5, 4, 3, temperature=4.0), F64),
                Case("L=2, S=7, E=6, Ev=3 and temperature=20.0 (most keys kept)",
-                    _lookup_case((), 2, 7, 6, 3, temperature=20.0), F64)],
+                    _lookup_case((), 2, 7, 6, 3, temperature=20.0), F64),
+               half_case("batched (B=2), L=3, S=6, E=4, Ev=3 and temperature=2.0",
+                         _lookup_case((2,), 3, 6, 4, 3, temperature=2.0))],
         mistakes=[
             Mistake("returning (weights, output) instead of (output, weights)",
                     "return the pair in the order (output, weights)",
@@ -215,7 +219,7 @@ def _null_case(batch, L, D, E, Ev, big=1.0):
 
 
 SELF_ATTENTION_WITH_NULL = Exercise(
-    name="self_attention_with_null", reference=null_slot, legend="(..., L, Ev)",
+    name="self_attention_with_null", reference=via_float32(null_slot), legend="(..., L, Ev)",
     forbid=TORCH_ATTENTION,
     cases=[Case("x (L=4, D=6), W_q and W_k (3, 6), W_v (5, 6), k_null (3,), v_null (5,)",
                 _null_case((), 4, 6, 3, 5), F64),
@@ -224,7 +228,8 @@ SELF_ATTENTION_WITH_NULL = Exercise(
            Case("x (L=3, D=5), square weights (5, 5), k_null and v_null (5,)",
                 _null_case((), 3, 5, 5, 5), F64),
            Case("batched x (B=2, H=2, L=4, D=6), E=4, Ev=3 and a large k_null (times 4)",
-                _null_case((2, 2), 4, 6, 4, 3, big=4.0), F64)],
+                _null_case((2, 2), 4, 6, 4, 3, big=4.0), F64),
+           half_case("batched x (B=2, L=5, D=6), E=4, Ev=3", _null_case((2,), 5, 6, 4, 3))],
     mistakes=[
         Mistake("no null slot (plain self-attention)", "append the score q_i . k_null / sqrt(E) "
                 "to each row's scores before the softmax, and add w_null * v_null to the output",
@@ -282,14 +287,16 @@ def _quiet_case(batch, L, S, E, Ev, big=0.0, sign=1.0, **kw):
 
 
 QUIET_ATTENTION = Exercise(
-    name="quiet_attention", reference=quiet, legend="(..., L, Ev)", forbid=TORCH_ATTENTION,
+    name="quiet_attention", reference=via_float32(quiet), legend="(..., L, Ev)", forbid=TORCH_ATTENTION,
     cases=[Case("unbatched input with L=3, S=5, E=4, Ev=6 (scale left out)",
                 _quiet_case((), 3, 5, 4, 6), F32),
            Case("batched input (B=2, H=3) with L=4, S=6, E=8, Ev=3 and scale=0.3",
                 _quiet_case((2, 3), 4, 6, 8, 3, scale=0.3), F64),
            Case("input with large scores (near +800)", _quiet_case((2,), 4, 5, 4, 3, big=40.0), F64),
            Case("input with very negative scores (near -800): every weight near 0",
-                _quiet_case((2,), 3, 5, 4, 3, big=40.0, sign=-1.0), F64)],
+                _quiet_case((2,), 3, 5, 4, 3, big=40.0, sign=-1.0), F64),
+           half_case("batched input (B=2, H=2) with L=4, S=6, E=8, Ev=3",
+                     _quiet_case((2, 2), 4, 6, 8, 3))],
     mistakes=[
         Mistake("no 1 in the denominator (a plain softmax)", "the weights are exp(s_j) / (1 + "
                 "sum_k exp(s_k)): a row may give less than 1 in all", partial(quiet, one="none")),

@@ -22,8 +22,8 @@ from torch import Tensor
 
 import qkv
 
-from .harness import (Case, Check, checks_of, close, Exercise, Mistake, Raised, randn, make_check,
-                      shown, split_outcome)
+from .harness import (Case, Check, checks_of, close, Exercise, half_case, Mistake, Raised, randn,
+                      make_check, shown, split_outcome, via_float32)
 from .mistakes.attention import TORCH_ATTENTION
 from .mistakes.capstone import attention_variant, block_variant
 from .result import CheckResult
@@ -85,7 +85,7 @@ _PIECES = {"apply_rope": qkv.apply_rope, "repeat_kv": qkv.repeat_kv,
 
 ATTENTION_FORWARD = Exercise(
     name="attention_forward",
-    reference=qkv.attention_forward,
+    reference=via_float32(qkv.attention_forward),
     cases=[
         Case("a prompt, no cache: B=2, L=5, D=16, 4 query heads sharing 2 key/value heads",
              _attention_case(2, 5, 0, 16, 4, 2), torch.float64),
@@ -95,6 +95,8 @@ ATTENTION_FORWARD = Exercise(
              _attention_case(1, 1, 6, 16, 4, 4), torch.float32),
         Case("L=2 new positions after P=3 cached ones, multi-query (1 key/value head)",
              _attention_case(2, 2, 3, 24, 4, 1), torch.float32),
+        half_case("L=3 new positions after P=2 cached ones, 4 query heads, 2 key/value heads",
+                  _attention_case(2, 3, 2, 16, 4, 2)),
     ],
     mistakes=[
         Mistake("no causal mask (each position sees the positions after it)", _MASK_HINT,
@@ -140,11 +142,13 @@ _RESIDUAL_HINT = ("add each sublayer's output to the stream: x = x + attention(n
 
 BLOCK_FORWARD = Exercise(
     name="block_forward",
-    reference=qkv.block_forward,
+    reference=via_float32(qkv.block_forward),
     cases=[
         Case("B=2, L=5, D=16, 4 query heads sharing 2 key/value heads",
              _block_case(2, 5, 16, 4, 2), torch.float64),
         Case("B=1, L=7, D=8, 2 heads (multi-head)", _block_case(1, 7, 8, 2, 2), torch.float32),
+        half_case("B=2, L=4, D=16, 4 query heads sharing 2 key/value heads",
+                  _block_case(2, 4, 16, 4, 2)),
     ],
     mistakes=[
         Mistake("post-norm (the norm after the residual addition) instead of pre-norm",

@@ -33,13 +33,18 @@ _RESCALE_HINT = ("when a chunk raises the running maximum from m to m_new, multi
 
 
 def _close_or_empty_row(got: Any, expected: Any, rtol: float, atol: float) -> bool:
-    """:func:`close`, except that a row where ``expected`` is all NaN matches any row.
+    """:func:`close`, except for the rows of a query with nothing to attend to.
 
-    Such a row is a query left with nothing to attend to by a mistake (a causal mask
-    that hides the diagonal leaves query 0 no key); an answer with that mistake leaves
-    it NaN, zero or a plain average, depending on its fill and guards, and is the same
-    mistake each time. The reference never returns NaN (a fully masked row gives zeros),
-    so on the reference this is :func:`close` itself.
+    A row where ``expected`` is all NaN matches any row: a query left with nothing to
+    attend to by a mistake (a causal mask that hides the diagonal leaves query 0 no key);
+    an answer with that mistake leaves it NaN, zero or a plain average, depending on its
+    fill and guards, and is the same mistake each time.
+
+    A row where ``expected`` is exactly zero (the reference's answer for a query whose
+    every key is masked; random values never sum to exactly 0) matches any finite row:
+    the text asks for zeros, and a finite fill (``finfo.min``, which the hints allow)
+    gives the mean of the values there instead; NaN, the 0 / 0 of an unguarded
+    ``acc / l``, is refused.
     """
     if not (isinstance(got, Tensor) and isinstance(expected, Tensor)) or got.dim() == 0 \
             or tuple(got.shape) != tuple(expected.shape):
@@ -49,6 +54,9 @@ def _close_or_empty_row(got: Any, expected: Any, rtol: float, atol: float) -> bo
         # Most rows empty: a mistake whose output is NaN throughout (a softmax over the
         # queries with a masked column) would match any answer at all.
         return close(got, expected, rtol, atol)
+    unseen = (expected == 0).all(dim=-1, keepdim=True) & torch.isfinite(got).all(
+        dim=-1, keepdim=True)
+    empty = empty | unseen
     return close(got.masked_fill(empty, 0.0), expected.masked_fill(empty, 0.0), rtol, atol)
 
 
@@ -77,6 +85,25 @@ def _hidden_first_chunk(gen, device, dtype):
     return (q, k, v), {"attn_mask": mask.to(device), "chunk_size": 3}
 
 
+def _no_key_for_query_1(gen, device, dtype):
+    """A bool mask (L=4, S=7, chunk_size=3) under which query 1 may attend to no key at all:
+    the text asks for zeros there (as PyTorch gives)."""
+    q, k, v = qkv_inputs(gen, device, dtype, (2,), 4, 7, 4, 3)
+    mask = bool_mask(gen, 4, 7)
+    mask[1] = False
+    return (q, k, v), {"attn_mask": mask.to(device), "chunk_size": 3}
+
+
+def _nan_where_no_key(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
+                      is_causal: bool = False, scale: Any = None, chunk_size: int = 256) -> Tensor:
+    """The reference with NaN for a query whose every key is masked (an unguarded acc / l)."""
+    out = qkv.chunked_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
+                                scale=scale, chunk_size=chunk_size)
+    if isinstance(attn_mask, Tensor) and attn_mask.dtype == torch.bool:
+        out = out.masked_fill(~attn_mask.any(dim=-1, keepdim=True), float("nan"))
+    return out
+
+
 def _cases() -> List[Case]:
     def make(batch, L, S, E, Ev, chunk, mask=None, big=0.0, **kw):
         def build(gen, device, dtype):
@@ -101,6 +128,9 @@ def _cases() -> List[Case]:
         Case("batched input (B=2) with L=4 queries, S=7 keys, chunk_size=3 and is_causal=True "
              "(top left, as SDPA's: query i sees keys 0..i)",
              make((2,), 4, 7, 4, 3, 3, is_causal=True), f64),
+        Case("batched input (B=2) with L=7 queries, S=4 keys, chunk_size=3 and is_causal=True "
+             "(top left: queries 3..6 see every key)", make((2,), 7, 4, 4, 3, 3, is_causal=True),
+             f64),
         Case("batched input (B=2) with L=6, S=7, E=5, Ev=2, chunk_size=3 and a float mask",
              make((2,), 6, 7, 5, 2, 3, "float"), f64),
         Case("unbatched input with L=5, S=6, E=8, Ev=3, chunk_size=2 and scale=0.4",
@@ -113,6 +143,8 @@ def _cases() -> List[Case]:
              _negative_scores, f64),
         Case("a bool mask that hides every key of query 0's first chunk (its keys come later), "
              "L=4, S=7, chunk_size=3", _hidden_first_chunk, f64),
+        Case("a bool mask under which query 1 may attend to no key at all (zeros for it), "
+             "L=4, S=7, chunk_size=3", _no_key_for_query_1, f64),
         half_case("batched input (B=2) with L=5, S=7, E=4, Ev=3, chunk_size=3 and a bool mask",
                   make((2,), 5, 7, 4, 3, 3, "bool")),
     ]
@@ -125,6 +157,12 @@ _MISTAKES = [
             _RESCALE_HINT, partial(online_variant, rescale_l=False)),
     Mistake("an online softmax that does not rescale its running sums (acc is not rescaled)",
             _RESCALE_HINT, partial(online_variant, rescale_acc=False)),
+    # First of the guards: an answer still failing on the row with no key (the last case of
+    # its kind) has the other guard, or it would have failed on a case before.
+    Mistake("NaN for a query that may attend to no key at all (0 / 0 at the end)",
+            "a row whose every key is masked ends with l = 0: return zeros for it, e.g. "
+            "torch.where(l > 0, acc / l, 0.0) (PyTorch's SDPA gives zeros too)",
+            _nan_where_no_key),
     # Before the maximum that starts at 0: that one has no guard either, and is named on the
     # very negative scores first.
     Mistake("NaN for a row whose chunks so far were all masked (exp(-inf - (-inf)))",

@@ -107,6 +107,8 @@ def _padding_cases() -> List[Case]:
         Case("lengths tensor [2, 5] with S=7", make([2, 5], 7), None),
         Case("lengths as a list [1, 3, 3, 2] with S=4", make([1, 3, 3, 2], 4, tensor=False), None),
         Case("lengths tensor [6] with S=6 (no padding)", make([6], 6), None),
+        Case("lengths tensor [6, 2, 3] (S omitted; the longest is not the last)", make([6, 2, 3]),
+             None),
     ]
 
 

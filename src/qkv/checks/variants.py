@@ -86,14 +86,16 @@ def _gqa_cases() -> List[Case]:
 
     f32, f64 = torch.float32, torch.float64
     return [
-        Case("Hq=6 query heads, Hkv=3 key/value heads (B=2, L=4, S=5, E=4, Ev=3)",
-             make(2, 6, 3, 4, 5, 4, 3), f64),
+        Case("Hq=6 query heads, Hkv=3 key/value heads (B=2, L=4, S=5, E=4, Ev=2)",
+             make(2, 6, 3, 4, 5, 4, 2), f64),
         Case("Hq=4, Hkv=2 (B=1, L=3, S=6, E=8, Ev=2)", make(1, 4, 2, 3, 6, 8, 2), f32),
         Case("multi-query: Hq=4, Hkv=1 (B=2, L=3, S=4, E=4, Ev=4)", make(2, 4, 1, 3, 4, 4, 4), f64),
         Case("multi-head: Hq=Hkv=3 (B=2, L=2, S=3, E=4, Ev=3)", make(2, 3, 3, 2, 3, 4, 3), f32),
         Case("Hq=6, Hkv=2 with is_causal=True, L=S=5", make(2, 6, 2, 5, 5, 4, 3, is_causal=True), f64),
         Case("Hq=4, Hkv=2 with is_causal=True and L=3 < S=6 (top-left, as SDPA)",
              make(1, 4, 2, 3, 6, 4, 3, is_causal=True), f64),
+        Case("Hq=4, Hkv=2 with is_causal=True and L=6 > S=4 (top-left: queries 3..5 see every "
+             "key)", make(1, 4, 2, 6, 4, 4, 3, is_causal=True), f64),
         Case("Hq=8, Hkv=2 with scale=0.3", make(1, 8, 2, 3, 4, 4, 2, scale=0.3), f64),
         Case("Hq=4, Hkv=2 with large logits (scores near 800)", make(1, 4, 2, 3, 5, 4, 3, big=40.0), f64),
         Case("Hq=4, Hkv=2 with is_causal=True and every score very negative (near -800): a "

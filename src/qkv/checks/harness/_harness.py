@@ -242,8 +242,7 @@ def _tolerances(case: Case) -> Tuple[float, float]:
 
 def describe_case(case: Case) -> str:
     """The input in words, with its dtype: ``"float32 batched input with L=5"``."""
-    kind = {torch.float32: "float32 ", torch.float64: "float64 ", None: ""}.get(
-        case.dtype, f"{case.dtype} ")
+    kind = "" if case.dtype is None else str(case.dtype).replace("torch.", "") + " "
     return f"{kind}{case.label}"
 
 
@@ -267,27 +266,49 @@ class _Failed(Exception):
         self.what, self.hint, self.mistake, self.kind = what, hint, mistake, kind
 
 
-def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
-                   raised: Optional[Raised], expected: Any, rtol: float, atol: float
-                   ) -> Optional[Mistake]:
+#: An input the answer passed: (args, kwargs, the reference's result, rtol, atol).
+Passed = Tuple[tuple, dict, Any, float, float]
+
+
+def _fits(exercise: Exercise, m: Mistake, passed: Sequence[Passed]) -> bool:
+    """Whether mistake ``m`` also passes every input the answer passed: a mistake that would
+    have failed one of them is not quite the answer's (four printed bugs and the one left of
+    them both give NaN on the last input; only the one left passes the inputs before it)."""
     compare = exercise.compare or close
+    for args, kwargs, expected, rtol, atol in passed:
+        out, err = _quiet(m.fn, *_clone(args), **_clone(kwargs))
+        if err is not None or not compare(out, expected, rtol, atol):
+            return False
+    return True
+
+
+def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
+                   raised: Optional[Raised], expected: Any, rtol: float, atol: float,
+                   passed: Sequence[Passed] = ()) -> Optional[Mistake]:
+    """The first mistake that gives the answer's result (or error) here and also passes the
+    inputs the answer passed; failing that, the first that gives it here (an answer with the
+    mistake on some inputs only: a causal mask aligned to the bottom right once L > S)."""
+    compare = exercise.compare or close
+    first: Optional[Mistake] = None
     for m in exercise.mistakes:
         out, err = _quiet(m.fn, *_clone(args), **_clone(kwargs))
         if raised is not None:
-            if err is not None and type(err).__name__ == raised.type and str(err) == raised.message:
+            same = err is not None and type(err).__name__ == raised.type and \
+                str(err) == raised.message
+        elif err is not None or got is None or compare(out, expected, rtol, atol):
+            continue  # raised, or makes no difference on this input (as the answer is judged)
+        else:
+            same = compare(got, out, rtol * 10, atol * 10)
+        if same:
+            if _fits(exercise, m, passed):
                 return m
-            continue
-        if err is not None or got is None:
-            continue
-        if compare(out, expected, rtol, atol):
-            continue  # this mistake makes no difference on this input (as the answer is judged)
-        if compare(got, out, rtol * 10, atol * 10):
-            return m
-    return None
+            first = first or m
+    return first
 
 
 def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict, expected: Any,
-                  rtol: float, atol: float, passed: Sequence[str]) -> None:
+                  rtol: float, atol: float, passed: Sequence[str],
+                  passed_inputs: Sequence[Passed] = ()) -> None:
     if raised.type == "NotImplementedError":
         raise _Failed("", kind="not written")
     if raised.type == "InputsChanged":
@@ -297,7 +318,7 @@ def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict,
         raise _Failed(what, hint or _RULE_HINTS.get(raised.type, ""))
     at = f"\n  at {raised.line}" if raised.line else ""
     shown = f"{raised.type}: {(raised.message.strip().splitlines() or [''])[0]}"
-    m = _match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol)
+    m = _match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol, passed_inputs)
     if m is not None:
         raise _Failed(f"it raised {shown}, as '{m.name}' does{at}", m.hint, m, kind="raised")
     hint = WRONG_DEVICE if any(s in raised.message for s in _DEVICE_ERRORS) else ""
@@ -315,14 +336,14 @@ _RULE_HINTS = {"NotRepeatable": "in eval mode a module gives the same output eve
 
 
 def _judge_value(exercise: Exercise, got: Any, args: tuple, kwargs: dict, expected: Any,
-                 rtol: float, atol: float) -> None:
+                 rtol: float, atol: float, passed: Sequence[Passed] = ()) -> None:
     found = kind_problem(got, expected, exercise.legend)
     if found:
         raise _Failed(*found)
     compare = exercise.compare or close
     if compare(got, expected, rtol, atol):
         return
-    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol)
+    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol, passed)
     if m is not None:
         raise _Failed("the result matches a known mistake: " + m.name, m.hint, m)
     if is_tensor(got) and is_tensor(expected):
@@ -377,6 +398,7 @@ def judge(exercise: Exercise, seed: int, outcomes: Sequence[Any], item: Optional
         the :class:`~.result.CheckResult`; it never raises for a wrong answer.
     """
     passed: List[str] = []
+    passed_inputs: List[Passed] = []
     notices: List[str] = []
     for i, (case, case_seed) in enumerate(case_seeds(exercise, seed)):
         where = describe_case(case)
@@ -393,13 +415,16 @@ def judge(exercise: Exercise, seed: int, outcomes: Sequence[Any], item: Optional
         outcome = outcomes[i]
         try:
             if isinstance(outcome, Raised):
-                _judge_raised(exercise, outcome, args, kwargs, expected, rtol, atol, passed)
+                _judge_raised(exercise, outcome, args, kwargs, expected, rtol, atol, passed,
+                              passed_inputs)
             got, noticed = split_outcome(outcome)
             notices += [n for n in noticed if n not in notices]
-            _judge_value(exercise, _item(item, got, returns), args, kwargs, expected, rtol, atol)
+            _judge_value(exercise, _item(item, got, returns), args, kwargs, expected, rtol, atol,
+                         passed_inputs)
         except _Failed as f:
             m = f.mistake
             return CheckResult(exercise.name, False, seed, where, m.id if m else "",
                                m.name if m else "", f.hint, f.what, notice_text(notices), f.kind)
         passed.append(where)
+        passed_inputs.append((args, kwargs, expected, rtol, atol))
     return CheckResult(exercise.name, True, seed, notice=notice_text(notices))

@@ -26,7 +26,9 @@ __all__: list = []
 Finding = Tuple[str, str]
 
 _DTYPE_HINT = ("take dtype= from the inputs for every tensor you create (a fixed dtype, "
-               "torch.tensor(...) without dtype=, or .float()/.double() changes it)")
+               "torch.tensor(...) without dtype=, or .float()/.double() changes it); a table "
+               "or a sum kept in float32 on purpose is fine when the result is cast back to the "
+               "inputs' dtype, e.g. .to(x.dtype))")
 _BOOL_HINT = "return a bool tensor (True where attention is allowed)"
 
 

@@ -103,7 +103,11 @@ def dropout_view(fn, x, params, num_heads, dropout=0.1, training=False):
     That case zeroes the MLP's output matrix, so the block adds only the attention's output;
     the factor is ``(out - x) / (out_eval - x)`` at each entry kept (``1 / (1 - dropout)`` for
     torch's dropout; 1 for one that does not rescale), and at a dropped entry the mean of those;
-    0 throughout when the output in training is the one in eval (no dropout in training).
+    0 throughout when the output in training is the one in eval (no dropout in training). When
+    more than twice ``dropout`` of the entries are dropped (a right dropout of these 192 or 256
+    entries stays 8 standard deviations below that), the view is that share in units of
+    ``dropout``, rounded, everywhere: 3 for a dropout that keeps each entry with probability
+    ``dropout`` instead of dropping it.
     """
     out = seeded(fn, x, params, num_heads, dropout=dropout, training=training)
     if not (training and 0 < dropout < 1 and isinstance(out, Tensor) and out.shape == x.shape):
@@ -117,6 +121,9 @@ def dropout_view(fn, x, params, num_heads, dropout=0.1, training=False):
     factor = moved / still
     if torch.equal(moved, still):  # the same output in training as in eval
         return torch.zeros_like(factor)
+    dropped = 1.0 - float(kept.double().mean())
+    if dropped > 2 * dropout:
+        return torch.full_like(factor, float(round(dropped / dropout)))
     return factor.where(kept, factor[kept].mean())
 
 
@@ -129,14 +136,15 @@ def viewed_block_variant(x, params, num_heads, dropout=0.1, training=False, **sw
 
 def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
                           residual="stream", mask="causal", scale=True, eval_dropout=(),
-                          rescale=True, no_dropout=()):
+                          rescale=True, no_dropout=(), keep_with_p=False):
     """The pre-norm block without positions, with dropout, with bugs put back (the defaults
     are the right answer): ``residual="normed"`` (the stream replaced by its normalised copy
     before the attention), ``"post"`` (post-norm); ``mask="inverted"`` (``triu``),
     ``"none"``; ``scale=False``; ``eval_dropout``, the sublayers (``"attn"``, ``"mlp"``)
     whose dropout stays on in eval; ``rescale=False`` (the kept entries not divided by
     ``1 - dropout``); ``no_dropout``, the sublayers whose dropout is left out (in training
-    too; both: dropout removed)."""
+    too; both: dropout removed); ``keep_with_p``: each entry kept with probability
+    ``dropout`` (and divided by 1 - dropout) instead of dropped with it."""
     E = x.shape[-1] // num_heads
     L = x.shape[-2]
     w = params
@@ -153,6 +161,8 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
 
     def drop(t, sublayer):
         on = (training or sublayer in eval_dropout) and sublayer not in no_dropout
+        if keep_with_p and on:
+            return t * (torch.rand_like(t) < dropout) / (1 - dropout)
         kept = F.dropout(t, dropout, training=on)
         return kept if rescale or not on else kept * (1 - dropout)
 

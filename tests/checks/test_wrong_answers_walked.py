@@ -1,0 +1,126 @@
+"""Wrong answers a student walk found passing, each now refused (and named where a name fits).
+
+Each is written as the student wrote it; the words are what the message must say.
+"""
+
+import math
+from functools import partial
+
+import pytest
+import torch
+
+from qkv.checks import (CheckFailed, check_chunked_attention, check_dropout_block_forward,
+                        check_grouped_query_attention, check_head_difference,
+                        check_masked_scores, check_padding_mask)
+
+import answers_capstone as a
+from answers_beyond import head_difference
+
+
+def padding_mask_last_length(lengths, S=None):
+    lengths = torch.as_tensor(lengths)
+    S = int(lengths[-1]) if S is None else S  # the last length, not the longest
+    return torch.arange(S, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def _bottom_right_when_longer(L, S, device):
+    # top left while L <= S, bottom right once L > S
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L if L > S else 0)
+
+
+def masked_scores_bottom_right(scores, attn_mask=None, is_causal=False):
+    if is_causal and attn_mask is not None:
+        raise ValueError("attn_mask and is_causal together")
+    if is_causal:
+        attn_mask = _bottom_right_when_longer(*scores.shape[-2:], scores.device)
+    if attn_mask is None:
+        return scores
+    if attn_mask.dtype == torch.bool:
+        return scores.masked_fill(~attn_mask, float("-inf"))
+    return scores + attn_mask
+
+
+def gqa_bottom_right(query, key, value, is_causal=False, scale=None):
+    G = query.shape[1] // key.shape[1]
+    k, v = key.repeat_interleave(G, 1), value.repeat_interleave(G, 1)
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    s = query @ k.transpose(-2, -1) * scale
+    if is_causal:
+        s = s.masked_fill(~_bottom_right_when_longer(*s.shape[-2:], s.device), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def chunked(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256,
+            zero_guard=True, bottom_right=False):
+    """An online softmax over chunks; ``zero_guard=False``: 0 / 0 for a query with no key."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    allowed = (_bottom_right_when_longer(L, S, query.device) if bottom_right else
+               torch.ones(L, S, dtype=torch.bool, device=query.device).tril())
+    m = l = acc = None
+    for j0 in range(0, S, chunk_size):
+        j1 = min(j0 + chunk_size, S)
+        s = query @ key[..., j0:j1, :].transpose(-2, -1) * scale
+        if attn_mask is not None:
+            b = attn_mask[..., j0:j1]
+            s = s.masked_fill(~b, float("-inf")) if b.dtype == torch.bool else s + b
+        if is_causal:
+            s = s.masked_fill(~allowed[:, j0:j1], float("-inf"))
+        if m is None:
+            m = torch.full_like(s[..., :1], float("-inf"))
+            l = torch.zeros_like(m)
+            acc = torch.zeros_like(s[..., :1] * value[..., :1, :])
+        new = torch.maximum(m, s.amax(-1, keepdim=True))
+        shift = torch.where(new == float("-inf"), torch.zeros_like(new), new)
+        e, c = torch.exp(s - shift), torch.exp(m - shift)
+        l, acc, m = c * l + e.sum(-1, keepdim=True), c * acc + e @ value[..., j0:j1, :], new
+    return acc / (torch.where(l == 0, torch.ones_like(l), l) if zero_guard else l)
+
+
+def head_difference_both_as_key(share, generator):
+    return head_difference("key" if share == "both" else share, generator)
+
+
+WRONG = {
+    "padding_mask: S from the last length": (check_padding_mask, padding_mask_last_length,
+                                             "expected (3, 6)"),
+    "masked_scores: bottom right once L > S": (check_masked_scores, masked_scores_bottom_right,
+                                               "aligned to the bottom right"),
+    "grouped_query_attention: bottom right once L > S": (
+        check_grouped_query_attention, gqa_bottom_right, "aligned to the bottom right"),
+    "chunked_attention: bottom right once L > S": (
+        check_chunked_attention, partial(chunked, bottom_right=True), "aligned to the bottom right"),
+    "chunked_attention: NaN for a query with no key": (
+        check_chunked_attention, partial(chunked, zero_guard=False), "no key at all"),
+    "dropout_block_forward: each entry kept with probability dropout": (
+        check_dropout_block_forward, a.make_dropout_block(keep_with_p=True),
+        "kept with probability dropout"),
+    "head_difference: share='both' taken for 'key'": (
+        check_head_difference, head_difference_both_as_key, "share='both' taken for 'key'"),
+}
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_the_wrong_answer_is_refused(name):
+    check, answer, words = WRONG[name]
+    with pytest.raises(CheckFailed) as info:
+        check(answer)
+    assert words in str(info.value), str(info.value)
+
+
+def test_the_same_chunked_answer_with_its_guards_passes():
+    check_chunked_attention(chunked)
+    check_chunked_attention(chunked, seed=None)
+
+
+def test_ablation_rise_with_how_ignored_is_named():
+    from qkv.checks import check_ablation_rise
+    from qkv.checks._ablation_experiment import ablation_rise
+
+    def always_zeroed(model, layer, head, how, generator):
+        return ablation_rise(model, layer, head, "zero", generator)
+
+    with pytest.raises(CheckFailed) as info:
+        check_ablation_rise(always_zeroed)
+    assert "how ignored: the head always zeroed" in str(info.value), str(info.value)
+    check_ablation_rise(ablation_rise)
