@@ -45,6 +45,7 @@ def _one_line(capsys, code: int, expected: int = 2) -> str:
     (["grade", "06-masking", "--course", "{course}", "--timeout", "nan"], ["--timeout", "nan"]),
     (["grade", "06-masking", "--course", "{course}", "--shard", "0/4"], ["K must be from 1 to N"]),
     (["grade", "06-maskng", "--course", "{course}"], ["06-maskng", "solutions"]),
+    (["grade", "06-masking", "--course", "{tmp}"], ["not an nbgrader course folder", "--course"]),
     (["gradescope", "06-maskin", "--out", "{tmp}/o"], ["no such assignment", "did you mean 06-masking?"]),
     (["gradescope", "06-masking", "--out", "{tmp}/afile"], ["--out", "is a file"]),
 ])

@@ -276,20 +276,49 @@ def test_a_notebook_under_another_name_is_said_not_skipped(empty_course, tmp_pat
     assert "kim 04-scaling/scaling (1).ipynb: NOT GRADED, not a notebook of the assignment" in out
 
 
+def test_a_submission_folder_without_a_notebook_is_said_not_skipped(empty_course, tmp_path,
+                                                                   fake_sandbox, capsys):
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+    (course / "submitted" / "lee" / gc.ASSIGNMENT).mkdir(parents=True)
+    (course / "submitted" / "lee" / gc.ASSIGNMENT / "timestamp.txt").write_text("2026-11-26")
+    (course / "submitted" / "max" / gc.ASSIGNMENT / "scaling.ipynb").mkdir(parents=True)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    out = capsys.readouterr().out
+    for student in ("lee", "max"):
+        assert f"{student} {gc.ASSIGNMENT}: NOT GRADED, no notebook in" in out, out
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--student", "lee"]) == 1
+
+
+def test_a_gradebook_without_the_assignment_is_said_before_any_grading(empty_course, tmp_path,
+                                                                      fake_sandbox, capsys):
+    import grade_fake_pool
+
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+    (course / "gradebook.db").unlink()
+    grade_fake_pool.Pool.seen.clear()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 2
+    assert "generate_assignment 04-scaling --force" in capsys.readouterr().err
+    assert grade_fake_pool.Pool.seen == [] and not (course / "gradebook.db").exists()
+
+
 def test_a_rerun_leaves_a_score_given_by_hand_alone(graded, tmp_path, fake_sandbox, capsys):
     """Only grading a submission again sends its hand-given scores back for review."""
     from nbgrader.api import Gradebook
 
     course = _copy(graded, tmp_path / "course")
+    by_hand = (class_.WRITTEN, "task_bugs_found")  # a written answer, and a task's text
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        grade = gb.find_grade(class_.WRITTEN, "scaling", gc.ASSIGNMENT, "alice")
-        grade.manual_score, grade.needs_manual_grade = 2.0, False
+        for gid in by_hand:
+            grade = gb.find_grade(gid, "scaling", gc.ASSIGNMENT, "alice")
+            grade.manual_score, grade.needs_manual_grade = 2.0, False
         gb.db.commit()
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
-    assert gc.scores(course)["alice"]["grades"][class_.WRITTEN] == (None, False)
+    assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, False)] * 2
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force",
                 "--student", "alice"]) == 0
-    assert gc.scores(course)["alice"]["grades"][class_.WRITTEN] == (None, True)
+    assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, True)] * 2
 
 
 def test_compare_says_each_test_nbgrader_scored_otherwise_and_leaves_its_gradebook(
@@ -445,11 +474,17 @@ def test_each_submission_gets_the_submission_s_time_limit(empty_course, tmp_path
     course = _copy(empty_course, tmp_path / "course")
     for student in ("ann", "bob"):
         gc.submit(course, student, class_.submission("model"))
-    budget = run.submission_budget(run.plans_of(course, gc.ASSIGNMENT))
-    for extra, wall_s in (([], budget), (["--submission-timeout", "77", "--force"], 77.0)):
+    # The default: the budget and one cell's limit (--timeout) more, for one endless loop.
+    budget = run.submission_budget(run.plans_of(course, gc.ASSIGNMENT)) + 60
+    for extra, wall_s, cell_s in (([], budget, 60),
+                                  (["--submission-timeout", "77", "--timeout", "9", "--force"],
+                                   77.0, 9)):
         grade_fake_pool.Pool.seen.clear()
         assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), *extra]) == 0
         assert [lim.wall_s for lim in grade_fake_pool.Pool.seen] == [wall_s, wall_s]
+        assert [lim.cell_s for lim in grade_fake_pool.Pool.seen] == [cell_s, cell_s]
+        # As many CPU seconds as wall-clock ones: the wall-clock limit decides.
+        assert all(lim.cpu_s >= wall_s for lim in grade_fake_pool.Pool.seen)
 
 
 def test_a_per_student_question_is_judged_with_the_student_s_own_parameters():
@@ -614,3 +649,27 @@ def test_a_given_piece_reached_through_the_package_is_no_flag():
     assert [f["detail"] for f in flagged(own)] == [
         "attention_forward: uses the course's reference (qkv)",
         "attention_forward: uses the course's reference (qkv.attention_forward)"]
+
+
+def test_a_notebook_saved_without_cell_ids_is_read_as_the_release():
+    """Colab, and Jupyter before nbformat 4.5, save no cell ids: the instructor's unlocked cells
+    (a demonstration, the text between steps) are still the instructor's, not cells the student
+    added (which ran them twice, and flagged the demonstration's calls)."""
+    from qkv_course.grade import submission
+
+    root = Path(__file__).resolve().parents[1]
+    p = plan_mod.plan(root / "solutions" / "06-masking" / "masking.ipynb")
+    released = json.loads((root / "exercises" / "06-masking" / "masking.ipynb").read_text())
+    for keep_ids in (True, False):
+        data = copy.deepcopy(released)
+        if not keep_ids:
+            data["nbformat_minor"] = 0
+            for cell in data["cells"]:
+                cell.pop("id", None)
+        got = submission.read(data, p)
+        assert got.added == [] and got.notes == [] and got.problems == [], keep_ids
+        assert all(label != "added" for label, _ in submission.cells_to_run(p, got))
+    # A cell the student added is still theirs.
+    data["cells"].insert(3, {"cell_type": "code", "metadata": {}, "source": "x = 1",
+                             "outputs": [], "execution_count": None})
+    assert [s for _, s in submission.read(data, p).added] == ["x = 1"]

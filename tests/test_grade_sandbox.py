@@ -217,6 +217,23 @@ def test_an_endless_loop_and_a_sleep_are_cut(pool):
         assert time.monotonic() - start < 5
 
 
+def test_a_cell_or_a_call_past_its_limit_is_interrupted_and_the_rest_goes_on(pool):
+    # As a notebook kernel interrupted on a time-out: one endless loop costs only its own cell
+    # (or its own test), not the submission (the instructor walk: 0/15 where nbgrader gave 12).
+    spin = "def spin():\n    while True:\n        pass"
+    start = time.monotonic()
+    failed, cells, out = run(pool, spin, "spin()", "import time\ntime.sleep(3600)", "out = 42",
+                             limits=Limits(cell_s=1, wall_s=20))
+    assert failed is None and out == 42 and time.monotonic() - start < 10
+    assert [c.raised.type if c.raised else None for c in cells] == [
+        None, "TimeLimit", "TimeLimit", None]
+    assert "limit of 1 s" in cells[1].raised.message
+    with pool.submission([spin, "def seven():\n    return 7"]) as sub:
+        late = sub.call("c", "spin", timeout_s=1)
+        assert isinstance(late, Failed) and "the request's limit (1 s)" in late.reason
+        assert sub.failed is None and sub.call("c", "seven", timeout_s=5) == 7
+
+
 def test_the_cpu_limit_kills(pool):
     failed, _, _ = run(pool, "while True:\n    pass", limits=Limits(cpu_s=1, wall_s=20))
     assert "SIGXCPU" in failed and "CPU-time limit of 1 s" in failed

@@ -315,3 +315,19 @@ def test_results_that_name_no_student_are_said_to_count_as_one(tmp_path, capsys)
         (folder / "results.json").write_text(json.dumps({"extra_data": {"qkv": record}}))
     assert list(read_gradescope(tmp_path)["04-scaling"]) == ["anonymous"]
     assert "2 results.json files name no student" in capsys.readouterr().err
+
+
+def test_a_course_folder_reads_its_own_results_not_every_results_json_below_it(tmp_path):
+    """The instructors' page tries the Gradescope autograder in ag/ inside the course: its
+    results.json is no student's (it counted as an 'anonymous' student with 'not written yet')."""
+    from qkv_course.report.mistakes import read_course
+
+    (tmp_path / "autograded").mkdir()
+    (tmp_path / "ag" / "results").mkdir(parents=True)
+    record = {"assignment": "04-scaling", "student": "anonymous", "tests": [],
+              "graded_at": "2026-01-01"}
+    (tmp_path / "ag" / "results" / "results.json").write_text(
+        json.dumps({"extra_data": {"qkv": record}}))
+    assert read_course(tmp_path, tmp_path / "autograded") == {}
+    # The same file in a folder that is no course is what the report reads.
+    assert list(read_course(tmp_path / "ag", tmp_path / "ag" / "autograded")) == ["04-scaling"]

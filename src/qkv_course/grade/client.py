@@ -44,6 +44,8 @@ from .sandbox import (SandboxUnavailable, hidden_roots, make_library, probe, vis
                       zygote_command)
 from .slot import Slot, SlotBroken
 
+#: Seconds the parent waits past a request's own limit for the worker's "timelimit" answer.
+LATE_S = 5.0
 PRELOAD = ("numpy", "torch", "qkv", "IPython.core.inputtransformer2", "matplotlib.pyplot")
 UNSAFE_WARNING = ("grading WITHOUT a sandbox (unsafe): submissions run with your rights and can "
                   "read and change the course folder, the gradebook and the network")
@@ -186,7 +188,7 @@ class Submission:
         self._pid, self._channel = pool._fork(slot, limits)
         self._deadline = time.monotonic() + limits.wall_s
         try:
-            self._channel.send({"op": "start"}, cells, self._deadline)
+            self._channel.send({"op": "start", "cell_s": limits.cell_s}, cells, self._deadline)
             while True:
                 header, _ = self._channel.recv(self._deadline)
                 if header.get("op") == "cells" and header.get("count") == len(cells) == len(
@@ -247,17 +249,23 @@ class Submission:
             return Failed(self.failed)
         if self._done:
             raise RuntimeError("this submission is closed")
+        # The worker interrupts the call at timeout_s (and answers "timelimit"); the parent
+        # waits a little longer, and ends the submission only if no answer comes even then.
         deadline = self._deadline if timeout_s is None else min(
-            self._deadline, time.monotonic() + timeout_s)
+            self._deadline, time.monotonic() + timeout_s + LATE_S)
         self._ids += 1
         try:
-            self._channel.send({**header, "id": self._ids}, value, deadline)
+            limit = {} if timeout_s is None else {"limit_s": timeout_s}
+            self._channel.send({**header, **limit, "id": self._ids}, value, deadline)
             reply, data = self._channel.recv(deadline)
             if reply.get("op") != "reply" or reply.get("id") != self._ids:
                 raise ProtocolError("the reply does not answer the request")
             kind = reply.get("kind")
             if kind == "value":
                 return data
+            if kind == "timelimit" and timeout_s is not None:  # the submission goes on
+                return Failed(f"{header['op']} {str(header.get('name'))[:80]} did not finish "
+                              f"within the request's limit ({timeout_s:g} s)")
             if kind == "raised":
                 return _raised(reply.get("raised"))
             if kind == "missing" and header["op"] == "value":
@@ -268,7 +276,8 @@ class Submission:
         except ProtocolError as e:
             what = f"{header['op']} {str(header.get('name'))[:80]}"
             if timeout_s is not None and isinstance(e, Deadline) and deadline < self._deadline:
-                return Failed(self._fail(e, what, f"the request's limit ({timeout_s:g} s)"))
+                return Failed(self._fail(e, what, f"the request's limit ({timeout_s:g} s, and "
+                                                  "it could not be interrupted)"))
             return Failed(self._fail(e, what))
 
     def _fail(self, error: ProtocolError, what: str, limit: Optional[str] = None) -> str:

@@ -35,11 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grade, but leave gradebook.db as nbgrader autograde wrote it, and "
                         "print one line per test whose score differs from it")
     parser.add_argument("--timeout", type=float, default=60, metavar="S",
-                        help="seconds one call of a student's function may run (default 60)")
+                        help="seconds one cell, or one call of a student's function, may run "
+                        "before it is interrupted (default 60)")
     parser.add_argument("--submission-timeout", type=float, default=None, metavar="S",
                         help="seconds one submission may take in all, its cells and every call "
-                        "(default: 120, plus a minute for each call of a check that trains or "
-                        "samples); past it, it scores what it had passed")
+                        "(default: 120, plus one --timeout, plus a minute for each call of a "
+                        "check that trains or samples); past it, it scores what it had passed")
     parser.add_argument("--unsafe", action="store_true",
                         help="run student code WITHOUT the sandbox (where bubblewrap cannot "
                         "run); never on code you distrust")

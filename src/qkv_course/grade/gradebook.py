@@ -24,8 +24,10 @@ notebook it does what ``nbgrader autograde`` records, through nbgrader's own API
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import sqlite3
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -174,11 +176,40 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str) -> None:
                      else utils.determine_grade(cell, None)[0])
             grade.auto_score = score
             grade.needs_manual_grade = grade.manual_score is not None or score is None
+        elif utils.is_task(cell):
+            # A task's answer is the student's text below it, which no check reads: a person
+            # grades it, and reviews it again when the submission is graded again (as a
+            # written answer), rather than keep a score given to other text.
+            grade = gb.find_grade(gid, plan.notebook, plan.assignment, student)
+            grade.auto_score, grade.needs_manual_grade = None, True
         if utils.is_solution(cell) or utils.is_task(cell):
             comment = gb.find_comment(gid, plan.notebook, plan.assignment, student)
             unchanged = (meta.get("checksum") == utils.compute_checksum(cell)
                          and not utils.is_task(cell))
             comment.auto_comment = "No response." if unchanged else None
+
+
+def require_assignment(course: Path, assignment: str) -> None:
+    """Refuse at once (before any grading) when the gradebook does not know ``assignment``.
+
+    Read with sqlite itself, not nbgrader (whose import takes seconds, and whose Gradebook
+    would create an empty ``gradebook.db``); a gradebook sqlite cannot read is left to
+    nbgrader to explain when it is written.
+
+    Raises:
+        UsageError: no ``gradebook.db``, or no such assignment in it.
+    """
+    db = course / "gradebook.db"
+    fix = f"run `nbgrader generate_assignment {assignment} --force` in {course} first"
+    if not db.is_file():
+        raise UsageError(f"{db} does not exist: {fix}")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            row = con.execute("SELECT 1 FROM assignment WHERE name = ?", (assignment,)).fetchone()
+    except sqlite3.Error:
+        return
+    if row is None:
+        raise UsageError(f"the gradebook has no assignment {assignment!r}: {fix}")
 
 
 def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = ()) -> int:

@@ -22,6 +22,8 @@ class Limits:
 
     Attributes:
         cpu_s: CPU seconds (``RLIMIT_CPU``); past it the process gets SIGXCPU, then SIGKILL.
+        cell_s: wall-clock seconds one code cell may run before the worker interrupts it and
+            goes on with the next (as a notebook's kernel interrupted on a time-out).
         wall_s: wall-clock seconds for the submission's whole life: its cells and every request
             (a request's own ``timeout_s`` can only shorten it).
         memory_mb: address space a process may add to what the worker had mapped before the
@@ -39,6 +41,7 @@ class Limits:
     """
 
     cpu_s: float = 60
+    cell_s: float = 60
     wall_s: float = 120
     memory_mb: int = 4096
     nproc: int = 64

@@ -125,6 +125,12 @@ def notebooks(course: Path, assignment: str) -> List[Path]:
                 return found
         if (course / folder).is_dir():
             known |= {p.name for p in (course / folder).iterdir() if p.is_dir()}
+    if not known and not (course / "nbgrader_config.py").is_file() \
+            and not (course / "gradebook.db").is_file():
+        raise UsageError(f"no assignment {assignment!r}: {course} is not an nbgrader course "
+                         f"folder (no nbgrader_config.py, "
+                         f"gradebook.db, {' or '.join(SOURCES)}/): run the command in the course "
+                         "folder, or give it with --course DIR")
     raise UsageError(f"no assignment {assignment!r} in {' or '.join(SOURCES)}/ of {course}"
                      + did_you_mean(assignment, known))
 

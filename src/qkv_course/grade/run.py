@@ -124,14 +124,25 @@ def find_jobs(course: Path, assignment: str, plans: Dict[str, Plan],
 def strays(course: Path, assignment: str, plans: Dict[str, Plan],
            only: Optional[Sequence[str]]) -> List[str]:
     """A line for each submitted notebook whose name is none of the assignment's (``scaling
-    (1).ipynb``: a copy renamed by a browser), of every student or of ``only``."""
+    (1).ipynb``: a copy renamed by a browser), and for each submission folder with no notebook
+    at all, of every student or of ``only``."""
     names = ", ".join(f"{n}.ipynb" for n in plans)
-    return [f"{path.parent.parent.name} {assignment}/{path.name}: NOT GRADED, not a notebook of "
-            f"the assignment ({names}): rename it and run the command again"
-            for path in sorted((course / "submitted").glob(f"*/{assignment}/*.ipynb"))
-            if path.stem not in plans and not path.name.startswith(".")
-            and not path.parent.parent.name.startswith(".")
-            and (not only or path.parent.parent.name in only)]
+    folders = [f for f in sorted((course / "submitted").glob(f"*/{assignment}"))
+               if not f.parent.name.startswith(".") and (not only or f.parent.name in only)]
+    lines = []
+    for folder in folders:
+        notebooks = [p for p in sorted(folder.glob("*.ipynb")) if not p.name.startswith(".")]
+        lines += [f"{folder.parent.name} {assignment}/{path.name}: NOT GRADED, not a notebook of "
+                  f"the assignment ({names}): rename it and run the command again"
+                  for path in notebooks if path.stem not in plans]
+        # Nothing to grade and nothing named above (a folder with only a timestamp, or a
+        # folder called masking.ipynb): said, not skipped in silence.
+        if not any((folder / f"{n}.ipynb").is_file() for n in plans) and \
+                all(p.stem in plans for p in notebooks):
+            lines.append(f"{folder.parent.name} {assignment}: NOT GRADED, no notebook in "
+                         f"submitted/{folder.parent.name}/{assignment}/ (expected {names}): "
+                         "collect the submission again")
+    return lines
 
 
 def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
@@ -226,13 +237,19 @@ def submission_budget(plans: Dict[str, Plan]) -> float:
     return BASE_SUBMISSION_S + max(extra, default=0.0)
 
 
-def limit_submissions(pool: Any, plans: Dict[str, Plan], submission_s: Optional[float]) -> None:
-    """Prepare the checks and give the pool's submissions their time limit (``submission_s``, or
-    :func:`submission_budget`). Called once the sandboxes are starting: the limit needs the
-    checks' own limits, and importing the checks must not keep the sandboxes from starting."""
+def limit_submissions(pool: Any, plans: Dict[str, Plan], submission_s: Optional[float],
+                      cell_s: float = 60.0) -> None:
+    """Prepare the checks and give the pool's submissions their limits: ``cell_s`` a cell (the
+    worker interrupts it there and runs the next), ``submission_s`` in all or
+    :func:`submission_budget` plus one cell's limit (one endless loop interrupted still leaves
+    the rest their time), and as many CPU seconds (with one thread, a submission that computes
+    all the time: the wall-clock limit decides). Called once the sandboxes are starting: the
+    limit needs the checks' own limits, and importing the checks must not keep the sandboxes
+    from starting."""
     prepare_checks(plans)
-    wall_s = submission_budget(plans) if submission_s is None else submission_s
-    pool.limits = replace(pool.limits, wall_s=wall_s)
+    wall_s = submission_budget(plans) + cell_s if submission_s is None else submission_s
+    pool.limits = replace(pool.limits, wall_s=wall_s, cell_s=cell_s,
+                          cpu_s=max(pool.limits.cpu_s, wall_s))
 
 
 def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,
@@ -259,6 +276,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
     """
     started = time.monotonic()
     plans = {p.stem: plan(p) for p in notebooks(course, assignment)}
+    if shard is None and not compare:  # the gradebook will be written: it must know the
+        gradebook.require_assignment(course, assignment)  # assignment, said before grading
     if compare:  # nbgrader's scores, read before grading (and said at once when missing)
         from .compare import disagreements, recorded
 
@@ -348,7 +367,7 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
                      "the others (run as root, or with --jobs 1)")
             warm(pool, min(jobs, len(todo)))
             check_plans(plans)  # imports torch and the checks while the sandboxes start
-            limit_submissions(pool, plans, submission_s)
+            limit_submissions(pool, plans, submission_s, limits.call_s)
             # nbgrader's import (its server extensions: seconds) is needed only at the end, to
             # write the gradebook: let it happen while the sandboxes work. Not earlier: a
             # thread importing holds the interpreter's lock, and the sandboxes' start (the

@@ -183,6 +183,13 @@ def read(data: Any, plan: Plan) -> Submission:
     free = {str(c["id"]): text(c.get("source")) for c in plan.skeleton.get("cells", [])
             if isinstance(c, dict) and c.get("cell_type") == "markdown"
             and isinstance(c.get("id"), str) and not _meta(c).get("locked")}
+    # A notebook saved without the release's cell ids (Colab, or Jupyter before nbformat 4.5,
+    # keeps none) still holds the instructor's cells as released: their text says which.
+    by_text: Dict[str, str] = {}
+    for c in plan.skeleton.get("cells", []):
+        claimed = [x for x in _ids(c) if x in instructor or x in free] if isinstance(c, dict) else []
+        if claimed and text(c.get("source")).strip():
+            by_text.setdefault(text(c.get("source")).strip(), claimed[0])
     sub, seen, anchor, prose = Submission(), set(), None, [0]
 
     def kept(cell: Dict[str, Any], source: str) -> Optional[Tuple[str, Any]]:
@@ -219,6 +226,9 @@ def read(data: Any, plan: Plan) -> Submission:
                 sub.written[mine] = source
             continue
         theirs = next((x for x in ids if x in instructor), None)
+        if theirs is None and not any(x in free for x in ids):
+            same = by_text.get(source.strip())
+            theirs = same if same is not None and same not in seen else None
         if theirs is not None:
             # The instructor's cell (a test, the set-up, a demonstration), or a copy of it:
             # never run from the submission, whatever it now holds.

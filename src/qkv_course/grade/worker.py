@@ -7,16 +7,48 @@ then answers ``call`` (the student's function through ``run_student``) and ``val
 variable, if it is data) until ``bye``. Nothing here is trusted by the parent: a submission
 can change anything in its own child, which is why the parent judges what comes back and the
 child is thrown away after one submission.
+
+A cell, or a call, that runs past its limit (``cell_s`` in the start request, ``limit_s`` in
+a call) is interrupted here, as a notebook's kernel is: the cell counts as raising
+:class:`TimeLimit` and the next one runs; the call is answered ``timelimit`` and the grader
+goes on to the next test. Only that cell or call costs points. (A submission can turn the
+alarm off; then the parent's wall-clock limit ends it, as before: this is fairness to a
+slow answer, not a boundary.)
 """
 
 from __future__ import annotations
 
 import builtins
-from typing import Any, Dict, List, Optional
+import signal
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional
 
 from .protocol import Channel, NotEncodable, encode
 
 MESSAGE_CHARS = 2000  # of an exception's message sent back
+
+
+class TimeLimit(BaseException):
+    """Raised in the submission's code when its cell or call runs past its limit (a
+    BaseException, as KeyboardInterrupt: an ``except Exception`` in the answer lets it by)."""
+
+
+def limited(seconds: Optional[float], fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, interrupted by :class:`TimeLimit` after ``seconds`` of wall-clock time
+    (``None``: no limit)."""
+    if not seconds or seconds <= 0:
+        return fn(*args)
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise TimeLimit(f"it ran past its limit of {seconds:g} s (an endless loop?)")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _fallback_run_student(check: Any, obj: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
@@ -43,11 +75,12 @@ def serve(channel: Channel, run_student: Any) -> None:
         run_student: ``qkv.checks.grading.run_student`` (:func:`load_run_student`).
     """
     header, cells = channel.recv()
+    cell_s = header.get("cell_s") if isinstance(header.get("cell_s"), (int, float)) else None
     namespace: Dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     shell = _Shell(namespace)
     namespace.update(get_ipython=lambda: shell, display=lambda *a, **k: None)
     for index, source in enumerate(cells):
-        raised = run_cell(namespace, index, source)
+        raised = run_cell(namespace, index, source, cell_s)
         channel.send({"op": "cell", "index": index, "raised": raised})
     channel.send({"op": "cells", "count": len(cells)})
     while True:
@@ -82,19 +115,24 @@ def _call(namespace: Dict[str, Any], header: Dict[str, Any], value: Any,
             "type": "NameError", "message": f"{name} is not written: the notebook defines no "
                                             f"{name!r}", "line": None}}, None
     args, kwargs, options = value
+    limit = header.get("limit_s") if isinstance(header.get("limit_s"), (int, float)) else None
     try:
-        result = run_student(header.get("check"), namespace[name], tuple(args), dict(kwargs),
-                              **dict(options))
+        result = limited(limit, partial(run_student, header.get("check"), namespace[name],
+                                        tuple(args), dict(kwargs), **dict(options)))
+    except TimeLimit:
+        return {"kind": "timelimit"}, None
     except BaseException as e:  # NotImplementedError, SystemExit... all are the student's
         return {"kind": "raised", "raised": _raised(e)}, None
     return {"kind": "value"}, result
 
 
-def run_cell(namespace: Dict[str, Any], index: int, source: str) -> Optional[Dict[str, Any]]:
-    """Run one code cell (IPython syntax) in ``namespace``; ``None``, or what it raised."""
+def run_cell(namespace: Dict[str, Any], index: int, source: str,
+             seconds: Optional[float] = None) -> Optional[Dict[str, Any]]:
+    """Run one code cell (IPython syntax) in ``namespace`` for at most ``seconds``; ``None``,
+    or what it raised (:class:`TimeLimit` past the limit)."""
     try:
         code = compile(_transform(source), f"<cell {index}>", "exec")
-        exec(code, namespace)
+        limited(seconds, exec, code, namespace)
     except BaseException as e:  # SystemExit and KeyboardInterrupt end the cell, not the worker
         return _raised(e)
     return None

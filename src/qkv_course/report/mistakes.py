@@ -47,13 +47,21 @@ class Assignment:
     mistakes: List[Tuple[str, str, int]] = field(default_factory=list)
 
 
+def is_course(folder: Path) -> bool:
+    """Whether ``folder`` is an nbgrader course graded here (``autograded/`` or ``qkv grade``'s
+    result files), rather than a folder of Gradescope ``results.json`` files."""
+    return (folder / "autograded").is_dir() or (folder / GRADES).is_dir()
+
+
 def read_course(course: Path, autograded: Path) -> Dict[str, Dict[str, List[Question]]]:
     """The class as ``qkv grade``'s result files record it, and, for a submission without
-    one, as its autograded notebook says."""
+    one, as its autograded notebook says; or, in a folder that is no course, as the Gradescope
+    ``results.json`` files under it say. Not both: a course folder also holds ``results.json``
+    files that are not the class's (the instructors' page's local try of the autograder, an
+    export kept beside it), and another folder may hold several courses."""
+    if not is_course(course):
+        return read_gradescope(course)
     graded = read_results(course)
-    for assignment, students in read_gradescope(course).items():
-        for student, qs in students.items():
-            graded.setdefault(assignment, {}).setdefault(student, qs)  # qkv grade's file wins
     done = {(s, a) for a, students in graded.items() for s in students}
     found = read_class(autograded, done) if autograded.is_dir() else {}
     for assignment, students in graded.items():
