@@ -85,16 +85,32 @@ def test_with_results_the_newest_is_plotted_with_its_provenance(tmp_path, capsys
         title = fig._suptitle.get_text()
         assert "NVIDIA H100" in title and "2026-11-23" in title and "a.json" in title
         assert len(fig.get_axes()) == 4
-        # The ratios, through the benchmark's goals(): 1.0 / 1.5 forward, 4.0 / 5.0 backward.
-        assert "SDPA-flash forward TFLOP/s at n=4096, E=64, float16, non-causal: 0.667, goal >= 0.6: met" in out
-        assert "causal / non-causal, at n=4096, E=64, float16: 0.550, goal <= 0.6: met" in out
-        assert "backward TFLOP/s at n=4096, E=64, float16, non-causal: 0.800, goal >= 0.4: met" in out
+        # The ratios, through the benchmark's goals(): 1.0 / 1.5 forward, 4.0 / 5.0 backward;
+        # the course's goals for its kernels are its maintainers' business, not the reader's.
+        assert "SDPA-flash forward TFLOP/s at n=4096, E=64, float16, non-causal: 0.667." in out
+        assert "causal / non-causal, at n=4096, E=64, float16: 0.550." in out
+        assert "backward TFLOP/s at n=4096, E=64, float16, non-causal: 0.800." in out
+        assert "goal" not in out.lower()
         assert "memory-efficient / reference, at n=16384: 0.010" in out
         assert "n=65536 / n=16384 (linear: 4): 3.750" in out
         assert "reference out of memory" in out and "sdpa_cudnn did not run" in out
         assert "forward, n=4096, E=64, float16, non-causal, fastest first: sdpa_flash 1.00 ms, triton 1.50 ms" in out
     finally:
         plt.close("all")
+
+
+def test_the_h100_run_is_plotted_beside_the_h100_roofline_though_another_is_newer(tmp_path,
+                                                                                   capsys):
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "h100.json").write_text(json.dumps(_results("2026-11-23T00:00:00+00:00",
+                                                           "NVIDIA H100 80GB HBM3")))
+    (results / "h200.json").write_text(json.dumps(_results("2026-11-24T00:00:00+00:00",
+                                                           "NVIDIA H200")))
+    printed = " ".join(_run_cell(tmp_path, capsys).split())
+    assert "Measured on NVIDIA H100 80GB HBM3" in printed, printed
+    title = plt.figure(plt.get_fignums()[-1])._suptitle.get_text()
+    assert "h100.json" in title
 
 
 @pytest.fixture(autouse=True)

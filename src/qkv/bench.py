@@ -215,7 +215,7 @@ def gpu_goals(results: Mapping) -> dict:
 
 
 def gpu_summary(results: Mapping, n: int = 4096, E: int = 64, dtype: str = "float16",
-                width: Optional[int] = 72) -> List[str]:
+                width: Optional[int] = 72, goals: bool = True) -> List[str]:
     """Chapter 8's sentences about one GPU results file: what ran fastest, the memory, the goals.
 
     Args:
@@ -223,6 +223,8 @@ def gpu_summary(results: Mapping, n: int = 4096, E: int = 64, dtype: str = "floa
         n, E, dtype: the shape whose times are spelled out.
         width: the widest line; a longer sentence goes on in lines indented by two spaces, so
             that the printed text fits the book's column (``None``: one line per sentence).
+        goals: say the course's goals for its kernels and whether each was met (for its
+            maintainers); ``False``: the measured ratios only (for a reader).
 
     Returns:
         Lines of text, every number taken from ``results``.
@@ -249,8 +251,11 @@ def gpu_summary(results: Mapping, n: int = 4096, E: int = 64, dtype: str = "floa
         first = next(r for r in memory if r["n"] == size)
         lines.append(f"one training step at n={size} (B={first['B']}, H={first['H']}, E={first['E']}, "
                      f"{first['dtype']}), peak extra memory: {', '.join(parts)}.")
-    lines += [f"Goal: {line}" for line in results["goals"]["lines"]]
-    if results.get("tutorial_kernel"):
+    if not goals:
+        lines += [line.split(", goal ")[0] + "." for line in results["goals"]["lines"]]
+    else:
+        lines += [f"Goal: {line}" for line in results["goals"]["lines"]]
+    if goals and results.get("tutorial_kernel"):
         lines.append(f"Stretch goal (the Triton tutorial's kernel on the same machine): {results['tutorial_kernel']}.")
     if width is None:
         return lines
