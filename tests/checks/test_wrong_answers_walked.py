@@ -124,3 +124,24 @@ def test_ablation_rise_with_how_ignored_is_named():
         check_ablation_rise(always_zeroed)
     assert "how ignored: the head always zeroed" in str(info.value), str(info.value)
     check_ablation_rise(ablation_rise)
+
+
+def test_kv_cache_step_ignoring_scale_on_an_empty_cache_is_refused():
+    from qkv.checks import check_kv_cache_step
+    import qkv
+
+    def kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None):
+        if k_cache is None:  # the first step: the default scale, whatever scale says
+            k_cache, v_cache, scale = key, value, None
+        else:
+            k_cache = torch.cat([k_cache, key], dim=-2)
+            v_cache = torch.cat([v_cache, value], dim=-2)
+        L, S = query.shape[-2], k_cache.shape[-2]
+        mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
+        out = qkv.scaled_dot_product_attention(query, k_cache, v_cache, attn_mask=mask,
+                                               scale=scale)
+        return out, k_cache, v_cache
+
+    with pytest.raises(CheckFailed) as info:
+        check_kv_cache_step(kv_cache_step)
+    assert "empty cache with scale=0.3" in str(info.value), str(info.value)

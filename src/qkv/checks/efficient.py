@@ -234,6 +234,8 @@ def _kv_cases() -> List[Case]:
              make((1, 2), 0, 5, 6, 2), f64),
         Case("one new token after P=7 cached ones with scale=0.3",
              make((2, 1), 7, 1, 4, 4, scale=0.3), f64),
+        Case("a prompt of L=4 tokens into an empty cache with scale=0.3 (B=2, H=1)",
+             make((2, 1), 0, 4, 4, 3, scale=0.3), f64),
         Case("L=2 new tokens after P=4 cached ones with large logits (scores near 800)",
              make((2, 1), 4, 2, 4, 3, big=40.0), f64),
         Case("L=3 new tokens after P=2 cached ones, every score very negative (near -800): a "
