@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from qkv.checks import (CheckFailed, check_chunked_attention, check_dropout_block_forward,
+                        check_duplicate_token_score,
                         check_grouped_query_attention, check_head_difference,
                         check_masked_scores, check_padding_mask)
 
@@ -77,6 +78,14 @@ def chunked(query, key, value, attn_mask=None, is_causal=False, scale=None, chun
     return acc / (torch.where(l == 0, torch.ones_like(l), l) if zero_guard else l)
 
 
+def duplicate_score_pairs_later(weights, tokens):
+    T = tokens.shape[1]
+    eq = tokens[:, :, None] == tokens[:, None, :]
+    on = (weights * (eq & torch.ones(T, T, dtype=torch.bool).tril(-1))[:, None].to(weights.dtype)).sum(-1)
+    has = (eq & ~torch.eye(T, dtype=torch.bool)).any(-1)[:, None].to(weights.dtype)  # later too
+    return (on * has).sum((0, 2)) / has.sum((0, 2))
+
+
 def head_difference_both_as_key(share, generator):
     return head_difference("key" if share == "both" else share, generator)
 
@@ -95,6 +104,8 @@ WRONG = {
     "dropout_block_forward: each entry kept with probability dropout": (
         check_dropout_block_forward, a.make_dropout_block(keep_with_p=True),
         "kept with probability dropout"),
+    "duplicate_token_score: pairs whose token only comes back later": (
+        check_duplicate_token_score, duplicate_score_pairs_later, "comes back only later"),
     "head_difference: share='both' taken for 'key'": (
         check_head_difference, head_difference_both_as_key, "share='both' taken for 'key'"),
 }

@@ -86,7 +86,7 @@ REPEAT_LOSS = Exercise(
 def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_too: bool = False,
                      last_only: bool = False, every_query: bool = False,
                      per_sequence: bool = False, transposed: bool = False,
-                     later_too: bool = False) -> Tensor:
+                     later_too: bool = False, pairs_later: bool = False) -> Tensor:
     """Each head's duplicate-token score: the total weight query ``t`` puts on the earlier keys
     ``j < t`` holding its own token, averaged over every (sequence, query) pair that has such a
     key; or a known mistake (the switches)."""
@@ -94,7 +94,7 @@ def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_to
     t, j = torch.arange(T, device=tokens.device)[:, None], torch.arange(T, device=tokens.device)
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, T, T): [b, query t, key j]
     dup = same & (j < t)
-    has = dup.any(-1)  # (B, T)
+    has = (same & (j != t) if pairs_later else dup).any(-1)  # (B, T)
     target = same & (j <= t) if self_too else same & (j != t) if later_too else dup
     if last_only:  # only the most recent earlier occurrence
         last = torch.where(dup, j, -1).amax(-1, keepdim=True)
@@ -145,6 +145,10 @@ DUPLICATE_TOKEN_SCORE = Exercise(
                 partial(_duplicate_score, self_too=True)),
         Mistake("later copies of the token counted too (j != t instead of j < t)",
                 "only the earlier keys count: j < t", partial(_duplicate_score, later_too=True)),
+        Mistake("queries whose token comes back only later counted among the pairs averaged",
+                "average over the (sequence, query) pairs whose token appeared before the query "
+                "(some key j < t holds it); a token that only repeats later has no such key",
+                partial(_duplicate_score, pairs_later=True)),
         Mistake("only the most recent earlier occurrence counted",
                 "sum the weight on every earlier key that holds the query's token",
                 partial(_duplicate_score, last_only=True)),
