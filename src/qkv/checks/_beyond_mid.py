@@ -160,12 +160,11 @@ HEAD_DIFFERENCE = Experiment(
         Mistake("share='key' shares the queries instead of the keys",
                 "with share='key' every head uses head 0's keys, k[:1], with its own queries",
                 partial(head_difference, shared="queries")),
-        Mistake("share='both' taken for 'key': the queries are not shared",
-                "with share='both' every head uses head 0's queries and keys: q[:1] and k[:1]",
-                partial(head_difference, both="key")),
-        Mistake("share='both' taken for 'none': nothing is shared",
-                "with share='both' every head uses head 0's queries and keys: q[:1] and k[:1]",
-                partial(head_difference, both="none")),
+        *(Mistake(f"share='both' taken for '{taken}': {what}", "with share='both' every head "
+                  "uses head 0's queries and keys: q[:1] and k[:1]",
+                  partial(head_difference, both=taken))
+          for taken, what in (("key", "the queries are not shared"),
+                              ("none", "nothing is shared"))),
     ),
     hint="draw x (16, 32), then W_q and W_k (32, 32) from the generator, divide the weights by "
          "sqrt(32), split x @ W_q.T and x @ W_k.T into 4 heads of width 8 (head h: features "
