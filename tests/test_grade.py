@@ -669,6 +669,13 @@ def test_a_notebook_saved_without_cell_ids_is_read_as_the_release():
         got = submission.read(data, p)
         assert got.added == [] and got.notes == [] and got.problems == [], keep_ids
         assert all(label != "added" for label, _ in submission.cells_to_run(p, got))
+    # A demonstration cell the student edited is still the instructor's (its place says so).
+    demo = next(i for i, c in enumerate(data["cells"]) if c["cell_type"] == "code"
+                and "nbgrader" not in c["metadata"] and "manual_seed" in "".join(c["source"]))
+    data["cells"][demo]["source"] = "".join(data["cells"][demo]["source"]).replace(
+        "manual_seed(0)", "manual_seed(1)")
+    got = submission.read(data, p)
+    assert got.added == [] and got.problems == []
     # A cell the student added is still theirs.
     data["cells"].insert(3, {"cell_type": "code", "metadata": {}, "source": "x = 1",
                              "outputs": [], "execution_count": None})

@@ -234,6 +234,18 @@ def test_a_cell_or_a_call_past_its_limit_is_interrupted_and_the_rest_goes_on(poo
         assert sub.failed is None and sub.call("c", "seven", timeout_s=5) == 7
 
 
+def test_each_interrupted_loop_gives_its_time_back(pool):
+    # Three interrupted loops of 1 s under a 2.5 s limit: the cell after them still runs (a
+    # loop in a helper that two demonstration cells and a test reach cost a whole assignment).
+    loop = "while True:\n    pass"
+    failed, cells, out = run(pool, loop, loop, loop, "out = 42",
+                             limits=Limits(cell_s=1, wall_s=2.5))
+    assert failed is None and out == 42
+    # What is given back is at most wall_s again: an endless supply of loops still ends.
+    failed, cells, _ = run(pool, *[loop] * 8, "out = 42", limits=Limits(cell_s=1, wall_s=2.5))
+    assert "wall-clock limit" in failed and len(cells) < 8
+
+
 def test_the_cpu_limit_kills(pool):
     failed, _, _ = run(pool, "while True:\n    pass", limits=Limits(cpu_s=1, wall_s=20))
     assert "SIGXCPU" in failed and "CPU-time limit of 1 s" in failed

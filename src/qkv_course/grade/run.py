@@ -241,15 +241,17 @@ def limit_submissions(pool: Any, plans: Dict[str, Plan], submission_s: Optional[
                       cell_s: float = 60.0) -> None:
     """Prepare the checks and give the pool's submissions their limits: ``cell_s`` a cell (the
     worker interrupts it there and runs the next), ``submission_s`` in all or
-    :func:`submission_budget` plus one cell's limit (one endless loop interrupted still leaves
-    the rest their time), and as many CPU seconds (with one thread, a submission that computes
-    all the time: the wall-clock limit decides). Called once the sandboxes are starting: the
+    :func:`submission_budget` plus one cell's limit (and each cell or call interrupted gives
+    back its time, up to that much again: see the client), and CPU seconds for all of it (with
+    one thread, a submission that computes all the time: the wall-clock limit decides). Called
+    once the sandboxes are starting: the
     limit needs the checks' own limits, and importing the checks must not keep the sandboxes
     from starting."""
     prepare_checks(plans)
     wall_s = submission_budget(plans) + cell_s if submission_s is None else submission_s
+    # CPU: the wall-clock time and all the time interrupts can give back (see the client).
     pool.limits = replace(pool.limits, wall_s=wall_s, cell_s=cell_s,
-                          cpu_s=max(pool.limits.cpu_s, wall_s))
+                          cpu_s=max(pool.limits.cpu_s, 2 * wall_s))
 
 
 def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[str]] = None,

@@ -13,6 +13,7 @@ instructor's own are run instead), and outputs are never read.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import json
 import os
@@ -164,6 +165,32 @@ def _ids(cell: Dict[str, Any]) -> List[str]:
     return [i for i in found if isinstance(i, str) and i]
 
 
+def _aligned(plan: Plan, cells: List[Any], claimable: set) -> Dict[int, str]:
+    """For a notebook saved without cell ids (Colab, or Jupyter before nbformat 4.5, keeps
+    none): submitted cell index -> the id of the instructor's cell it is, by the cells' order
+    and text (difflib's alignment of the two lists of sources: a cell the same as released, or
+    one edited in place of it). Empty when the notebook has its ids."""
+    if any(isinstance(c, dict) and c.get("id") for c in cells):
+        return {}
+    released = [c for c in plan.skeleton.get("cells", []) if isinstance(c, dict)]
+
+    def key(c: Any) -> str:
+        return f"{c.get('cell_type')}:{text(c.get('source')).strip()}" if isinstance(c, dict) else ""
+
+    found: Dict[int, str] = {}
+    matcher = difflib.SequenceMatcher(None, [key(c) for c in released], [key(c) for c in cells],
+                                      autojunk=False)
+    for op, r0, r1, s0, s1 in matcher.get_opcodes():
+        if op == "equal" or (op == "replace" and r1 - r0 == s1 - s0):
+            for r, s in zip(range(r0, r1), range(s0, s1)):
+                claimed = [x for x in _ids(released[r]) if x in claimable]
+                same_kind = isinstance(cells[s], dict) and \
+                    released[r].get("cell_type") == cells[s].get("cell_type")
+                if claimed and same_kind:
+                    found[s] = claimed[0]
+    return found
+
+
 def read(data: Any, plan: Plan) -> Submission:
     """Take the student's parts out of a submitted notebook's JSON.
 
@@ -183,13 +210,7 @@ def read(data: Any, plan: Plan) -> Submission:
     free = {str(c["id"]): text(c.get("source")) for c in plan.skeleton.get("cells", [])
             if isinstance(c, dict) and c.get("cell_type") == "markdown"
             and isinstance(c.get("id"), str) and not _meta(c).get("locked")}
-    # A notebook saved without the release's cell ids (Colab, or Jupyter before nbformat 4.5,
-    # keeps none) still holds the instructor's cells as released: their text says which.
-    by_text: Dict[str, str] = {}
-    for c in plan.skeleton.get("cells", []):
-        claimed = [x for x in _ids(c) if x in instructor or x in free] if isinstance(c, dict) else []
-        if claimed and text(c.get("source")).strip():
-            by_text.setdefault(text(c.get("source")).strip(), claimed[0])
+    aligned = _aligned(plan, data["cells"], instructor | set(free))
     sub, seen, anchor, prose = Submission(), set(), None, [0]
 
     def kept(cell: Dict[str, Any], source: str) -> Optional[Tuple[str, Any]]:
@@ -227,7 +248,7 @@ def read(data: Any, plan: Plan) -> Submission:
             continue
         theirs = next((x for x in ids if x in instructor), None)
         if theirs is None and not any(x in free for x in ids):
-            same = by_text.get(source.strip())
+            same = aligned.get(i)
             theirs = same if same is not None and same not in seen else None
         if theirs is not None:
             # The instructor's cell (a test, the set-up, a demonstration), or a copy of it:
