@@ -680,3 +680,14 @@ def test_a_notebook_saved_without_cell_ids_is_read_as_the_release():
     data["cells"].insert(3, {"cell_type": "code", "metadata": {}, "source": "x = 1",
                              "outputs": [], "execution_count": None})
     assert [s for _, s in submission.read(data, p).added] == ["x = 1"]
+
+
+def test_the_cell_a_sandbox_stopped_in_is_named_as_the_instructor_sees_it():
+    from qkv_course.grade.run import _cell_named
+
+    run_list = [("setup", ""), ("masked_scores", ""), ("instructor:cell-13", ""), ("added", "")]
+    said = [_cell_named(f"the submission's process ended during cell {i}: SIGKILL", run_list)
+            for i in range(4)]
+    assert said == [f"the submission's process ended during {w}: SIGKILL" for w in (
+        "the set-up cell", "the answer cell masked_scores", "the instructor's cell cell-13",
+        "a cell the student added (cell 3 run)")]

@@ -14,6 +14,7 @@ writes the gradebook and the autograded notebooks from every result file
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..usage import UsageError, did_you_mean
 from . import checks_api, flags, gradebook, judge, records, submission
 from .summary import Summary, report, summary_line
-from .plan import Plan, course_key, notebooks, plan, text
+from .plan import SETUP, Plan, course_key, notebooks, plan, text
 
 Job = Tuple[str, Plan, Path]  # student, the notebook's plan, the submitted file
 SANDBOX = "qkv_course.grade"  # where Pool and SandboxUnavailable live (tests of the parent swap it)
@@ -202,8 +203,26 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     cells = [{"cell": label, "outcome": str(o)[:300]}
              for (label, _), o in zip(run, outcomes)]
     _say_why_undefined(tests, run, outcomes)
-    return _record(student, p, sha, sub, tests, cells, str(stopped or "")[:300],
+    return _record(student, p, sha, sub, tests, cells, _cell_named(str(stopped or ""), run)[:300],
                    time.monotonic() - start)
+
+
+def _cell_named(reason: str, run: List[Tuple[str, str]]) -> str:
+    """The sandbox's "during cell 5" with the cell said as the instructor sees it ("the
+    instructor's cell cell-13", "the answer cell masked_scores"): 5 counts the cells run."""
+    def named(match: Any) -> str:
+        index = int(match.group(1))
+        if index >= len(run):
+            return match.group(0)
+        label = run[index][0]
+        if label == SETUP:
+            return "the set-up cell"
+        if label == "added":
+            return f"a cell the student added (cell {index} run)"
+        if label.startswith("instructor:"):
+            return f"the instructor's cell {label[len('instructor:'):]}"
+        return f"the answer cell {label}"
+    return re.sub(r"\bcell (\d+)\b", named, reason, count=1)
 
 
 def _say_why_undefined(tests: List[judge.TestResult], run: List[Tuple[str, str]],
