@@ -156,3 +156,30 @@ def test_kv_cache_step_ignoring_scale_on_an_empty_cache_is_refused():
     with pytest.raises(CheckFailed) as info:
         check_kv_cache_step(kv_cache_step)
     assert "empty cache with scale=0.3" in str(info.value), str(info.value)
+
+
+def _experiment(name, **slip):
+    """The experiment's own function with a slip, as a student's answer."""
+    from qkv.checks import _beyond, _beyond_early, _beyond_late
+
+    for module in (_beyond, _beyond_early, _beyond_late):
+        if hasattr(module, name):
+            return partial(getattr(module, name), **slip)
+    raise LookupError(name)
+
+
+@pytest.mark.parametrize("name,slip,words", [
+    ("padding_leak", {"scale": math.sqrt(8)}, "divided by sqrt(8)"),
+    ("padding_leak", {"queries": 16}, "16 queries drawn"),
+    ("padding_leak", {"median": True}, "the median over the queries"),
+    ("alibi_far_weight", {"first": 31}, "queries 31..63"),
+    ("linear_gap", {"scaled_linear": True}, "scaled by 1/sqrt(E) for linear attention too"),
+], ids=lambda x: str(x)[:30])
+def test_an_experiment_slip_whose_mean_is_right_is_named_seed_for_seed(name, slip, words):
+    import qkv.checks
+
+    check = getattr(qkv.checks, f"check_{name}")
+    with pytest.raises(CheckFailed) as info:
+        check(_experiment(name, **slip))
+    assert words in str(info.value), str(info.value)
+    check(_experiment(name))

@@ -213,14 +213,17 @@ PADDED_CAUSAL_ATTENTION = Exercise(
 
 
 def padding_leak(length: int, S: int, generator: torch.Generator, *, scale: float = 4.0,
-                 dim: int = -1, real: bool = False) -> float:
+                 dim: int = -1, real: bool = False, queries: int = 8,
+                 median: bool = False) -> float:
     """Without a padding mask, the mean weight 8 queries give to the ``S - length`` padded keys;
     or with a slip (``scale``: what the scores are divided by; ``dim``: the softmax axis;
-    ``real``: the weight on the real keys)."""
-    q = torch.randn(8, 16, generator=generator)
+    ``real``: the weight on the real keys; ``queries``: how many are drawn; ``median``: the
+    median over the queries)."""
+    q = torch.randn(queries, 16, generator=generator)
     k = torch.randn(S, 16, generator=generator)
     weights = torch.softmax(q @ k.T / scale, dim=dim)
-    return (weights[:, :length] if real else weights[:, length:]).sum(dim=-1).mean().item()
+    leak = (weights[:, :length] if real else weights[:, length:]).sum(dim=-1)
+    return (leak.median() if median else leak.mean()).item()
 
 
 PADDING_LEAK = Experiment(
@@ -237,6 +240,13 @@ PADDING_LEAK = Experiment(
         Mistake("the weight on the real keys 0..length-1, not on the padding",
                 "the padding is keys length..S-1: weights[:, length:]",
                 partial(padding_leak, real=True)),
+        # Found passing by a student walk (the mean is the same by symmetry), named seed for seed.
+        Mistake("scores divided by sqrt(8) instead of 4 = sqrt(16)", "the scores are q @ k.T / 4: "
+                "the keys' width is 16", partial(padding_leak, scale=math.sqrt(8))),
+        Mistake("16 queries drawn instead of 8", "draw 8 queries (8, 16), then the keys (S, 16)",
+                partial(padding_leak, queries=16)),
+        Mistake("the median over the queries instead of the mean", "return the mean over the 8 "
+                "queries of each one's weight on the padding", partial(padding_leak, median=True)),
     ),
     hint="draw 8 queries (8, 16) and S keys (S, 16) from the generator, take the softmax of "
          "q @ k.T / 4 with no mask, and return the mean over the queries of the weight on keys "

@@ -349,17 +349,18 @@ APPLY_ROPE_SCALED = Exercise(
 
 
 def alibi_far_weight(head: int, generator: torch.Generator, *, causal: bool = True,
-                     reach: int = 17) -> float:
+                     reach: int = 17, first: int = 32) -> float:
     """With ALiBi (8 heads) added to random scores of 64 queries and keys (E=16), the mean
     weight the last 32 queries give to keys more than 16 positions back, in ``head``; or with a
-    slip (``causal=False``: no causal mask; ``reach``: the nearest distance counted as far)."""
+    slip (``causal=False``: no causal mask; ``reach``: the nearest distance counted as far;
+    ``first``: the first query averaged over)."""
     q = torch.randn(64, 16, generator=generator)
     k = torch.randn(64, 16, generator=generator)
     scores = q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]
     if causal:
         scores = scores.masked_fill(~qkv.causal_mask(64), float("-inf"))
-    w = torch.softmax(scores, dim=-1)[32:]
-    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] >= reach)[32:]
+    w = torch.softmax(scores, dim=-1)[first:]
+    far = (torch.arange(64)[:, None] - torch.arange(64)[None, :] >= reach)[first:]
     return (w * far).sum(dim=-1).mean().item()
 
 
@@ -370,6 +371,9 @@ ALIBI_FAR_WEIGHT = Experiment(
     mistakes=(
         Mistake("no causal mask", "mask the future (key j > query i) before the softmax",
                 partial(alibi_far_weight, causal=False)),
+        *(Mistake(f"queries {first}..63 averaged instead of the last 32, 32..63", "average over "
+                  "the last 32 queries, rows 32..63 of the weights: w[32:]",
+                  partial(alibi_far_weight, first=first)) for first in (31, 33, 0)),
         Mistake("keys 16 positions back counted as far (>= 16 instead of > 16)",
                 "far means i - j > 16", partial(alibi_far_weight, reach=16)),
     ),

@@ -62,13 +62,15 @@ LINEAR_ATTENTION = Exercise(
 
 
 def linear_gap(E: int, generator: torch.Generator, *, scaled: bool = True,
-               dim: int = -1) -> float:
+               dim: int = -1, scaled_linear: bool = False) -> float:
     """The mean absolute difference between softmax attention and linear attention (``elu + 1``)
     on 64 random queries, keys and values of width ``E``; or with a slip (``scaled=False``: no
-    1/sqrt(E) in the softmax; ``dim``: the softmax axis)."""
+    1/sqrt(E) in the softmax; ``dim``: the softmax axis; ``scaled_linear``: the queries
+    divided by sqrt(E) for linear attention too)."""
     q, k, v = (torch.randn(64, E, generator=generator) for _ in range(3))
     exact = torch.softmax(q @ k.T / (math.sqrt(E) if scaled else 1.0), dim=dim) @ v
-    return (exact - qkv.linear_attention(q, k, v)).abs().mean().item()
+    linear = qkv.linear_attention(q / math.sqrt(E) if scaled_linear else q, k, v)
+    return (exact - linear).abs().mean().item()
 
 
 LINEAR_GAP = Experiment(
@@ -81,6 +83,9 @@ LINEAR_GAP = Experiment(
                                                                             scaled=False)),
         Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
                 "one: softmax(dim=-1)", partial(linear_gap, dim=0)),
+        Mistake("the queries scaled by 1/sqrt(E) for linear attention too",
+                "linear attention takes q, k and v as drawn: the 1/sqrt(E) belongs to the "
+                "softmax's scores only", partial(linear_gap, scaled_linear=True)),
     ),
     hint="draw q, k and v (64, E) from the generator in that order, compute softmax attention "
          "(scale 1/sqrt(E)) and your linear_attention on them, and return the mean absolute "
