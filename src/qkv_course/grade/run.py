@@ -263,9 +263,8 @@ def limit_submissions(pool: Any, plans: Dict[str, Plan], submission_s: Optional[
     :func:`submission_budget` plus one cell's limit (and each cell or call interrupted gives
     back its time, up to that much again: see the client), and CPU seconds for all of it (with
     one thread, a submission that computes all the time: the wall-clock limit decides). Called
-    once the sandboxes are starting: the
-    limit needs the checks' own limits, and importing the checks must not keep the sandboxes
-    from starting."""
+    once the sandboxes are starting: the limit needs the checks' own limits, and importing the
+    checks must not keep the sandboxes from starting."""
     prepare_checks(plans)
     wall_s = submission_budget(plans) + cell_s if submission_s is None else submission_s
     # CPU: the wall-clock time and all the time interrupts can give back (see the client).
