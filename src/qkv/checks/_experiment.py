@@ -42,9 +42,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from .harness import (NOTHING, Check, Mistake, Raised, notice_text, number_of, plain_number,
-                      reference_helpers, reference_names, shown, split_outcome,
-                      swapped_helpers)
+from .harness import (NOTHING, Check, Mistake, Raised, notice_text, number_of, on_helpers,
+                      plain_number, reference_names, shown, split_outcome)
 from .result import CheckResult, mistake_id
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
@@ -208,16 +207,9 @@ class ExperimentCheck(Check):
                 *first: Any) -> Any:
         """The student's numbers on ``seeds`` (``first``: what comes before the setting), and
         the course's functions it names beyond what it may."""
-        def numbers() -> tuple:
-            return tuple(plain_number(student(*first, *setting, torch.Generator().manual_seed(s)))
-                         for s in seeds)
-        try:
-            with reference_helpers(student, self.exp.helpers):
-                got = numbers()
-        except Exception:
-            if not swapped_helpers(student, self.exp.helpers):
-                raise
-            got = numbers()  # it does not run on the course's helpers: on its own, as written
+        got = on_helpers(student, self.exp.helpers, lambda: tuple(
+            plain_number(student(*first, *setting, torch.Generator().manual_seed(s)))
+            for s in seeds))
         # The helpers the experiment may call are no delegation, nor is what the assignment's
         # set-up cell gives (``given``: assignment 4's softmax).
         allowed = {**self.exp.helpers, **dict.fromkeys(self.given)}

@@ -10,7 +10,7 @@ from ._checks import (SECONDS, Check, ExerciseCheck, check_now, checks_of, make_
 from ._compare import close, is_tensor
 from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
 from ._half import HALF, half_case, via_float32
-from ._helpers import reference_helpers, swapped_helpers
+from ._helpers import on_helpers
 from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
                        plain, plain_number, split_outcome)
 from ._inputs import bool_mask, devices, randn
@@ -22,6 +22,6 @@ __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "SECONDS", "bool_mask", "check_now",
     "checks_of", "close", "make_check", "pair_check", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
-    "number_of", "plain_number", "shown", "swapped_helpers",
-    "randn", "reference_helpers", "reference_names", "run_check", "single", "split_outcome", "via_float32",
+    "number_of", "on_helpers", "plain_number", "shown",
+    "randn", "reference_names", "run_check", "single", "split_outcome", "via_float32",
 ]

@@ -26,7 +26,7 @@ from ._compare import _clone, _same, close, is_tensor
 from ._describe import describe
 from ._errors import first_line, generic_hint, passed_before, your_line
 from ._exercise import Args, Case, Exercise, Mistake
-from ._helpers import reference_helpers, swapped_helpers
+from ._helpers import on_helpers
 from ._kind import WRONG_DEVICE, kind_problem, returned_words
 from ._notice import CallNotice, notice_text, reference_names
 from ..result import CheckResult
@@ -209,21 +209,14 @@ def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict,
     kwargs = _unnamed(kwargs)
     before = _clone((args, kwargs))
     call = exercise.run_student
+    inputs = iter([(args, kwargs)])  # the inputs given; a second attempt gets fresh copies
 
-    def attempt(args: tuple, kwargs: dict) -> Any:
+    def attempt() -> Any:
+        nonlocal args, kwargs
+        args, kwargs = next(inputs, None) or _clone(before)
         with notice:
             return student(*args, **kwargs) if call is None else call(student, *args, **kwargs)
-    try:
-        with reference_helpers(student, exercise.helpers, notice.paused):
-            got = attempt(args, kwargs)
-    except Exception:
-        if not swapped_helpers(student, exercise.helpers):
-            raise
-        # The answer does not run on the course's helpers (it relies on its own: a contiguous
-        # result, an extra value returned): it runs as in the notebook, on the student's own,
-        # and on fresh copies of the inputs; their error, if it raises again, is the one shown.
-        args, kwargs = _clone(before)
-        got = attempt(args, kwargs)
+    got = on_helpers(student, exercise.helpers, attempt, notice.paused)
     if not _same(before, (args, kwargs)):
         raise InputsChanged("your code changed its inputs in place")
     names = reference_names(student, exercise.name, exercise.forbid,

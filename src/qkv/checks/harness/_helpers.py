@@ -18,7 +18,7 @@ back. What the reference helpers call is not noticed as a forbidden call
 A student's own helper may take more than the reference's (an extra option, a dict with more
 keys than it reads): a call the reference refuses goes to the student's own helper; and an
 answer that raises on the course's helpers (it relies on its own returning a contiguous tensor,
-say) is run again on its own (:func:`.run_student`), so a right answer built on a right helper
+say) is run again on its own (:func:`on_helpers`), so a right answer built on a right helper
 of the student's own design is never refused for the course's narrower one.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from types import FunctionType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 _MODULES_OF_LIBRARIES = ("torch", "builtins", "qkv")
 
@@ -61,11 +61,27 @@ def namespaces(student: Any) -> List[Dict[str, Any]]:
     return list(out.values())
 
 
-def swapped_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]]) -> bool:
-    """Whether :func:`reference_helpers` would bind any of ``helpers`` for ``student`` (the
-    notebook defines one of those names)."""
-    return any(name in ns and ns[name] is not reference
-               for ns in (namespaces(student) if helpers else ()) for name, reference in helpers.items())
+def _swaps(student: Any, helpers: Mapping[str, Callable[..., Any]]
+           ) -> List[Tuple[Dict[str, Any], str, Callable[..., Any]]]:
+    """``(namespace, name, reference)`` for each of ``helpers`` the notebook defines (and has
+    not bound to the reference itself): what :func:`reference_helpers` binds."""
+    return [(ns, name, reference) for ns in (namespaces(student) if helpers else ())
+            for name, reference in helpers.items() if name in ns and ns[name] is not reference]
+
+
+def on_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]],
+               attempt: Callable[[], Any], paused: Optional[Callable[[], Any]] = None) -> Any:
+    """``attempt()`` with the reference's helpers bound (:func:`reference_helpers`); where it
+    raises and the notebook defines one of ``helpers``, ``attempt()`` again on the student's
+    own: the answer relies on its own (a contiguous result, an extra value returned) and runs
+    as in the notebook; its error, if it raises again, is the one shown."""
+    try:
+        with reference_helpers(student, helpers, paused):
+            return attempt()
+    except Exception:
+        if not _swaps(student, helpers):
+            raise
+        return attempt()
 
 
 @contextlib.contextmanager
@@ -83,11 +99,9 @@ def reference_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]],
     """
     saved = []
     try:
-        for ns in namespaces(student) if helpers else ():
-            for name, reference in helpers.items():
-                if name in ns and ns[name] is not reference:
-                    saved.append((ns, name, ns[name]))
-                    ns[name] = _quietly(reference, paused, ns[name])
+        for ns, name, reference in _swaps(student, helpers):
+            saved.append((ns, name, ns[name]))
+            ns[name] = _quietly(reference, paused, ns[name])
         yield
     finally:
         for ns, name, value in reversed(saved):
