@@ -266,6 +266,24 @@ def test_a_question_is_graded_on_the_first_answer_the_record_holds(empty_course,
     assert gc.scores(course)["ben"]["grades"]["test_scaling_q1"][0] == 0.5
 
 
+def test_a_broken_record_is_flagged_and_its_questions_judged_on_the_notebook(
+        empty_course, tmp_path, fake_sandbox, capsys):
+    """A qkv_answers.json broken by hand (or by a copy) is no record: each question is judged
+    on the notebook's answer, as before, and the submission is flagged, saying why."""
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ben", class_.submission("model"))
+    record = course / "submitted" / "ben" / gc.ASSIGNMENT / "qkv_answers.json"
+    record.write_text('{"scaling_q1": 8,, }')
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert "FLAGGED for review (1: qkv_answers.json" in capsys.readouterr().out
+    assert gc.scores(course)["ben"]["grades"]["test_scaling_q1"][0] == 0.5
+    (flag,) = json.loads(next((course / "qkv-grades" / "ben").rglob("*.json")).read_text())["flags"]
+    assert flag["source"] == "record" and "is not a record (Expecting" in flag["detail"]
+    record.write_text(json.dumps({"scaling_q1": ["a"], "scaling_q2": "b"}))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert "entries that are not answers were ignored (scaling_q1)" in capsys.readouterr().out
+
+
 def test_a_notebook_under_another_name_is_said_not_skipped(empty_course, tmp_path, fake_sandbox,
                                                           capsys):
     course = _copy(empty_course, tmp_path / "course")

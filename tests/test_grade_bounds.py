@@ -103,11 +103,13 @@ def test_a_path_that_is_not_a_regular_file_is_never_read(tmp_path: Path):
         raise AssertionError("a link was read as the notebook")
     except submission.Unreadable as e:
         assert "is a link" in str(e)
-    assert submission.first_answers(folder) == {}
+    answers, problem = submission.first_answers(folder)
+    assert answers == {} and "is a link" in problem
     assert gradebook._stamp_text(tmp_path, "eve", "04-scaling") == ""
     os.unlink(folder / "qkv_answers.json")
     os.mkfifo(folder / "qkv_answers.json")  # the FIFO itself, no link
-    assert submission.first_answers(folder) == {}
+    answers, problem = submission.first_answers(folder)
+    assert answers == {} and "not a regular file" in problem
     assert time.perf_counter() - start < 5
 
 

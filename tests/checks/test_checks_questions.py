@@ -121,6 +121,18 @@ def test_the_first_answer_is_graded_and_a_later_one_is_not(capsys):
     assert "scaling_q1: right, 64" in out and "you now answer 8.0" in out
 
 
+def test_a_record_that_cannot_be_read_is_said_and_left_as_it_is(_record, capsys):
+    """A record broken by hand holds the student's other first answers: it is never
+    overwritten; the answer is judged, and the student told what to do."""
+    broken = '{"scaling_q1": 64,\n "scaling_q2": "a" '
+    (_record / "answers.json").write_text(broken)
+    check_question("scaling_q2", "b")
+    out = capsys.readouterr().out
+    assert "answers.json cannot be read (Expecting" in out and "judged but not recorded" in out
+    assert "mend it" in out and "scaling_q2: right" in out
+    assert (_record / "answers.json").read_text() == broken
+
+
 @pytest.mark.parametrize("q", COMPUTED, ids=_ids)
 def test_a_per_student_question_computes_its_answer_from_the_student_s_parameters(
         q, capsys, monkeypatch, tmp_path):

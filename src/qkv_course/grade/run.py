@@ -194,17 +194,21 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     except submission.Unreadable as e:
         return _unreadable(student, p, sha, str(e))
     run = submission.cells_to_run(p, sub)
+    answers, answers_problem = submission.first_answers(path.parent)
     start = time.monotonic()
     with pool.submission([source for _, source in run]) as box:
-        tests = judge.grade(box, p, key, student, limits, submission.first_answers(path.parent))
+        tests = judge.grade(box, p, key, student, limits, answers)
         outcomes = list(getattr(box, "cells", []) or [])
         stopped = getattr(box, "failed", None)
     # The sandbox has ended: from here on only this process acts.
     cells = [{"cell": label, "outcome": str(o)[:300]}
              for (label, _), o in zip(run, outcomes)]
     _say_why_undefined(tests, run, outcomes)
-    return _record(student, p, sha, sub, tests, cells, _cell_named(str(stopped or ""), run)[:300],
-                   time.monotonic() - start)
+    record = _record(student, p, sha, sub, tests, cells,
+                     _cell_named(str(stopped or ""), run)[:300], time.monotonic() - start)
+    if answers_problem and any(c.check == judge.QUESTION for t in p.tests for c in t.calls):
+        record["flags"].append({"test": "", "source": "record", "detail": answers_problem})
+    return record
 
 
 def _cell_named(reason: str, run: List[Tuple[str, str]]) -> str:

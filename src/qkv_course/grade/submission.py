@@ -136,21 +136,39 @@ def no_lone_surrogates(x: Any) -> Any:
 ANSWERS_BYTES = 64 << 10
 
 
-def first_answers(folder: Path) -> Dict[str, Any]:
+def first_answers(folder: Path) -> Tuple[Dict[str, Any], str]:
     """The first answers a submission's record holds (question id -> a letter, a number, or a
     per-student question's dict): what the notebook tells students is graded. Data only, as
     untrusted as the notebook: anything that is not such a record is no record (each question
-    is then judged on the notebook's answer)."""
+    is then judged on the notebook's answer).
+
+    Returns:
+        ``(answers, problem)``: ``problem`` is "" when the record is absent or read whole, and
+        otherwise says what was wrong with it, for a person to look at (a flag, never a
+        deduction: the record may have been broken by hand, or by a copy).
+    """
+    where = f"{ANSWERS_FILE} (the questions' first answers)"
     try:
         raw = read_regular(folder / ANSWERS_FILE, ANSWERS_BYTES)
-        data = json.loads(raw.decode("utf-8")) if len(raw) <= ANSWERS_BYTES else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return no_lone_surrogates(
-        {k: v for k, v in data.items() if isinstance(k, str)
-         and (type(v) in (str, int, float) or (isinstance(v, dict) and "answer" in v))})
+    except FileNotFoundError:
+        return {}, ""
+    except OSError as e:
+        return {}, f"{where} could not be read ({e}): its questions were judged on the notebook"
+    try:
+        if len(raw) > ANSWERS_BYTES:
+            raise ValueError(f"more than {ANSWERS_BYTES >> 10} KiB")
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        return {}, (f"{where} is not a record ({str(e)[:120]}): its questions were judged on "
+                    "the notebook's answers")
+    kept = {k: v for k, v in data.items() if isinstance(k, str)
+            and (type(v) in (str, int, float) or (isinstance(v, dict) and "answer" in v))}
+    dropped = sorted(str(k)[:40] for k in data if k not in kept)[:5]
+    problem = (f"{where}: entries that are not answers were ignored ({', '.join(dropped)}): "
+               "those questions were judged on the notebook's answers") if dropped else ""
+    return no_lone_surrogates(kept), no_lone_surrogates(problem)
 
 
 def _meta(cell: Dict[str, Any]) -> Dict[str, Any]:

@@ -62,10 +62,12 @@ def check_question(question_id: str, answer: object, **params: object) -> None:
                          f"{', '.join(sorted(params))}")
     else:
         given = question.normalise(answer)
-    first = record.first(question_id, given)
+    first, unread = record.first(question_id, given)
     right, message = judge_first(question_id, first)
     note = f"{question_id}: your first answer, recorded and graded: {_said(first)}\n"
-    if first != given:
+    if unread:
+        note = f"{question_id}: your answer {_said(given)}. {unread}\n"
+    elif first != given:
         note += (f"{question_id}: you now answer {_said(given)}; a question is graded on its "
                  f"first answer, so this one is not recorded.\n")
     if not right:

@@ -19,7 +19,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Tuple, Union
 
 #: The record's name in the notebook's folder, and the variable that moves it.
 FILE = "qkv_answers.json"
@@ -45,23 +45,40 @@ def path() -> Path:
     return Path(FILE)
 
 
-def _read(where: Path) -> dict:
+def _read(where: Path) -> Tuple[dict, str]:
+    """The record, and "" or what is wrong with it (a file that is there but is no record)."""
     try:
-        data = json.loads(where.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        text = where.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, ""
+    except (OSError, UnicodeDecodeError) as e:
+        return {}, str(e)
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        return {}, str(e)
+    return (data, "") if isinstance(data, dict) else ({}, f"a JSON {type(data).__name__}")
 
 
-def first(question_id: str, answer: Answer) -> Answer:
+def first(question_id: str, answer: Answer) -> Tuple[Answer, str]:
     """The first answer recorded for ``question_id``; ``answer`` when there is none yet (it is
     recorded then). A record that cannot be written is no reason to lose the answer: it is
     judged all the same (and the next call records it).
+
+    Returns:
+        ``(first answer, note)``: the note is "" unless the record is there but cannot be read
+        (edited by hand, say). It is then left as it is, never overwritten: the other first
+        answers it holds are the student's, and only the student can mend it.
     """
     where = path()
-    data = _read(where)
+    data, problem = _read(where)
+    if problem:
+        return answer, (f"{where} cannot be read ({problem[:120]}), so this answer is judged "
+                        "but not recorded. It holds your first answers, which are graded: mend "
+                        "it (a JSON object, {\"question id\": answer, ...}) or, to start the "
+                        "record again, delete it.")
     if question_id in data and type(data[question_id]) in (str, int, float, dict):
-        return data[question_id]
+        return data[question_id], ""
     data[question_id] = answer
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
@@ -71,4 +88,4 @@ def first(question_id: str, answer: Answer) -> Answer:
         os.replace(f.name, where)  # whole or not at all: a record is never half written
     except OSError:
         pass
-    return answer
+    return answer, ""
