@@ -344,8 +344,14 @@ def test_a_measurement_done_as_described_passes_on_every_seed_and_another_order_
         check(lambda head, g: keys_first(min(head + 1, 7), g))
 
 
-def test_the_ablation_experiment_is_judged_on_a_trained_model():
+def test_the_ablation_experiment_is_judged_on_a_trained_model(capsys):
+    from qkv.checks import _ablation_experiment
+
+    _ablation_experiment._trained_state.cache_clear()
+    checks.check_ablation_rise(a.ablation_rise)  # the first call says why it takes a while
+    assert "training the chapter's model for the check first" in capsys.readouterr().out
     checks.check_ablation_rise(a.ablation_rise)
+    assert "training" not in capsys.readouterr().out
     with pytest.raises(AssertionError, match="not a measurement"):
         checks.check_ablation_rise(lambda *args: 0.25)
     with pytest.raises(AssertionError, match="averages"):  # the loss, not its rise

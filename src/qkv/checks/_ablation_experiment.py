@@ -118,6 +118,12 @@ class AblationCheck(ExperimentCheck):
     def prepare(self) -> None:
         _trained_state()
 
+    def starting(self) -> str:
+        if _trained_state.cache_info().currsize:
+            return ""
+        return (f"check_{self.exercise}: training the chapter's model for the check first "
+                f"({TRAIN_STEPS} steps, once per kernel: about 10 s)...")
+
     def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
         # Trained here, on the trusted side, outside a call's time limit; the weights are data.
         weights = tuple(_trained_state().values())

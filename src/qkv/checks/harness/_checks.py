@@ -67,6 +67,11 @@ class Check:
         here; the ablation experiment trains a model): the grader does it before any
         submission's clock runs."""
 
+    def starting(self) -> str:
+        """A line to print before a call in the kernel whose trusted work (:meth:`prepare`)
+        will take a while, so that a silent cell is not taken for a hung one ("" here)."""
+        return ""
+
     def calls(self, seed: int, **options: Any) -> List[Args]:
         raise NotImplementedError
 
@@ -288,6 +293,8 @@ def run_check(check: Any, student: Any, seed: Optional[int] = 0, **options: Any)
         seed = fresh_seed()
         note = (f"(random inputs, seed={seed}: check_{name}(your_{name}, seed={seed}) draws "
                 "them again)")
+    if check.starting():
+        print(check.starting(), flush=True)
     # The student's warnings are shown on stdout, after the check: nbgrader scores a test
     # cell that writes to stderr as failed.
     with warnings.catch_warnings(record=True) as caught:
