@@ -186,13 +186,18 @@ SWIGLU_MLP = Exercise(
 ORDER_L, ORDER_D, ORDER_H = 16, 32, 4
 
 
-def order_sensitivity(num_layers: int, rope: bool, generator: torch.Generator) -> float:
+def order_sensitivity(num_layers: int, rope: bool, generator: torch.Generator, *,
+                      relative_to: str = "before", reuse: str = "") -> float:
     """How much the last position's output of a stack of ``num_layers`` random blocks (with
     RoPE, or without positions) changes, relative to its size, when the positions before it
-    are shuffled."""
+    are shuffled; or with a slip (``relative_to="after"``: divided by the shuffled output's
+    norm; ``"l1"``: mean absolute values, not norms; ``reuse``: the first block's weights for
+    every layer, drawn ``"once"``, or the ``"first"`` of the layers drawn)."""
     L, D, H = ORDER_L, ORDER_D, ORDER_H
     x = torch.randn(1, L, D, generator=generator)
-    layers = [qkv.random_block_params(D, H, generator=generator) for _ in range(num_layers)]
+    layers = [qkv.random_block_params(D, H, generator=generator)
+              for _ in range(1 if reuse == "once" else num_layers)]
+    layers = layers[:1] * num_layers if reuse else layers
     order = torch.cat([torch.randperm(L - 1, generator=generator), torch.tensor([L - 1])])
 
     def last(h: Tensor) -> Tensor:
@@ -201,7 +206,9 @@ def order_sensitivity(num_layers: int, rope: bool, generator: torch.Generator) -
         return h[0, -1]
 
     before, after = last(x), last(x[:, order])
-    return ((after - before).norm() / before.norm()).item()
+    if relative_to == "l1":
+        return ((after - before).abs().mean() / before.abs().mean()).item()
+    return ((after - before).norm() / (after if relative_to == "after" else before).norm()).item()
 
 
 ORDER_SENSITIVITY = Experiment(
@@ -216,6 +223,15 @@ ORDER_SENSITIVITY = Experiment(
         Mistake("num_layers ignored (two blocks every time)", "stack num_layers blocks, each "
                 "with its own random_block_params drawn in turn",
                 lambda num_layers, rope, generator: order_sensitivity(2, rope, generator)),
+        Mistake("the change divided by the shuffled output's norm", "divide by the norm of the "
+                "last position's output before the shuffle",
+                partial(order_sensitivity, relative_to="after")),
+        Mistake("mean absolute values instead of norms", "the size of a vector here is its "
+                "norm: (after - before).norm() / before.norm()",
+                partial(order_sensitivity, relative_to="l1")),
+        *(Mistake("the first block's weights for every layer", "draw random_block_params once "
+                  "per layer, in turn, and run each layer with its own",
+                  partial(order_sensitivity, reuse=reuse)) for reuse in ("once", "first")),
     ),
     helpers={"block_forward": qkv.block_forward, "dropout_block_forward": block_without_positions},
     quantity="relative change of the last position's output",

@@ -20,12 +20,25 @@ import torch
 from torch import Tensor
 
 from ._ablation_experiment import ABLATION_CHECK
-from .harness import Case, Exercise, Mistake, checks_of, randn, make_check
+from .harness import Case, Exercise, ExerciseRule, Mistake, checks_of, randn, make_check
 from .mistakes.heads import mean_ablate as mean_ablate_variant
 from .mistakes.heads import repeat_loss as repeat_loss_variant
 
 __all__ = ["check_ablation_rise", "check_duplicate_token_score", "check_mean_ablate",
            "check_repeat_loss"]
+
+
+def _new_tensor(student, head_outputs: Tensor, heads, num_heads) -> Tensor:
+    """The student's mean_ablate, refused when it hands back its input's storage: the text
+    asks for a new tensor, and the caller may change the result in place."""
+    out = student(head_outputs, heads, num_heads)
+    if isinstance(out, Tensor) and out.untyped_storage().data_ptr() == \
+            head_outputs.untyped_storage().data_ptr():
+        raise ExerciseRule(
+            f"with heads={list(heads)} it returned head_outputs itself (or a view of it), "
+            "not a new tensor", "start from head_outputs.clone(), then replace the listed "
+            "heads' columns: changing the result must leave the input as it was")
+    return out
 
 
 def _ablate_case(B, T, D, heads, num_heads):
@@ -37,6 +50,7 @@ def _ablate_case(B, T, D, heads, num_heads):
 
 MEAN_ABLATE = Exercise(
     name="mean_ablate", reference=mean_ablate_variant, legend="(B, T, D)",
+    run_student=_new_tensor,
     cases=[Case("B=2, T=5, D=8, 2 heads, heads=[1]", _ablate_case(2, 5, 8, [1], 2),
                 torch.float64),
            Case("B=3, T=4, D=12, 4 heads, heads=[0, 2]", _ablate_case(3, 4, 12, [0, 2], 4),
