@@ -240,3 +240,15 @@ def test_mean_ablate_handing_back_its_input_is_refused():
         check_mean_ablate(returns_its_input)
     assert "with heads=[] it returned head_outputs itself" in str(info.value), str(info.value)
     check_mean_ablate(mean_ablate)
+
+
+def test_a_dropout_that_seeds_torch_itself_is_refused():
+    """torch.manual_seed(0) inside the block drops the same features at every training step."""
+    def seeds_itself(x, params, num_heads, dropout=0.1, training=False):
+        torch.manual_seed(0)
+        return a.dropout_block_forward(x, params, num_heads, dropout, training)
+
+    with pytest.raises(CheckFailed) as info:
+        check_dropout_block_forward(seeds_itself)
+    assert "dropped the same entries whatever torch's random state was" in str(info.value)
+    check_dropout_block_forward(a.dropout_block_forward)

@@ -14,6 +14,8 @@ from torch import Tensor
 
 import qkv
 
+from ..harness import ExerciseRule
+
 __all__: list = []
 
 
@@ -121,6 +123,15 @@ def dropout_view(fn, x, params, num_heads, dropout=0.1, training=False):
     factor = moved / still
     if torch.equal(moved, still):  # the same output in training as in eval
         return torch.zeros_like(factor)
+    # A dropout that seeds torch itself (torch.manual_seed inside) drops the same entries at
+    # every call: a model trained with it drops the same features at every step.
+    again = seeded(fn, x, params, num_heads, dropout=dropout, training=True, _seed=DROPOUT_SEED + 2)
+    if isinstance(again, Tensor) and torch.equal(again, out):
+        raise ExerciseRule(
+            "in training, it dropped the same entries whatever torch's random state was",
+            "draw the dropout from torch's random state as it is (F.dropout, or "
+            "torch.rand_like): a torch.manual_seed inside the block makes every training "
+            "step drop the same features")
     dropped = 1.0 - float(kept.double().mean())
     if dropped > 2 * dropout:
         return torch.full_like(factor, float(round(dropped / dropout)))
