@@ -116,14 +116,14 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
 
 
 def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
-               always: bool = False, dim: int = -1) -> float:
+               always: bool = False, dim: int = -1, max_dim: int = -1) -> float:
     """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
     or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
-    ``dim``: the softmax axis)."""
+    ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along)."""
     q = torch.randn(32, d_k, generator=generator)
     k = torch.randn(32, d_k, generator=generator)
     scores = q @ k.T / (d_k ** power if scaled or always else 1.0)
-    return torch.softmax(scores, dim=dim).max(dim=-1).values.mean().item()
+    return torch.softmax(scores, dim=dim).max(dim=max_dim).values.mean().item()
 
 
 MAX_WEIGHT = Experiment(
@@ -137,6 +137,9 @@ MAX_WEIGHT = Experiment(
                 "divide by sqrt(d_k) only when scaled is True", partial(max_weight, always=True)),
         Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
                 "one: softmax(dim=-1), then the largest of each row", partial(max_weight, dim=0)),
+        Mistake("the largest weight of each column (max over the queries, dim=0)",
+                "the largest weight of each query's row: weights.max(dim=-1)",
+                partial(max_weight, max_dim=0)),
     ),
     hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
          "scores by sqrt(d_k) only when scaled, and return the mean over the queries of each "

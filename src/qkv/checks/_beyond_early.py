@@ -79,12 +79,12 @@ def _separated(build):
 
 def padded_bahdanau(s: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor,
                     lengths: Tensor, *, dim: int = -1, after: bool = False,
-                    no_tanh: bool = False) -> Tensor:
+                    no_tanh: bool = False, one_more: bool = False) -> Tensor:
     """(B, S) additive-attention weights with the padded encoder states (``j >= lengths[b]``)
-    at 0; or one bug of the printed version put back."""
+    at 0; or one bug of the printed version put back (``one_more``: key ``lengths[b]`` kept)."""
     hidden = (s @ W_q.T)[:, None, :] + keys @ W_k.T
     scores = (hidden if no_tanh else torch.tanh(hidden)) @ v_a
-    real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None]
+    real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None] + one_more
     if after:
         return torch.softmax(scores, dim=dim) * real
     return torch.softmax(scores.masked_fill(~real, float("-inf")), dim=dim)
@@ -113,6 +113,9 @@ PADDED_BAHDANAU_WEIGHTS = Exercise(
                 "to one", partial(padded_bahdanau, after=True)),
         Mistake("tanh left out", "the score is v_a . tanh(W_q s + W_k h_j)",
                 partial(padded_bahdanau, no_tanh=True)),
+        Mistake("one padded state kept (j <= lengths[b] instead of j < lengths[b])",
+                "sequence b's real states are j = 0 .. lengths[b] - 1: keep j < lengths[b]",
+                partial(padded_bahdanau, one_more=True)),
     ],
     error_hints=[("size of tensor", "W_q s is (B, attn_dim) and W_k h is (B, S, attn_dim): add "
                   "a key axis to the first, (s @ W_q.T)[:, None, :]")],
@@ -236,13 +239,14 @@ SELF_ATTENTION_NO_SELF = Exercise(
 
 
 def self_weight(shared: bool, generator: torch.Generator, *, div: float = 4.0,
-                dim: int = -1) -> float:
+                div_k: float = 4.0, dim: int = -1) -> float:
     """The mean weight 16 random tokens (d=16) give themselves, with W_k = W_q (``shared``) or
     an independent W_k; weights of shape (8, 16), standard normal / 4; or with a slip
-    (``div``: what the weights are divided by; ``dim``: the softmax axis)."""
+    (``div``, ``div_k``: what the weights, or the independent W_k, are divided by; ``dim``:
+    the softmax axis)."""
     x = torch.randn(16, 16, generator=generator)
     W_q = torch.randn(8, 16, generator=generator) / div
-    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / div
+    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / min(div, div_k)
     scores = (x @ W_q.T) @ (x @ W_k.T).T / math.sqrt(8)
     return torch.softmax(scores, dim=dim).diagonal().mean().item()
 
@@ -253,6 +257,10 @@ SELF_WEIGHT = Experiment(
     mistakes=(
         Mistake("weights not divided by 4", "W_q and W_k are torch.randn(8, 16) / 4",
                 partial(self_weight, div=1.0)),
+        # Without sharing, every key is as likely as the token itself whatever the scale: the
+        # mean is 1/16 either way, and only the numbers seed for seed tell this slip apart.
+        Mistake("the independent W_k not divided by 4", "W_k, like W_q, is torch.randn(8, 16) "
+                "/ 4", partial(self_weight, div_k=1.0)),
         # With shared weights the scores are symmetric and both axes give the same diagonal.
         Mistake("softmax over the queries (dim=0)", "each token's weights over the keys sum to "
                 "one: softmax(dim=-1)", partial(self_weight, dim=0)),

@@ -37,14 +37,17 @@ def _mix(matrix: Tensor, t: Tensor) -> Tensor:
 
 
 def talking_heads(query: Tensor, key: Tensor, value: Tensor, pre_mix: Tensor, post_mix: Tensor,
-                  *, transposed: bool = False, swapped: bool = False, pre: bool = True,
+                  *, transposed: str = "", swapped: bool = False, pre: bool = True,
                   post: bool = True, mix_outputs: bool = False, scaled: bool = True,
                   softmax_dim: int = -1) -> Tensor:
     """Talking-heads attention: the scores mixed across heads by ``pre_mix``, the softmax over
-    the keys, the weights mixed by ``post_mix``; or one mistake put back (the switches)."""
+    the keys, the weights mixed by ``post_mix``; or one mistake put back (the switches;
+    ``transposed``: "pre", "post" or "both" mixing matrices transposed)."""
     first, second = (post_mix, pre_mix) if swapped else (pre_mix, post_mix)
-    if transposed:
-        first, second = first.transpose(0, 1), second.transpose(0, 1)
+    if transposed in ("pre", "both"):
+        first = first.transpose(0, 1)
+    if transposed in ("post", "both"):
+        second = second.transpose(0, 1)
     scores = query @ key.transpose(-2, -1)
     if scaled:
         scores = scores / math.sqrt(query.shape[-1])
@@ -85,8 +88,10 @@ TALKING_HEADS_ATTENTION = Exercise(
                 _talking_case(2, 2, 3, 4, 6, 2, pre="eye", post="eye"), F32),
            half_case("B=2, H=3, L=4, S=5, E=4, Ev=3, random mixes", _talking_case(2, 3, 4, 5, 4, 3))],
     mistakes=[
-        Mistake("mixing matrices transposed (new head j = sum_h mix[h, j] * head h)", _MIX_HINT,
-                partial(talking_heads, transposed=True)),
+        *(Mistake(f"{which} transposed (new head j = sum_h mix[h, j] * head h)", _MIX_HINT,
+                  partial(talking_heads, transposed=how))
+          for which, how in (("mixing matrices", "both"), ("pre_mix", "pre"),
+                             ("post_mix", "post"))),
         Mistake("pre_mix and post_mix swapped",
                 "pre_mix mixes the scores before the softmax, post_mix the weights after it",
                 partial(talking_heads, swapped=True)),

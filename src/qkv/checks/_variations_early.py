@@ -135,6 +135,11 @@ def sparse_lookup(query: Tensor, keys: Tensor, values: Tensor, temperature: floa
     return (w, w @ values) if swap_out else (w @ values, w)
 
 
+#: float64's absolute tolerance for sparsemax: the text allows tau by bisection, and 30 halvings
+#: of the scores' range leave it about 1e-9 off.
+_BISECTION = 1e-8
+
+
 def _lookup_case(batch, L, S, E, Ev, **kw):
     def build(gen, device, dtype):
         return qkv_inputs(gen, device, dtype, batch, L, S, E, Ev), kw
@@ -147,13 +152,15 @@ def _sparse_exercise(item: int) -> Exercise:
         name="sparsemax_lookup", reference=via_float32(picked(sparse_lookup, item)), forbid=TORCH_ATTENTION,
         legend="(..., L, S) for the weights" if item else "(..., L, Ev) for the output",
         cases=[Case("L=3 queries, S=6 keys, E=4, Ev=2 (temperature left out)",
-                    _lookup_case((), 3, 6, 4, 2), F64),
+                    _lookup_case((), 3, 6, 4, 2), F64, atol=_BISECTION),
                Case("batched (B=2), L=4, S=8, E=3, Ev=5 and temperature=0.5",
                     _lookup_case((2,), 4, 8, 3, 5, temperature=0.5), F32),
                Case("batched (B=2, H=2), L=3, S=5, E=4, Ev=3 and temperature=4.0 (flatter)",
-                    _lookup_case((2, 2), 3, 5, 4, 3, temperature=4.0), F64),
+                    _lookup_case((2, 2), 3, 5, 4, 3, temperature=4.0), F64,
+                    atol=_BISECTION),
                Case("L=2, S=7, E=6, Ev=3 and temperature=20.0 (most keys kept)",
-                    _lookup_case((), 2, 7, 6, 3, temperature=20.0), F64),
+                    _lookup_case((), 2, 7, 6, 3, temperature=20.0), F64,
+                    atol=_BISECTION),
                half_case("batched (B=2), L=3, S=6, E=4, Ev=3 and temperature=2.0",
                          _lookup_case((2,), 3, 6, 4, 3, temperature=2.0))],
         mistakes=[
@@ -293,6 +300,9 @@ QUIET_ATTENTION = Exercise(
            Case("batched input (B=2, H=3) with L=4, S=6, E=8, Ev=3 and scale=0.3",
                 _quiet_case((2, 3), 4, 6, 8, 3, scale=0.3), F64),
            Case("input with large scores (near +800)", _quiet_case((2,), 4, 5, 4, 3, big=40.0), F64),
+           # `scale or 1 / sqrt(E)` takes a given scale of 0 for none.
+           Case("input with scale=0.0 (every score 0)", _quiet_case((2,), 3, 4, 4, 2, scale=0.0),
+                F64),
            Case("input with very negative scores (near -800): every weight near 0",
                 _quiet_case((2,), 3, 5, 4, 3, big=40.0, sign=-1.0), F64),
            half_case("batched input (B=2, H=2) with L=4, S=6, E=8, Ev=3",
@@ -309,7 +319,8 @@ QUIET_ATTENTION = Exercise(
                 "scores, and use exp(-m) for the 1", partial(quiet, stable=False)),
         Mistake("scale 1/E instead of 1/sqrt(E)", "the scores are multiplied by 1/sqrt(E) unless "
                 "scale is given", partial(quiet, scale_power=1.0)),
-        Mistake("the scale argument ignored", "when scale is given, multiply the scores by it",
+        Mistake("the scale argument ignored", "when scale is given, multiply the scores by it "
+                "(0.0 too: test `scale is None`, not `scale or ...`)",
                 partial(quiet, ignore_scale=True)),
         Mistake("the weights normalised over the queries (dim=-2)",
                 "each query's sum runs over the keys: dim=-1", partial(quiet, dim=-2)),

@@ -124,8 +124,9 @@ def _weights(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Fi
             axis = " (they sum to one down the columns: the softmax ran over axis -2)"
         return (f"the rows of the weights do not sum to one: row {row} sums to "
                 f"{float(sums[row]):.4g}{axis}",
-                "each query's weights over the keys are a softmax over the last axis: "
-                "exp(s - max) / exp(s - max).sum(-1, keepdim=True)")
+                "each query's weights over the keys sum to one along the last axis: check "
+                "the normalisation (a softmax: exp(s - max) / exp(s - max).sum(-1, "
+                "keepdim=True); a sparse lookup: the threshold and the support it averages)")
     return None
 
 

@@ -28,6 +28,9 @@ __all__: list = []
 _MAX_LINE = 100
 
 # (substring of the error, hint): the errors of any exercise, most specific first.
+_DTYPES_MET = ("two dtypes met: a tensor or constant made without dtype= is float32 beside "
+               "float16 or bfloat16 inputs: make it with dtype=x.dtype (or cast the result "
+               "back with .to(x.dtype))")
 _GENERIC: Tuple[Tuple[str, str], ...] = (
     ("Boolean value of Tensor with more than one value is ambiguous",
      "a tensor was used as a condition (if W:, if k_cache:, and/or): test an optional "
@@ -50,6 +53,11 @@ _GENERIC: Tuple[Tuple[str, str], ...] = (
      "an argument was None (its default): handle the None case before using it"),
     ("NoneType' and",
      "an argument was None (its default): handle the None case before using it"),
+    ("without overflow",
+     "a constant too large for the scores' dtype: float16 reaches only 65504, so -1e9 does "
+     "not fit; fill with float('-inf') or torch.finfo(scores.dtype).min"),
+    ("expected scalar type", _DTYPES_MET),
+    ("to have the same dtype", _DTYPES_MET),
     ("is not defined", "a name used before it was defined in your code (a typo, or a "
      "variable from another cell that is not run)"),
     ("must be Tensor, not",
@@ -96,11 +104,15 @@ def generic_hint(message: str) -> str:
     return ""
 
 
-def passed_before(labels: Sequence[str]) -> str:
-    """What to add when the student's code raised after running right on other inputs."""
+def passed_before(labels: Sequence[str], half: bool = False) -> str:
+    """What to add when the student's code raised after running right on other inputs
+    (``half``: on an input in float16 or bfloat16)."""
     if not labels:
         return ""
     more = f" and {len(labels) - 1} more" if len(labels) > 1 else ""
+    if half:
+        return (f" (it was right on {labels[0]}{more}: this input is in half precision, so "
+                "look at its dtype: constants and new tensors)")
     return (f" (it was right on {labels[0]}{more}: look for what differs on this input, "
             f"e.g. batch axes, L != S, an argument left at its default)")
 

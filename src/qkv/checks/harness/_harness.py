@@ -283,7 +283,10 @@ def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
     mistake on some inputs only: a causal mask aligned to the bottom right once L > S)."""
     compare = exercise.compare or close
     first: Optional[Mistake] = None
-    for m in exercise.mistakes:
+    mistakes = exercise.mistakes
+    if raised is not None:  # an error says which bug raised it, not which others are left
+        mistakes = sorted(mistakes, key=lambda m: " bugs of the printed " in m.name)
+    for m in mistakes:
         out, err = _quiet(m.fn, *_clone(args), **_clone(kwargs))
         if raised is not None:
             same = err is not None and type(err).__name__ == raised.type and \
@@ -297,6 +300,18 @@ def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
                 return m
             first = first or m
     return first
+
+
+def dtype_of(args: Any) -> Optional[torch.dtype]:
+    """The dtype of the first floating tensor among ``args`` (nested), or None."""
+    for a in args if isinstance(args, (tuple, list)) else (args,):
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            return a.dtype
+        if isinstance(a, (tuple, list)):
+            found = dtype_of(a)
+            if found is not None:
+                return found
+    return None
 
 
 def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict, expected: Any,
@@ -319,7 +334,8 @@ def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict,
         if needle in raised.message:
             hint = h
             break
-    raise _Failed(f"it raised {shown}{passed_before(passed)}{at}",
+    half = dtype_of(args) in (torch.float16, torch.bfloat16)
+    raise _Failed(f"it raised {shown}{passed_before(passed, half)}{at}",
                   hint or generic_hint(raised.message), kind="raised")
 
 
