@@ -31,6 +31,22 @@ def test_book_builds_every_page_in_the_toc(built_book: Path):
         assert "Traceback (most recent call last)" not in html, f"{f} shows a traceback"
 
 
+@pytest.mark.slow
+def test_no_page_writes_to_stderr(built_book: Path):
+    """A reader running a page in Jupyter or Colab sees stderr as an error (a tag that hides it
+    in the HTML does nothing there): the executed pages write nothing to it."""
+    import json
+
+    written = []
+    for page in sorted((built_book.parent / "jupyter_execute").rglob("*.ipynb")):
+        for index, cell in enumerate(json.loads(page.read_text())["cells"]):
+            for out in cell.get("outputs", []):
+                if out.get("name") == "stderr":
+                    text = "".join(out["text"]) if isinstance(out["text"], list) else out["text"]
+                    written.append(f"{page.name} cell {index}: {text[:120]!r}")
+    assert not written, "\n".join(written)
+
+
 def test_repository_address_is_in_config_once():
     url = config()["repository"]["url"]
     assert url.startswith("https://github.com/")

@@ -9,12 +9,15 @@ and the process's resident size does not shrink when memory is freed.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import statistics
+import sys
 import textwrap
 import time
 from collections.abc import Mapping
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import torch
 
@@ -121,6 +124,20 @@ def median_ratios(rounds: Dict[str, List[float]], baseline: str) -> Dict[str, fl
     return {name: statistics.median(t / b for t, b in zip(ts, base)) for name, ts in rounds.items()}
 
 
+@contextlib.contextmanager
+def _fd2_silenced() -> Iterator[None]:
+    """File descriptor 2 (stderr, where C++ libraries write) sent to the null device."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def peak_cpu_memory(fn: Callable[[], object]) -> int:
     """Peak bytes that PyTorch allocated on the CPU while ``fn`` ran, above what was live before.
 
@@ -141,8 +158,16 @@ def peak_cpu_memory(fn: Callable[[], object]) -> int:
 
     # acc_events=True: one profile, one cycle, the same events; without it torch 2.11 warns
     # "Profiler clears events at the end of each cycle" on every page that measures (torch >= 2.4).
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True)
+    # Kineto's C++ says "profiler_start" and "profiler_stop" on file descriptor 2 (torch >=
+    # 2.13): a notebook shows them as errors. Only its start and stop are silenced, not fn.
+    with _fd2_silenced():
+        prof.__enter__()
+    try:
         fn()
+    finally:
+        with _fd2_silenced():
+            prof.__exit__(None, None, None)
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     events = [e for e in events if e.device_type() == torch.autograd.DeviceType.CPU]
     events.sort(key=lambda e: e.start_ns())
