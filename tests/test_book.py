@@ -131,6 +131,17 @@ def test_every_chapter_ends_with_a_summary_and_references(page):
 
 
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_every_chapter_opens_with_its_learning_objectives(page):
+    """The house style: each chapter says early what a reader will be able to do, in the same
+    box, before its first heading."""
+    text = page.source.read_text()
+    box = text.find(":::{admonition} Learning objectives")
+    first_section = re.search(r"^## ", text, flags=re.M)
+    assert box != -1, f"{page.name} has no Learning objectives box"
+    assert first_section is None or box < first_section.start(), f"{page.name}: the box is late"
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
 def test_chapters_do_not_call_the_course_sources_seeds(page):
     """Readers never saw the course's source documents; "seed" means a random seed only."""
     text = page.source.read_text()

@@ -18,6 +18,7 @@ def test_plot_head_grid_has_one_map_per_head():
     axes = fig.get_axes()
     assert len(axes) == 6
     assert axes[4].get_xlabel() == "l1h1"
+    assert fig.get_supxlabel().startswith("keys") and fig.get_supylabel().startswith("queries")
     assert abs(float(axes[5].get_images()[0].get_array()[0, 0]) - float(w[1, 2, 0, 0])) < 1e-6
     plt.close(fig)
     with pytest.raises(ValueError):

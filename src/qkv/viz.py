@@ -162,6 +162,9 @@ def plot_head_grid(
         ax = axes[layers - 1][0]
         ax.set_xticks(range(S), tokens, rotation=90, fontsize=5)
         ax.set_yticks(range(L), tokens, fontsize=5)
+    # Each map is queries down, keys across: said once for the whole grid.
+    fig.supxlabel("keys (columns of each map)", fontsize=9)
+    fig.supylabel("queries (rows of each map)", fontsize=9)
     fig.tight_layout()
     return fig
 
