@@ -234,6 +234,19 @@ def test_a_cell_or_a_call_past_its_limit_is_interrupted_and_the_rest_goes_on(poo
         assert sub.failed is None and sub.call("c", "seven", timeout_s=5) == 7
 
 
+def test_a_loop_that_cannot_be_interrupted_ends_soon_after_its_cell_s_limit(pool):
+    # A loop whose code catches the interrupt (a bare except) used to hold a job slot until
+    # the whole budget was spent (300 s for 06-masking): it ends a few seconds after cell_s.
+    stubborn = "while True:\n    try:\n        while True:\n            pass\n    except:\n        pass"
+    start = time.monotonic()
+    failed, cells, out = run(pool, "x = 1", stubborn, "out = 42",
+                             limits=Limits(cell_s=1, wall_s=60))
+    assert time.monotonic() - start < 15
+    assert "cell 1 did not finish within the cell's limit (1 s, and it could not be " \
+        "interrupted)" in failed
+    assert [c.ok for c in cells] == [True] and isinstance(out, Failed)
+
+
 def test_each_interrupted_loop_gives_its_time_back(pool):
     # Three interrupted loops of 1 s under a 2.5 s limit: the cell after them still runs (a
     # loop in a helper that two demonstration cells and a test reach cost a whole assignment).

@@ -191,10 +191,16 @@ class Submission:
         # up to wall_s more in all: one loop reached by two demonstration cells and a test
         # (three interrupts) must not eat the time of the tests after it.
         self._allowance = limits.wall_s
+        cell_deadline = self._deadline
         try:
             self._channel.send({"op": "start", "cell_s": limits.cell_s}, cells, self._deadline)
             while True:
-                header, _ = self._channel.recv(self._deadline)
+                # The worker interrupts a cell at cell_s; one that cannot be interrupted (its
+                # code catches BaseException, or ignores the alarm) ends the submission a little
+                # later, not when the whole budget is spent. The first cell also imports IPython.
+                slack = LATE_S * (1 if self.cells else 2)
+                cell_deadline = min(self._deadline, time.monotonic() + limits.cell_s + slack)
+                header, _ = self._channel.recv(cell_deadline)
                 if header.get("op") == "cells" and header.get("count") == len(cells) == len(
                         self.cells):
                     break
@@ -205,7 +211,12 @@ class Submission:
                 if self.cells[-1].raised is not None and self.cells[-1].raised.type == "TimeLimit":
                     self._extend(limits.cell_s)
         except ProtocolError as e:
-            self._fail(e, f"cell {len(self.cells)}")
+            cell = f"cell {len(self.cells)}"
+            if isinstance(e, Deadline) and cell_deadline < self._deadline:
+                self._fail(e, cell, f"the cell's limit ({limits.cell_s:g} s, and it could not be "
+                                    "interrupted)")
+            else:
+                self._fail(e, cell)
 
     def call(self, check: Any, name: str, args: Sequence[Any] = (),
              kwargs: Optional[Dict[str, Any]] = None, options: Optional[Dict[str, Any]] = None,
