@@ -252,3 +252,21 @@ def test_a_dropout_that_seeds_torch_itself_is_refused():
         check_dropout_block_forward(seeds_itself)
     assert "dropped the same entries whatever torch's random state was" in str(info.value)
     check_dropout_block_forward(a.dropout_block_forward)
+
+
+def test_padded_causal_with_one_maximum_over_every_key_is_named():
+    """exp(s - the row's maximum over all keys) * allowed: right until a hidden key outscores
+    every visible one by about 700, when the visible exponentials are all 0 (and 0 / 0)."""
+    from qkv.checks import check_padded_causal_attention
+
+    def global_max(query, key, value, lengths):
+        L, S = query.shape[-2], key.shape[-2]
+        s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+        past = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        real = torch.arange(S, device=query.device)[None, :] < lengths[:, None]
+        e = torch.exp(s - s.amax(-1, keepdim=True)) * (past & real[:, None, None, :])
+        return e / e.sum(-1, keepdim=True) @ value
+
+    with pytest.raises(CheckFailed) as info:
+        check_padded_causal_attention(global_max)
+    assert "the row maximum taken over every key" in str(info.value), str(info.value)

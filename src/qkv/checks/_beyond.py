@@ -150,11 +150,14 @@ MAX_WEIGHT = Experiment(
 
 def padded_causal(query: Tensor, key: Tensor, value: Tensor, lengths: Tensor, *,
                   future: bool = False, inclusive: bool = False, after: bool = False,
-                  invert: bool = False, stable: bool = True, short: bool = False) -> Tensor:
+                  invert: bool = False, stable: bool = True, short: bool = False,
+                  max_over_all: bool = False) -> Tensor:
     """Attention where query ``i`` of sequence ``b`` sees keys ``j <= i`` with ``j <
     lengths[b]``; or one bug of the printed version put back (``future``: ``triu``;
     ``inclusive``: ``<=``; ``after``: weights zeroed after the softmax; ``invert``: the mask's
-    meaning flipped; ``stable=False``: no row maximum subtracted; ``short``: ``< lengths - 1``)."""
+    meaning flipped; ``stable=False``: no row maximum subtracted; ``short``: ``< lengths - 1``;
+    ``max_over_all``: the maximum taken over every key, hidden ones too, and the exponentials
+    zeroed where hidden)."""
     L, S = query.shape[-2], key.shape[-2]
     ones = torch.ones(L, S, dtype=torch.bool, device=query.device)
     causal = ones.triu() if future else ones.tril()
@@ -163,20 +166,25 @@ def padded_causal(query: Tensor, key: Tensor, value: Tensor, lengths: Tensor, *,
     allowed = causal & real[:, None, None, :]
     if invert:
         allowed = ~allowed
-    if not (future or inclusive or after or invert or short) and stable:
+    if not (future or inclusive or after or invert or short or max_over_all) and stable:
         mask = (qkv.causal_mask(L, S, device=query.device)
                 & qkv.padding_mask(lengths, S)[:, None, None, :])
         return qkv.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if after:
         return torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0) @ value
+    if max_over_all:
+        e = torch.exp(scores - scores.amax(dim=-1, keepdim=True)) * allowed
+        return e / e.sum(dim=-1, keepdim=True) @ value
     return row_softmax(scores.masked_fill(~allowed, float("-inf")), stable=stable) @ value
 
 
 def _padded_cases():
-    def make(B, H, L, E, Ev, lengths, big=0.0):
+    def make(B, H, L, E, Ev, lengths, big=0.0, hidden_high=False):
         def build(gen, device, dtype):
             q, k, v = qkv_inputs(gen, device, dtype, (B, H), L, L, E, Ev, big=big)
+            if hidden_high:  # every key but the first scores about 800 for every query: query
+                q[..., 0], k[..., 1:, 0] = 40.0, 40.0  # 0 sees key 0 only, far below the rest
             return (q, k, v, torch.tensor(lengths, device=device)), {}
         return build
     f32, f64 = torch.float32, torch.float64
@@ -188,6 +196,9 @@ def _padded_cases():
              make(2, 1, 4, 4, 3, [4, 3], big=40.0), f64),
         Case("B=2, H=1, L=S=4 with every score very negative (near -800), lengths=[4, 2]: a "
              "finite fill outweighs the real keys", make(2, 1, 4, 4, 3, [4, 2], big=-40.0), f64),
+        Case("B=2, H=1, L=S=5, lengths=[5, 1]: the keys a query may not see (the future, the "
+             "padding) score about 800 above the ones it may", make(2, 1, 5, 4, 3, [5, 1],
+                                                                   hidden_high=True), f64),
         half_case("B=2, H=2, L=S=5, E=4, Ev=3, lengths=[5, 2]", make(2, 2, 5, 4, 3, [5, 2])),
     ]
 
@@ -207,6 +218,11 @@ PADDED_CAUSAL_ATTENTION = Exercise(
         Mistake("the mask inverted (True marks what is hidden)",
                 "True is allowed: masked_fill(~allowed, -inf)", partial(padded_causal, invert=True)),
         Mistake(*OVERFLOW, partial(padded_causal, stable=False)),
+        Mistake("the row maximum taken over every key, the hidden ones too",
+                "subtract the largest score among the keys the query may see: fill the hidden "
+                "ones with -inf first, then softmax (a hidden key far above the rest leaves "
+                "exp 0 everywhere it may look, and 0 / 0)",
+                partial(padded_causal, max_over_all=True)),
         Mistake("one real key too few (< lengths - 1)", "keys 0..length-1 are real: "
                 "arange(S) < lengths", partial(padded_causal, short=True)),
     ],
