@@ -12,24 +12,18 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, List, Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor
 
 import qkv
 
-from .harness import Case, close, Exercise, Forbidden, half_case, Mistake, randn, via_float32
+from .harness import Case, close_each, Exercise, Forbidden, half_case, Mistake, randn, via_float32
 from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs
 from .mistakes.efficient import backward_variant, ring_variant
 
 __all__: list = []
-
-
-def _triple_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
-    """Three tensors, each :func:`close` to the reference's."""
-    return isinstance(got, (tuple, list)) and len(got) == 3 and all(
-        close(g, e, rtol, atol) for g, e in zip(got, expected))
 
 
 # ----------------------------------------------------------------------------- attention_backward
@@ -94,7 +88,7 @@ _MASK_HINT = ("with is_causal=True, query i saw only keys j <= i (top left, as S
 
 ATTENTION_BACKWARD = Exercise(
     name="attention_backward", reference=via_float32(autograd_backward), cases=_backward_cases(),
-    compare=_triple_close,
+    compare=close_each,
     forbid=TORCH_ATTENTION | Forbidden({torch.autograd.grad: "torch.autograd.grad",
                                         torch.Tensor.backward: "Tensor.backward"}),
     legend="(grad_query (B, H, L, E), grad_key (B, H, S, E), grad_value (B, H, S, Ev))",
@@ -190,7 +184,7 @@ _SEEN_HINT = ("before the ring is full (pos < W - 1) only slots 0 .. pos hold ke
 
 SLIDING_KV_CACHE_STEP = Exercise(
     name="sliding_kv_cache_step", reference=via_float32(ring_step), cases=_ring_cases(),
-    compare=_triple_close, forbid=TORCH_ATTENTION,
+    compare=close_each, forbid=TORCH_ATTENTION,
     legend="(output (B, H, 1, Ev), k_ring (B, H, W, E), v_ring (B, H, W, Ev))",
     error_hints=[("without overflow", FILL_HINT)],
     mistakes=[

@@ -22,7 +22,7 @@ from torch import Tensor
 
 import qkv
 
-from .harness import (Case, Check, checks_of, close, Exercise, half_case, Mistake, Raised, randn,
+from .harness import (Case, Check, checks_of, close_each, Exercise, half_case, Mistake, Raised, randn,
                       make_check, shown, split_outcome, via_float32)
 from .mistakes.attention import TORCH_ATTENTION
 from .mistakes.capstone import attention_variant, block_variant
@@ -69,11 +69,6 @@ def _block_case(B: int, L: int, D: int, H: int, Hkv: int):
 
 
 # ----------------------------------------------------------------------------- exercises
-def _triple_close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
-    return (isinstance(got, (tuple, list)) and len(got) == 3
-            and all(close(g, e, rtol, atol) for g, e in zip(got, expected)))
-
-
 _MASK_HINT = ("the L new positions are the LAST L of the S = P + L keys: new position i may see "
               "keys 0 .. P + i, torch.ones(L, S, dtype=torch.bool).tril(S - L) (chapter 9's "
               "causal_mask_bottom_right)")
@@ -131,7 +126,7 @@ ATTENTION_FORWARD = Exercise(
                 "small); repeat them only to attend", _ATT(cache_repeated=True)),
     ],
     forbid=TORCH_ATTENTION,
-    compare=_triple_close,
+    compare=close_each,
     legend="(output (B, L, D), k_cache (B, Hkv, P + L, E), v_cache (B, Hkv, P + L, E))",
     helpers=_PIECES,
 )

@@ -45,6 +45,13 @@ def close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
     return bool(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
 
 
+def close_each(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    """A tuple of tensors, as many as the reference's, each :func:`close` to its own (an
+    exercise that returns several, such as a gradient of each input)."""
+    return isinstance(got, (tuple, list)) and len(got) == len(expected) and all(
+        close(g, e, rtol, atol) for g, e in zip(got, expected))
+
+
 def shape_str(shape: Iterable[int]) -> str:
     """``(2, 3, 4)``."""
     return "(" + ", ".join(str(int(d)) for d in shape) + ")"
