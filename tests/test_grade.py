@@ -669,6 +669,54 @@ def test_a_given_piece_reached_through_the_package_is_no_flag():
         "attention_forward: uses the course's reference (qkv.attention_forward)"]
 
 
+def test_a_copied_answer_cell_runs_after_the_first_as_in_the_kernel(empty_course, tmp_path,
+                                                                    fake_sandbox, capsys):
+    """Jupyter's copy of a cell keeps its grade id: a student who left a draft and fixed the
+    copy below it passes in the kernel, and is graded on the fix (it used to be left out, and
+    the draft graded)."""
+    import copy as copy_mod
+
+    course = _copy(empty_course, tmp_path / "course")
+    nb = _hostile()
+    right = _cell(nb, "attention_scores")
+    fixed = copy_mod.deepcopy(right)
+    fixed["id"] = "a-copy-of-the-answer"
+    source = "".join(right["source"]) if isinstance(right["source"], list) else right["source"]
+    right["source"] = source.replace("scores = scores * scale", "scores = scores  # draft")
+    assert right["source"] != source
+    nb["cells"].insert(nb["cells"].index(right) + 1, fixed)
+    gc.submit(course, "ann", nb)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert "a second cell with id attention_scores" in out, out
+    assert gc.scores(course)["ann"]["grades"]["test_attention_scores"][0] == 2
+
+
+def test_one_submission_the_gradebook_cannot_take_costs_nobody_else(empty_course, tmp_path,
+                                                                     fake_sandbox, capsys,
+                                                                     monkeypatch):
+    from qkv_course.grade import gradebook
+
+    course = _copy(empty_course, tmp_path / "course")
+    for student in ("ann", "bob", "cat"):
+        gc.submit(course, student, class_.submission("model"))
+    real = gradebook.autograded_notebook
+
+    def fails_for_bob(plan, record):
+        if record["student"] == "bob":
+            raise MemoryError("the autograded notebook is too large")
+        return real(plan, record)
+
+    monkeypatch.setattr(gradebook, "autograded_notebook", fails_for_bob)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert "bob 04-scaling/scaling: NOT WRITTEN to the gradebook (MemoryError" in out, out
+    assert sorted(gc.scores(course)) == ["ann", "cat"]
+    monkeypatch.setattr(gradebook, "autograded_notebook", real)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0  # a rerun writes bob
+    assert sorted(gc.scores(course)) == ["ann", "bob", "cat"]
+
+
 def test_a_notebook_saved_without_cell_ids_is_read_as_the_release():
     """Colab, and Jupyter before nbformat 4.5, save no cell ids: the instructor's unlocked cells
     (a demonstration, the text between steps) are still the instructor's, not cells the student

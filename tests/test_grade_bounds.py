@@ -113,17 +113,52 @@ def test_a_path_that_is_not_a_regular_file_is_never_read(tmp_path: Path):
     assert time.perf_counter() - start < 5
 
 
-def test_a_notebook_of_a_million_cells_is_refused_before_it_is_parsed(tmp_path: Path):
+def _notebook(tmp_path: Path, cells: str, key: str = "cell_type") -> Path:
     path = tmp_path / "scaling.ipynb"
-    cells = ",".join(['{"cell_type": "markdown", "metadata": {}, "source": "x"}'] * 200_000)
-    path.write_text(f'{{"cells": [{cells}], "metadata": {{}}, "nbformat": 4, "nbformat_minor": 5}}')
+    path.write_text(f'{{"cells": [{cells}], "metadata": {{}}, "nbformat": 4, "nbformat_minor": 5}}'
+                    .replace("cell_type", key))
+    return path
+
+
+def _refused(path: Path, words: str) -> None:
     start = time.perf_counter()
     try:
         submission.load(path)
         raise AssertionError("read")
     except submission.Unreadable as e:
-        assert "cells" in str(e)
+        assert words in str(e), str(e)
     assert time.perf_counter() - start < 5
+
+
+def test_a_notebook_of_a_million_cells_is_refused_before_it_is_parsed(tmp_path: Path):
+    # However its keys are spelled: "cell\u005ftype" is the same JSON as "cell_type".
+    cell = '{"cell_type": "markdown", "metadata": {}, "source": "x"}'
+    for key in ("cell_type", "cell\\u005ftype"):
+        _refused(_notebook(tmp_path, ",".join([cell] * 600_000), key), "JSON objects and lists")
+    _refused(_notebook(tmp_path, ",".join([cell] * 10_000), "cell\\u005ftype"), "cells")
+
+
+def test_a_notebook_padded_with_empty_objects_is_refused_before_it_is_parsed(tmp_path: Path):
+    # Parsed, 3 bytes of "{}," are a dict of 64: fifty times the file in the trusted grader.
+    path = tmp_path / "scaling.ipynb"
+    path.write_text('{"cells": [], "metadata": {"pad": [' + ",".join(["{}"] * 2_000_000)
+                    + '], "x": "\\ud800"}, "nbformat": 4, "nbformat_minor": 5}')
+    _refused(path, "JSON objects and lists")
+
+
+def test_code_the_student_added_past_its_limit_is_neither_run_nor_kept(monkeypatch):
+    from qkv_course.grade import plan as plan_mod
+
+    root = Path(__file__).resolve().parents[1]
+    p = plan_mod.plan(root / "solutions" / "04-scaling" / "scaling.ipynb")
+    data = json.loads((root / "exercises" / "04-scaling" / "scaling.ipynb").read_text())
+    monkeypatch.setattr(submission, "MAX_ADDED", 1000)
+    for i in range(5):
+        data["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
+                              "execution_count": None, "source": f"x{i} = {'1' * 300}"})
+    got = submission.read(data, p)
+    assert len(got.added) == 3
+    assert any("those past the first 1,000 were neither run nor kept" in x for x in got.problems)
 
 
 def test_a_record_keeps_no_lone_surrogate_from_what_the_student_s_code_said():

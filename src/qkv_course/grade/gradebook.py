@@ -30,7 +30,7 @@ import os
 import sqlite3
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..nbgrader.graded import ERROR_ON_TIMEOUT, nbgrader_meta
 from ..usage import UsageError
@@ -212,7 +212,8 @@ def require_assignment(course: Path, assignment: str) -> None:
         raise UsageError(f"the gradebook has no assignment {assignment!r}: {fix}")
 
 
-def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = ()) -> int:
+def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = (),
+          failed: Optional[List[str]] = None) -> int:
     """Write the gradebook and the autograded notebooks from an assignment's result files.
 
     Args:
@@ -220,6 +221,8 @@ def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = ()
         plans: the assignment's plans, by notebook name.
         only: students to write (None: every student with a result file).
         skip: ``(student, notebook)`` pairs not to write (a result file that is stale).
+        failed: where to say each submission that could not be written (the others are
+            written all the same: one student's file costs nobody else).
 
     Returns:
         how many submissions were written.
@@ -232,11 +235,12 @@ def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = ()
         # nbgrader's own add_submission makes SQLAlchemy warn about autoflush (as under
         # nbgrader autograde); the rows are written all the same.
         warnings.simplefilter("ignore")
-        return _write_all(course, plans, only, assignment, set(skip))
+        return _write_all(course, plans, only, assignment, set(skip),
+                          failed if failed is not None else [])
 
 
 def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
-               skip: set) -> int:
+               skip: set, failed: List[str]) -> int:
     from nbgrader.api import Gradebook, MissingEntry
 
     written = 0
@@ -262,16 +266,23 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
             if _marked(mark, f"{digest} {records.sha256(written_nb)}") and \
                     _has_submission(gb, assignment, student):
                 continue
-            node = _write_notebook(written_nb, autograded_notebook(plan, record))
-            stamp = _stamp_text(course, student, assignment)
-            if stamp:
-                (folder / "timestamp.txt").write_text(stamp + "\n", encoding="utf-8")
-            gb.update_or_create_student(student)
-            when = _timestamp(stamp)
-            gb.update_or_create_submission(assignment, student,
-                                           **({"timestamp": when} if when else {}))
-            _record_grades(gb, node, plan, student)
-            gb.db.commit()  # one submission's grades together
+            try:
+                node = _write_notebook(written_nb, autograded_notebook(plan, record))
+                stamp = _stamp_text(course, student, assignment)
+                if stamp:
+                    (folder / "timestamp.txt").write_text(stamp + "\n", encoding="utf-8")
+                gb.update_or_create_student(student)
+                when = _timestamp(stamp)
+                gb.update_or_create_submission(assignment, student,
+                                               **({"timestamp": when} if when else {}))
+                _record_grades(gb, node, plan, student)
+                gb.db.commit()  # one submission's grades together
+            except Exception as e:  # noqa: BLE001 (said, and the next student is written)
+                gb.db.rollback()
+                failed.append(f"{student} {assignment}/{notebook}: NOT WRITTEN to the gradebook "
+                              f"({type(e).__name__}: {str(e)[:200]}); its result file is kept, "
+                              "a rerun writes it again")
+                continue
             # After the commit: an interrupted write is done again by the next run.
             mark.write_text(f"{digest} {records.sha256(written_nb)}", encoding="utf-8")
             written += 1

@@ -340,7 +340,7 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
              "gradebook.db and autograded/ left as they were")
     elif shard is None:
         skip = {(j[0], j[1].notebook) for j in stale} if merge else set()
-        summary.written = gradebook.write(course, plans, skip=skip)
+        summary.written = gradebook.write(course, plans, skip=skip, failed=summary.left_out)
     summary.seconds = time.monotonic() - started
     return summary
 

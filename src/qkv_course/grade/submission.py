@@ -26,9 +26,18 @@ from typing import Any, Dict, List, Optional, Tuple
 from .plan import SETUP, Plan, text
 from .records import ANSWERS_FILE
 
-MAX_BYTES = 256 << 20  # a notebook past this is not read (outputs never matter here)
+MAX_BYTES = 64 << 20  # a notebook past this is not read (outputs never matter here)
 MAX_CELL = 1 << 20  # characters of one cell's source kept
 MAX_CELLS = 5000  # cells a notebook may have to be read
+#: JSON objects and arrays a notebook may open (counted as its "{" and "[" before parsing, those
+#: in strings too): parsed, each is a Python dict or list, and a file of empty ones ("[{},{},..."),
+#: 3 bytes each, would take the trusted grader fifty times the file's size. A real notebook
+#: opens a few per cell, and its code a few per line.
+MAX_CONTAINERS = 1_000_000
+#: Characters of code the student added (cells of their own) that are run and kept: an honest
+#: notebook adds a few thousand; every character is copied into the result file and the
+#: autograded notebook, in the trusted grader's memory.
+MAX_ADDED = 4 << 20
 MAX_PROSE = 16 << 20  # characters of markdown (pasted images included) kept for a person
 
 
@@ -98,13 +107,16 @@ def load(path: Path) -> Any:
         if len(raw) > MAX_BYTES:
             raise Unreadable(f"the file is over {MAX_BYTES >> 20} MiB, the limit (clear its "
                              "outputs and hand it in again)")
+        if raw.count(b"{") + raw.count(b"[") > MAX_CONTAINERS:
+            raise Unreadable(f"the file opens over {MAX_CONTAINERS:,} JSON objects and lists; a "
+                             "notebook of this course opens a few thousand (hand in the "
+                             "released notebook, filled in, with its outputs cleared)")
         text = raw.decode("utf-8")
-        # Parsed, a notebook of a million one-line cells takes gigabytes: a real one has a
-        # hundred or so.
-        if text.count('"cell_type"') > MAX_CELLS:
+        data = json.loads(text)
+        cells = data.get("cells") if isinstance(data, dict) else None
+        if isinstance(cells, list) and len(cells) > MAX_CELLS:
             raise Unreadable(f"the notebook has over {MAX_CELLS:,} cells; a notebook of this "
                              "course has about a hundred (hand in the released notebook, filled in)")
-        data = json.loads(text)
     except NotRegular as e:
         raise Unreadable(f"not a notebook: {e} (hand in the notebook itself)") from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -229,7 +241,13 @@ def read(data: Any, plan: Plan) -> Submission:
             if isinstance(c, dict) and c.get("cell_type") == "markdown"
             and isinstance(c.get("id"), str) and not _meta(c).get("locked")}
     aligned = _aligned(plan, data["cells"], instructor | set(free))
-    sub, seen, anchor, prose = Submission(), set(), None, [0]
+    sub, seen, anchor, prose, added = Submission(), set(), None, [0], [0]
+
+    def add_code(source: str) -> None:
+        """A cell of the student's own, run after ``anchor``; counted against :data:`MAX_ADDED`."""
+        added[0] += len(source)
+        if added[0] <= MAX_ADDED:
+            sub.added.append((anchor, source))
 
     def kept(cell: Dict[str, Any], source: str) -> Optional[Tuple[str, Any]]:
         """A markdown cell's ``(source, pasted images)``, counted against :data:`MAX_PROSE`;
@@ -246,10 +264,19 @@ def read(data: Any, plan: Plan) -> Submission:
         kind = cell.get("cell_type")
         ids = _ids(cell)
         mine = next((x for x in ids if x in answers or x in written), None)
+        if mine is not None and mine in seen:
+            # A copy of an answer cell (Jupyter's copy keeps the grade id): the kernel ran it
+            # after the first, so it runs after the first, as a cell the student added.
+            if kind == "code" and source.strip():
+                sub.problems.append(f"a second cell with id {mine} (cell {i}): run after the "
+                                    "first, as a cell the student added")
+                add_code(source)
+            elif mine in sub.written and source.strip():
+                sub.problems.append(f"a second cell with id {mine} (cell {i}): its text follows "
+                                    "the first's")
+                sub.written[mine] += "\n\n" + source
+            continue
         if mine is not None:
-            if mine in seen:
-                sub.problems.append(f"a second cell with id {mine} (cell {i}) was left out")
-                continue
             seen.add(mine)
             anchor = mine
             if mine in answers and kind == "code":
@@ -285,11 +312,14 @@ def read(data: Any, plan: Plan) -> Submission:
             anchor = theirs
             continue
         if kind == "code" and source.strip():
-            sub.added.append((anchor, source))
+            add_code(source)
         elif kind == "markdown" and source.strip():
             note = kept(cell, source)
             if note:
                 sub.notes.append((anchor, *note))
+    if added[0] > MAX_ADDED:
+        sub.problems.append(f"the cells the student added hold {added[0]:,} characters of code: "
+                            f"those past the first {MAX_ADDED:,} were neither run nor kept")
     if prose[0] > MAX_PROSE:
         sub.problems.append(f"the markdown the student wrote (with pasted images) holds "
                             f"{prose[0]:,} characters: what "

@@ -36,7 +36,10 @@ def summary_line(record: Dict[str, Any]) -> str:
               for t in record["tests"] if t["status"] != PASS]
     if failed:
         line += "; failed " + ", ".join(failed)
-    edits = [p for p in record.get("problems", []) if p.startswith("edited the locked cell")]
+    # What changed the code that was graded: a locked cell edited, an answer cell copied, code
+    # past what is run.
+    shown = ("edited the locked cell", "a second cell with id", "the cells the student added")
+    edits = [p for p in record.get("problems", []) if p.startswith(shown)]
     if edits:
         line += "; " + "; ".join(edits)
     if record.get("sandbox"):
