@@ -135,9 +135,16 @@ def swiglu_mlp_linear(h, params):
                     params["down.weight"])
 
 
-def order_sensitivity(num_layers, rope, generator):
+def order_sensitivity(num_layers, rope, generator, size="norm", reuse=""):
+    """The experiment, or a slip a walk found passing (``size``: "after", the shuffled output's
+    norm, or "l1", mean absolute values; ``reuse``: one block's weights, drawn "once" or the
+    "first" of those drawn)."""
     x = torch.randn(1, 16, 32, generator=generator)
-    layers = [random_block_params(32, 4, generator=generator) for _ in range(num_layers)]
+    if reuse == "once":
+        layers = [random_block_params(32, 4, generator=generator)] * num_layers
+    else:
+        layers = [random_block_params(32, 4, generator=generator) for _ in range(num_layers)]
+        layers = [layers[0]] * num_layers if reuse == "first" else layers
     order = torch.randperm(15, generator=generator)
     shuffled = torch.cat([x[:, order], x[:, 15:]], dim=1)
 
@@ -147,6 +154,10 @@ def order_sensitivity(num_layers, rope, generator):
         return h[0, -1]
 
     before, after = last(x), last(shuffled)
+    if size == "after":
+        return ((after - before).norm() / after.norm()).item()
+    if size == "l1":
+        return ((after - before).abs().mean() / before.abs().mean()).item()
     return ((after - before).norm() / before.norm()).item()
 
 

@@ -185,33 +185,6 @@ def test_an_experiment_slip_whose_mean_is_right_is_named_seed_for_seed(name, sli
     check(_experiment(name))
 
 
-def order_sensitivity(num_layers, rope, generator, size="norm", reuse=""):
-    """A student's order_sensitivity, or one of the slips a walk found passing."""
-    from qkv import block_forward, random_block_params
-    from answers_capstone import dropout_block_forward
-
-    x = torch.randn(1, 16, 32, generator=generator)
-    if reuse == "once":  # one block's weights, drawn once, for every layer
-        layers = [random_block_params(32, 4, generator=generator)] * num_layers
-    else:
-        layers = [random_block_params(32, 4, generator=generator) for _ in range(num_layers)]
-        layers = [layers[0]] * num_layers if reuse == "first" else layers
-    order = torch.randperm(15, generator=generator)
-    shuffled = torch.cat([x[:, order], x[:, 15:]], dim=1)
-
-    def last(h):
-        for p in layers:
-            h = block_forward(h, p, 4, 4) if rope else dropout_block_forward(h, p, 4, 0.0)
-        return h[0, -1]
-
-    before, after = last(x), last(shuffled)
-    if size == "after":
-        return ((after - before).norm() / after.norm()).item()
-    if size == "l1":
-        return ((after - before).abs().mean() / before.abs().mean()).item()
-    return ((after - before).norm() / before.norm()).item()
-
-
 @pytest.mark.parametrize("slip,words", [
     ({"size": "after"}, "divided by the shuffled output's norm"),
     ({"size": "l1"}, "mean absolute values instead of norms"),
@@ -222,9 +195,9 @@ def test_order_sensitivity_slips_are_named_seed_for_seed(slip, words):
     from qkv.checks import check_order_sensitivity
 
     with pytest.raises(CheckFailed) as info:
-        check_order_sensitivity(partial(order_sensitivity, **slip))
+        check_order_sensitivity(partial(a.order_sensitivity, **slip))
     assert words in str(info.value), str(info.value)
-    check_order_sensitivity(order_sensitivity)
+    check_order_sensitivity(a.order_sensitivity)
 
 
 def test_mean_ablate_handing_back_its_input_is_refused():
