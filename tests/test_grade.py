@@ -282,6 +282,10 @@ def test_a_broken_record_is_flagged_and_its_questions_judged_on_the_notebook(
     record.write_text(json.dumps({"scaling_q1": ["a"], "scaling_q2": "b"}))
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     assert "entries that are not answers were ignored (scaling_q1)" in capsys.readouterr().out
+    # "64" where a number belongs is passed over for the notebook's answer, as the kernel does.
+    record.write_text(json.dumps({"scaling_q1": "64"}))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert gc.scores(course)["ben"]["grades"]["test_scaling_q1"][0] == 0.5
 
 
 def test_a_notebook_under_another_name_is_said_not_skipped(empty_course, tmp_path, fake_sandbox,

@@ -133,6 +133,21 @@ def test_a_record_that_cannot_be_read_is_said_and_left_as_it_is(_record, capsys)
     assert (_record / "answers.json").read_text() == broken
 
 
+def test_a_record_edited_by_hand_is_read_as_an_answer_or_said_to_be_none(_record, capsys):
+    """"B" recorded for "b" is the same first answer; "64", a string where a number belongs, is
+    no answer: the record is named, the answer given is judged, and the file left alone."""
+    import json
+
+    (_record / "answers.json").write_text(json.dumps({"scaling_q2": "B", "scaling_q1": "64"}))
+    check_question("scaling_q2", "b")
+    out = capsys.readouterr().out
+    assert "your first answer, recorded and graded: 'b'" in out and "you now answer" not in out
+    check_question("scaling_q1", 64)
+    out = capsys.readouterr().out
+    assert "holds '64' for scaling_q1, which is not an answer" in out and "scaling_q1: right" in out
+    assert json.loads((_record / "answers.json").read_text())["scaling_q1"] == "64"
+
+
 @pytest.mark.parametrize("q", COMPUTED, ids=_ids)
 def test_a_per_student_question_computes_its_answer_from_the_student_s_parameters(
         q, capsys, monkeypatch, tmp_path):
@@ -177,7 +192,7 @@ def test_an_unanswered_question_says_so_and_records_nothing(_record):
 
 def test_the_record_stays_out_of_an_instructor_s_source_folder(tmp_path, monkeypatch):
     monkeypatch.delenv(_answers.ENV)
-    (tmp_path / "scaling.md").write_text("source")
+    (tmp_path / "scaling.md").write_text("def f():\n    ### BEGIN SOLUTION\n    return 1\n")
     (tmp_path / "scaling.ipynb").write_text("{}")
     monkeypatch.chdir(tmp_path)
     check_question("scaling_q1", 64)
@@ -187,6 +202,15 @@ def test_the_record_stays_out_of_an_instructor_s_source_folder(tmp_path, monkeyp
     monkeypatch.chdir(other)
     check_question("scaling_q1", 64)
     assert (other / _answers.FILE).exists()
+    # A student's own markdown copy of the notebook (nbconvert --to markdown) holds no model
+    # answers: their folder keeps its record.
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    (copied / "scaling.md").write_text("# Assignment 4\n\n```python\nscaling_q1 = 64\n```\n")
+    (copied / "scaling.ipynb").write_text("{}")
+    monkeypatch.chdir(copied)
+    check_question("scaling_q1", 64)
+    assert (copied / _answers.FILE).exists()
 
 
 def test_an_answer_of_the_wrong_kind_says_what_was_expected():

@@ -41,8 +41,8 @@ from .harness import SECONDS, Check, Raised
 from .questions import QUESTIONS, judge_first
 from .result import CheckFailed, CheckResult
 
-__all__ = ["CHECKS", "CheckResult", "Raised", "SECONDS", "calls", "judge", "prepare",
-           "question", "run_student"]
+__all__ = ["CHECKS", "CheckResult", "Raised", "SECONDS", "calls", "is_answer", "judge",
+           "prepare", "question", "run_student"]
 
 #: Every check the grader knows, by the name test cells call it.
 CHECKS: Dict[str, Check] = {}
@@ -144,6 +144,19 @@ def question(name: str, answer: object) -> CheckResult:
                                 f"({type(e).__name__}): set them as the question says")
     return CheckResult(name, True, None) if right else CheckResult(name, False, None,
                                                                    what=message, kind="wrong")
+
+
+def is_answer(name: str, answer: object) -> bool:
+    """Whether a recorded first answer is an answer at all (a letter, a number...): a record
+    edited by hand may hold "64" where a number belongs. The kernel then judges the notebook's
+    answer instead (:func:`qkv.checks.check_question`), and so does the grader."""
+    try:
+        judge_first(name, answer)
+    except AssertionError:
+        return False
+    except Exception:  # noqa: BLE001 (an answer :func:`question` judges, wrong or not)
+        return True
+    return True
 
 
 # CheckFailed is what check_<name> raises in the kernel; listed for the grader's imports.

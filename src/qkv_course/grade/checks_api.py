@@ -61,6 +61,12 @@ def question(name: str, answer: Any) -> Any:
         return _grading().question(name, answer)
 
 
+def is_answer(name: str, answer: Any) -> bool:
+    """Whether a question's recorded first answer is an answer (not "64" for a number)."""
+    with OUTPUT, contextlib.redirect_stdout(io.StringIO()):
+        return bool(_grading().is_answer(name, answer))
+
+
 def known(check: str) -> bool:
     """Whether the checks have a check of this name, e.g. ``check_softmax`` (or
     ``check_question``)."""

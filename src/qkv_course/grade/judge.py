@@ -133,8 +133,10 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts,
 
     ``recorded``: the first answers the submission's ``qkv_answers.json`` holds: a question
     it records is judged on that answer, as the notebook tells the student (and as under
-    ``nbgrader autograde``, whose kernel reads the same file)."""
-    if call.check == QUESTION and call.question in (recorded or {}):
+    ``nbgrader autograde``, whose kernel reads the same file); an entry that is no answer (a
+    record edited by hand) is passed over for the notebook's answer, as the kernel does."""
+    if call.check == QUESTION and call.question in (recorded or {}) and \
+            checks_api.is_answer(call.question, recorded[call.question]):
         return checks_api.question(call.question, recorded[call.question]), None
     if call.check == QUESTION:
         value, verdict = _read(sub, call.answer, limits,

@@ -12,7 +12,7 @@ later different answer is told that the first one stands. The questions live in
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Mapping, Tuple, Union
+from typing import Any, Mapping, Tuple, Union
 
 from . import early, late, record
 from .kinds import Choice, Computed, Number
@@ -63,6 +63,10 @@ def check_question(question_id: str, answer: object, **params: object) -> None:
     else:
         given = question.normalise(answer)
     first, unread = record.first(question_id, given)
+    if not unread and first != given:
+        first, unread = _recorded(question, question_id, first)
+        if unread:
+            first = given
     right, message = judge_first(question_id, first)
     note = f"{question_id}: your first answer, recorded and graded: {_said(first)}\n"
     if unread:
@@ -96,6 +100,23 @@ def judge_first(question_id: str, first: object) -> Tuple[bool, str]:
         return question.right(value, **params), question.feedback(value, **params)
     value = question.normalise(first)
     return question.right(value), question.feedback(value)
+
+
+def _recorded(question: Any, question_id: str, first: object) -> Tuple[object, str]:
+    """A first answer the record holds, normalised as a new answer is (the record may have been
+    edited by hand: "B" for "b", "64" for 64); or, when it is no answer at all, the note
+    that says so (the answer given is then judged, and the record left as it is)."""
+    try:
+        if isinstance(question, Computed):
+            if not isinstance(first, dict):
+                raise AssertionError("not a per-student answer")
+            return {**first, "answer": question.normalise(first.get("answer"))}, ""
+        return question.normalise(first), ""
+    except AssertionError:
+        where = record.path()
+        return first, (f"{where} holds {_said(first)} for {question_id}, which is not an answer "
+                       "(edited by hand?), so this answer is judged but not recorded: mend that "
+                       "entry or delete it")
 
 
 def _said(answer: object) -> str:

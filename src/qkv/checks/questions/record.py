@@ -7,8 +7,8 @@ which nbgrader collects with the notebook), or in the file the environment varia
 value yet, a letter that is not a choice) are never recorded. The test cell also prints the
 recorded answer, so the notebook's output says which one was graded.
 
-An instructor's source folder (``solutions/<NN-name>/``, which holds the assignment's ``.md``
-beside its notebook) gets no record: there, the model answers would be released with the
+An instructor's source folder (``solutions/<NN-name>/``, which holds the assignment's ``.md``,
+model answers and all, beside its notebook) gets no record: there, the model answers would be released with the
 notebook, or copied over a student's record when nbgrader autogrades. A notebook run there
 records in the temporary directory instead.
 """
@@ -29,9 +29,13 @@ Answer = Union[str, float, dict]  # a dict: a per-student question's answer and 
 
 
 def _is_source_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds an assignment's source: a ``.md`` beside a same-named notebook."""
+    """Whether ``folder`` holds an assignment's source: a ``.md`` beside a same-named notebook,
+    with the model answers in it (a student's own markdown copy of the released notebook,
+    from ``nbconvert --to markdown`` or jupytext, has none)."""
     try:
-        return any(md.with_suffix(".ipynb").is_file() for md in folder.glob("*.md"))
+        return any(md.with_suffix(".ipynb").is_file()
+                   and "### BEGIN SOLUTION" in md.read_text(encoding="utf-8", errors="replace")
+                   for md in folder.glob("*.md"))
     except OSError:
         return False
 
