@@ -58,12 +58,25 @@ def test_known_mistake_in_full_and_a_timeout_and_the_notebook_untouched(capsys, 
                      + re.escape(name) + "$", out, re.MULTILINE), out
     assert "Look at: a bool mask is True where attention is allowed" in out
     assert "use torch.tril, not triu" in out
-    # The cell's limit stops the endless loop (the checks interrupt nothing themselves).
+    # The check interrupts the endless loop at its own limit, before the cell's (15 s).
     timeout_line = _line(out, "test_padding_mask")
     assert timeout_line.split()[0] == "TIMEOUT" and timeout_line.endswith("0/2")
-    assert "ran past its time limit and was interrupted" in out and "(limit: 15 s per cell)" \
-        in out, out
+    assert "your padding_mask took more than 10 s and was interrupted" in out, out
     assert "Traceback" not in out + err
+
+
+def test_a_cell_past_its_limit_is_interrupted_and_said(capsys, tmp_path):
+    """An endless loop outside any check (here, in the answer cell itself) stops at the cell's
+    limit."""
+    path = tmp_path / "06-masking" / "masking.ipynb"
+    path.parent.mkdir()
+    nbformat.write(submission({"causal_mask": "while True:\n    pass\n"}), str(path))
+    code, out, err = _progress(capsys, path, "--timeout", 3)
+    assert code == 1
+    assert "TIMEOUT  cell 4 (causal_mask)" in out, out
+    # A cell with no grade id is told by its first line: Jupyter and Colab number no cells.
+    assert re.search(r'ERROR    cell \d+, starting "\S', out), out
+    assert "the cell ran past its time limit and was interrupted" in out, out
 
 
 @pytest.mark.parametrize("make, message", [
@@ -157,21 +170,34 @@ def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
     assert summary.failed == [f"check_question({question!r})"], out
 
 
-def test_in_notebook_judges_a_per_student_question_with_the_notebooks_parameters(capsys):
+def test_in_notebook_judges_the_first_answer_recorded_and_gives_none_away(capsys, tmp_path,
+                                                                           monkeypatch):
+    """A question is graded on its first answer, which its test cell records: the report judges
+    that answer (not a later one in the variable) and, before there is one, neither judges nor
+    shows the right answer."""
     import qkv
+    from qkv.checks import check_question
     from qkv_course.calls import Call
     from qkv_course.progress import checks_called
 
+    monkeypatch.setenv("QKV_ANSWERS", str(tmp_path / "answers.json"))
     cells = ["check_question('multi_head_q1', multi_head_q1, embed_dim=embed_dim)"]
     assert checks_called(cells) == [
         Call("check_question", "multi_head_q1", question="multi_head_q1",
              options={"embed_dim": "embed_dim"})]
     right = sum(p.numel() for p in qkv.MultiHeadAttention(192, 8).parameters())
-    for answer, embed_dim, passed in ((right, 192, True), (right, 64, False)):
-        summary = in_notebook({"In": cells, "multi_head_q1": answer, "embed_dim": embed_dim})
-        out = capsys.readouterr().out
-        assert (summary.passed == ["check_question('multi_head_q1')"]) is passed, out
-        assert (summary.failed == ["check_question('multi_head_q1')"]) is not passed, out
+    ns = {"In": cells, "multi_head_q1": right + 1, "embed_dim": 192}
+    summary = in_notebook(ns)
+    out = capsys.readouterr().out
+    assert summary.failed == ["check_question('multi_head_q1')"], out
+    assert "not recorded yet: run the test cell" in out and str(right) not in out, out
+    check_question("multi_head_q1", right, embed_dim=192)  # the test cell, run: recorded
+    capsys.readouterr()
+    summary = in_notebook(ns)  # the variable now holds another answer: the first is graded
+    assert summary.passed == ["check_question('multi_head_q1')"], capsys.readouterr().out
+    assert in_notebook({"In": ["check_question('masking_q1', masking_q1)"]}).failed == [
+        "check_question('masking_q1')"]
+    assert "not answered yet: set masking_q1" in capsys.readouterr().out
 
 
 def test_a_cells_outcome_is_read_from_the_results_it_holds_not_from_its_text():

@@ -142,8 +142,20 @@ def _other_failures(nb: Any) -> List[Tuple[str, Outcome]]:
         outcome = cell_outcome(cell)
         if outcome.status in (ERROR, TIMEOUT) and cell.get("outputs"):
             name = nbgrader_meta(cell).get("grade_id")
-            found.append((f"cell {i + 1}" + (f" ({name})" if name else ""), outcome))
+            found.append((f"cell {i + 1}" + (f" ({name})" if name else _first_line(cell)),
+                          outcome))
     return found
+
+
+def _first_line(cell: Any) -> str:
+    """``, starting "x = causal_mask(4)"``: Jupyter and Colab number no cells, so a cell is
+    told by its first line of code."""
+    lines = [line.strip() for line in str(cell.get("source", "")).splitlines()]
+    first = next((line for line in lines if line and not line.startswith("#")), "")
+    if not first:
+        return ""
+    return f', starting "{first[:50]}{"..." if len(first) > 50 else ""}"'
+
 
 
 def format_outcome(name: str, outcome: Outcome, score: str = "", note: str = "",
@@ -294,13 +306,20 @@ def _planned(ns: Mapping[str, Any], grading: Any, check_now: Callable[..., Any]
     for call in calls:
         check, name, options = call.check, call.answer, call.options
         if check == QUESTION:
-            name, variable, params = call.question, call.answer, call.options
-            if variable in ns and all(v in ns for v in params.values()):
-                answer = ns[variable]
-                if params:  # judged as the record holds it: the answer and its parameters
-                    answer = {"answer": answer, **{k: ns[v] for k, v in params.items()}}
+            # The first answer recorded is what is graded, and only its test cell records one:
+            # a report judges that answer, and never judges (nor gives away) one not recorded.
+            name, variable = call.question, call.answer
+            first = grading.recorded(name)
+            if first is None:
+                unset = variable not in ns or ns[variable] is None
+                what = (f"not answered yet: set {variable}, then run its test cell" if unset
+                        else f"not recorded yet: run the test cell with check_question({name!r}, "
+                        f"{variable}), which records your first answer and grades it")
+                planned.append((check + f"({name!r})", lambda q=name, w=what: grading.CheckResult(
+                    q, False, None, what=w, kind="wrong")))
+            else:
                 planned.append((check + f"({name!r})",
-                                lambda q=name, v=answer: grading.question(q, v)))
+                                lambda q=name, v=first: grading.question(q, v)))
             continue
         if check not in grading.CHECKS or name not in ns or _imported(ns[name]):
             continue

@@ -74,6 +74,26 @@ def test_a_slow_call_is_named_as_slow_after_it_returns(monkeypatch):
     assert info.value.result.kind == "timeout"
 
 
+def test_an_endless_loop_is_interrupted_soon_after_the_limit(monkeypatch):
+    """It held the cell until the student pressed stop: the limit the intro states (10 s a
+    call) was measured only once a call returned. The alarm is the check's for one call only."""
+    import signal
+
+    monkeypatch.setenv("QKV_CHECK_SECONDS", "0.2")
+
+    def endless(x, dim=-1):
+        while True:
+            pass
+
+    start = time.perf_counter()
+    with pytest.raises(CheckFailed, match="took more than 0.2 s and was interrupted") as info:
+        check_softmax(endless)
+    assert time.perf_counter() - start < 5 and info.value.result.kind == "timeout"
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    check_softmax(_softmax)  # and the next check runs as before
+
+
 def test_a_slow_but_finite_answer_within_the_limit_passes():
     def slow(x, dim=-1):
         time.sleep(0.01)

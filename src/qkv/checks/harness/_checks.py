@@ -9,13 +9,16 @@ the kernel: those same three steps, then :class:`~.result.CheckFailed` on a fail
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
+import signal
 import textwrap
+import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -157,6 +160,35 @@ def _devices_of(x: Any) -> set:
     return set()
 
 
+class _Late(BaseException):
+    """Raised in the student's call by :func:`_interrupted_after` (a BaseException, as Jupyter's
+    KeyboardInterrupt: an ``except Exception`` in the answer lets it by)."""
+
+
+@contextlib.contextmanager
+def _interrupted_after(seconds: float) -> Iterator[None]:
+    """Interrupt the code run inside after ``seconds`` (an endless loop would otherwise hold
+    the cell until the student presses stop). Only where it can be done without touching
+    anyone else's: in the main thread, with SIGALRM free (POSIX; a kernel leaves it alone).
+    The alarm is the check's for the length of one call, and put back after it."""
+    alarm = getattr(signal, "SIGALRM", None)
+    if alarm is None or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(alarm) not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def late(signum: int, frame: Any) -> None:
+        raise _Late()
+
+    signal.signal(alarm, late)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(alarm, signal.SIG_DFL)
+
+
 def _run_all(check: Check, student: Any, inputs: List[Args], options: Mapping[str, Any],
              device: Optional[torch.device]) -> Tuple[list, Optional[str]]:
     """Run the student's object on every input (stop at the first exception or slow call).
@@ -175,7 +207,10 @@ def _run_all(check: Check, student: Any, inputs: List[Args], options: Mapping[st
             args, kwargs = _moved(args, device), _moved(kwargs, device)
         start = time.perf_counter()
         try:
-            out = check.run_student(student, args, kwargs, **options)
+            with _interrupted_after(limit + 1.0):  # a call just past the limit is told so below
+                out = check.run_student(student, args, kwargs, **options)
+        except _Late:
+            return outcomes, f"took more than {limit:g} s and was interrupted"
         except Exception as e:  # noqa: BLE001 (the student's code may raise anything)
             outcomes.append(Raised.of(e))
             return outcomes, None

@@ -19,7 +19,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Tuple, Union
+from typing import Optional, Tuple, Union
 
 #: The record's name in the notebook's folder, and the variable that moves it.
 FILE = "qkv_answers.json"
@@ -62,6 +62,14 @@ def _read(where: Path) -> Tuple[dict, str]:
     except ValueError as e:
         return {}, str(e)
     return (data, "") if isinstance(data, dict) else ({}, f"a JSON {type(data).__name__}")
+
+
+def recorded(question_id: str) -> Optional[Answer]:
+    """The first answer recorded for ``question_id``, or None: read only, nothing written (what
+    a report of the notebook's progress judges)."""
+    data, _ = _read(path())
+    value = data.get(question_id)
+    return value if type(value) in (str, int, float, dict) else None
 
 
 def first(question_id: str, answer: Answer) -> Tuple[Answer, str]:
