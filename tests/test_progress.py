@@ -35,12 +35,41 @@ def test_solution_passes_every_test(capsys):
     assert "total: 15/15 points from the tests (8 of 8 pass); 3 more graded by hand" in out
 
 
+def test_a_folder_s_copies_of_a_notebook_are_left_out_unless_named(tmp_path):
+    """Run first, scaling-Copy1.ipynb recorded its answers as the student's first ones."""
+    from qkv_course.progress import find_notebooks
+
+    folder = tmp_path / "06-masking"
+    folder.mkdir()
+    nb = submission({})
+    for name in ("masking.ipynb", "masking-Copy1.ipynb", "masking (1).ipynb", "mine.ipynb"):
+        nbformat.write(nb, str(folder / name))
+    assert [p.name for p, _ in find_notebooks([folder])] == ["masking.ipynb", "mine.ipynb"]
+    named = folder / "masking-Copy1.ipynb"
+    assert [p for p, _ in find_notebooks([named])] == [named]
+
+
 def test_blank_exercise_fails_and_says_what_is_not_written(capsys):
     code, out, _ = _progress(capsys, EXERCISE.parent, "--timeout", 60)
     assert code == 1
     assert _line(out, "test_causal_mask").split()[:1] == ["FAIL"]
     assert "causal_mask is not written yet" in out
     assert "total: 0/15 points from the tests (0 of 8 pass); 3 more graded by hand" in out
+
+
+def test_a_written_answer_left_blank_is_said_to_be_unwritten():
+    from pathlib import Path as P
+
+    from qkv_course.nbgrader.graded import questions
+    from qkv_course.progress import format_notebook
+
+    root = P(__file__).resolve().parents[1]
+    for folder, blank in (("exercises", True), ("solutions", False)):
+        path = root / folder / "04-scaling" / "scaling.ipynb"
+        report = format_notebook(path, questions(nbformat.read(str(path), as_version=4)), [], 60)
+        line = _line(report, "written_no_scale")
+        assert ("not written yet (0 until you write it)" in line) is blank, line
+        assert ("graded by hand" in line) is not blank, line
 
 
 def test_known_mistake_in_full_and_a_timeout_and_the_notebook_untouched(capsys, tmp_path):

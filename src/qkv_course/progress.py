@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
@@ -20,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from .nbgrader.graded import (
-    BY_HAND, ERROR, ERROR_ON_TIMEOUT, PASS, TIMED_OUT, TIMEOUT, Outcome, Question, cell_outcome,
-    is_graded, jupyter, nbgrader_meta, outcome_of_error, questions, read_notebook)
+    BY_HAND, ERROR, ERROR_ON_TIMEOUT, NOT_WRITTEN, PASS, TIMED_OUT, TIMEOUT, Outcome, Question,
+    cell_outcome, is_graded, jupyter, nbgrader_meta, outcome_of_error, questions, read_notebook)
 from .calls import DEFAULT, QUESTION, Call, check_calls
 from .usage import UsageError
 
@@ -80,12 +81,28 @@ def find_notebooks(paths: Iterable[Path]) -> List[Tuple[Path, Any]]:
             found.append((path, nb))
             continue
         inside = [p for p in sorted(path.rglob("*.ipynb")) if not _skipped(p.relative_to(path))]
+        # Jupyter's copies ("scaling-Copy1.ipynb", a download's "scaling (1).ipynb") share the
+        # folder's record of first answers: run first, a copy would record its answers as the
+        # student's. They are run only when named.
+        copies = [p for p in inside if _copy_of(p) in inside]
+        for p in copies:
+            print(f"{p}: skipped, a copy of {_copy_of(p).name} (name it to run it)")
+        inside = [p for p in inside if p not in copies]
         graded = [(p, nb) for p in inside for nb in [_read_quietly(p)]
                   if nb is not None and any(is_graded(c) for c in nb.cells)]
         if not graded:
             raise UsageError(f"{path}: no assignment notebooks (with graded cells) in this folder")
         found.extend(graded)
     return found
+
+
+_COPY = re.compile(r"^(?P<name>.+?)(?:-Copy\d+| \(\d+\))$")
+
+
+def _copy_of(path: Path) -> Optional[Path]:
+    """The notebook ``path`` is a copy of, by Jupyter's and browsers' naming, or None."""
+    found = _COPY.match(path.stem)
+    return path.with_name(found.group("name") + path.suffix) if found else None
 
 
 def _skipped(relative: Path) -> bool:
@@ -179,8 +196,10 @@ def format_notebook(path: Path, found: List[Question], others: List[Tuple[str, O
     width = max([len(q.grade_id) for q in found] + [0])
     for q in found:
         if q.by_hand:
-            lines.append(format_outcome(q.grade_id, q.outcome,
-                                        f"{q.points:g} points, graded by hand", width=width))
+            unwritten = q.outcome.message == NOT_WRITTEN  # a written answer left blank
+            lines.append(format_outcome(q.grade_id, q.outcome, (
+                f"{q.points:g} points, not written yet (0 until you write it)" if unwritten
+                else f"{q.points:g} points, graded by hand"), width=width))
         else:
             # A cell interrupted at its limit (a check's own time budget names its limit).
             note = (f"(limit: {timeout} s per cell)"
