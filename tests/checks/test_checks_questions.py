@@ -431,7 +431,7 @@ def test_every_question_is_asked_once():
 @pytest.mark.parametrize("qid,answer,words", [
     ("bottleneck_q1", "1,552 params", "bottleneck_q1 = 1552"),
     ("bottleneck_q1", [1552], "not a list"),
-    ("bottleneck_q2", ["a"], 'e.g. bottleneck_q2 = "a", not a list'),
+    ("bottleneck_q2", ["a"], 'e.g. bottleneck_q2 = "<your letter>", not a list'),
     ("bottleneck_q2", 1, "not a number"),
     ("bottleneck_q2", "(4, 32)", 'write the letter of that choice, bottleneck_q2 = "b"'),
 ])

@@ -295,6 +295,14 @@ def paragraph(found: List[Facts], fresh: bool = False) -> str:
                   "calls noted:")
     for noted, checks in groups.items():
         text += _fill(f"- {_words(list(dict.fromkeys(checks)))}: {noted}.", "  ")[:-1]
+    text += [""] + _fill(
+        "**Before you hand in.** Run the whole notebook from the top (Jupyter: Kernel, Restart "
+        "& Run All; Colab: Runtime, Run all): every test cell should pass. In a cell, `from "
+        "qkv_course.progress import in_notebook; in_notebook()` checks every answer defined so "
+        "far; in a terminal, `qkv progress` runs the notebook as the autograder will. Hand in "
+        "this notebook **and** `qkv_answers.json` beside it, which holds your questions' first "
+        "answers (in Colab it is in the Files pane, and it goes when the runtime does: "
+        "download it too).")
     return "\n".join(text).strip("\n")
 
 

@@ -68,7 +68,7 @@ def _number_in(text: str) -> object:
 
 def _letter_fix(question_id: str, answer: object, choices: Mapping[str, str]) -> str:
     """How to write a choice for an answer that is not one of the letters."""
-    example = f'{question_id} = "{next(iter(choices))}"'
+    example = f'{question_id} = "<your letter>"'  # a placeholder: a copy records no choice
     if type(answer) in (list, tuple, set):
         return f": write one letter as a str, e.g. {example}, not a {type(answer).__name__}"
     if type(answer) in (int, float):
@@ -132,7 +132,9 @@ class Choice:
                 such an answer is not recorded.
         """
         __tracebackhide__ = True
-        example = f'"{next(iter(self.choices))}"'
+        # A placeholder, not a choice: an example copied as it is would be recorded as the
+        # student's first answer.
+        example = '"<your letter>"'
         if answer is None or answer is Ellipsis or (type(answer) is str and str.strip(answer) in (
                 "", "?", "...")):
             _not_answered(self.id, example)
@@ -165,7 +167,7 @@ def _as_number(question_id: str, answer: object) -> float:
     NumPy array)."""
     __tracebackhide__ = True
     if answer is None or answer is Ellipsis:
-        _not_answered(question_id, "42")
+        _not_answered(question_id, "<your number>")
     if not _plain_number(answer):
         raise AssertionError(f"{question_id}: expected a number (an int or a float), "
                              f"got {_shown(answer)}{_number_fix(question_id, answer)}")
