@@ -282,10 +282,20 @@ def test_a_broken_record_is_flagged_and_its_questions_judged_on_the_notebook(
     record.write_text(json.dumps({"scaling_q1": ["a"], "scaling_q2": "b"}))
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     assert "entries that are not answers were ignored (scaling_q1)" in capsys.readouterr().out
-    # "64" where a number belongs is passed over for the notebook's answer, as the kernel does.
-    record.write_text(json.dumps({"scaling_q1": "64"}))
+    # "64" where a number belongs is passed over for the notebook's answer, as the kernel does,
+    # and flagged: the student's notebook says so too.
+    record.write_text(json.dumps({"scaling_q1": "sixty-four"}))
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert "holds 'sixty-four' for scaling_q1, which is not an answer" in capsys.readouterr().out
     assert gc.scores(course)["ben"]["grades"]["test_scaling_q1"][0] == 0.5
+    # A wrong first answer in the record says that the record is what was graded.
+    record.write_text(json.dumps({"scaling_q2": "c"}))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    result = json.loads(next((course / "qkv-grades" / "ben").rglob("*.json")).read_text())
+    (q2,) = [t for t in result["tests"] if t["grade_id"] == "test_scaling_q2"]
+    said = json.dumps(q2)
+    assert "graded on your first answer, 'c', as qkv_answers.json recorded it" in said, said
+    assert "scaling_q2: scaling_q2" not in said
 
 
 def test_a_notebook_under_another_name_is_said_not_skipped(empty_course, tmp_path, fake_sandbox,
@@ -694,6 +704,24 @@ def test_a_copied_answer_cell_runs_after_the_first_as_in_the_kernel(empty_course
     out = capsys.readouterr().out
     assert "a second cell with id attention_scores" in out, out
     assert gc.scores(course)["ann"]["grades"]["test_attention_scores"][0] == 2
+
+
+def test_an_answer_retyped_in_a_cell_of_the_student_s_own_is_graded_and_flagged(
+        empty_course, tmp_path, fake_sandbox, capsys):
+    """A student who deleted an answer cell and wrote the answer in a new one passes in the
+    kernel (and under nbgrader): the released stub is not run over it (it was, and the answer
+    scored 0, "not written yet"), and the summary flags the missing cell for a person."""
+    course = _copy(empty_course, tmp_path / "course")
+    nb = _hostile()
+    retyped = _cell(nb, "attention_scores")
+    retyped["metadata"] = {}
+    retyped["id"] = "a-cell-of-my-own"
+    gc.submit(course, "ivan", nb)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert "the answer cell attention_scores is not in the submission" in out, out
+    assert "FLAGGED for review" in out, out
+    assert gc.scores(course)["ivan"]["grades"]["test_attention_scores"][0] == 2
 
 
 def test_one_submission_the_gradebook_cannot_take_costs_nobody_else(empty_course, tmp_path,

@@ -284,3 +284,28 @@ def test_without_a_sandbox_the_container_is_the_boundary_and_results_say_so(grad
     scores = _engine_scores(results)
     assert scores["test_causal_mask"] == 0 and scores["test_padding_mask"] == 2
     assert MISTAKE_NAMES[INVERTED_CAUSAL] in _output(results, "test_causal_mask")
+
+
+def test_an_upload_in_a_folder_with_a_renamed_record_is_graded_from_both(graded, tmp_path):
+    """Gradescope keeps an uploaded folder as it is, and a browser names a second download
+    "qkv_answers (1).json": the one notebook below is graded, on the record beside it."""
+    from qkv.checks.questions import QUESTIONS
+
+    _, made = graded
+    base = nbformat.read(str(made[MASKING] / "masking.ipynb"), as_version=4)
+    nb = _filled(base, _solution(MASKING), {})
+    args, env = _autograder(made[MASKING] / "autograder.zip", tmp_path / "ag", "masking.ipynb",
+                            nb, "fay")
+    work = tmp_path / "ag" / "submission" / "work"
+    work.mkdir()
+    (tmp_path / "ag" / "submission" / "masking.ipynb").rename(work / "masking.ipynb")
+    q = QUESTIONS["masking_q1"]
+    wrong = next(k for k in q.choices if not q.right(k))
+    (work / "qkv_answers (1).json").write_text(json.dumps({"masking_q1": wrong}))
+    done = subprocess.run(args, env=dict(os.environ, **env), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "ag" / "results" / "results.json").read_text())
+    scores = _engine_scores(results)
+    assert scores["test_masking_q1"] == 0 and scores["test_masking_q2"] == 0.5, scores
+    assert scores["test_causal_mask"] == 2, scores

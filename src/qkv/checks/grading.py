@@ -142,6 +142,8 @@ def question(name: str, answer: object) -> CheckResult:
         return CheckResult(name, False, None, kind="wrong",
                            what=f"the answer or its parameters cannot be judged "
                                 f"({type(e).__name__}): set them as the question says")
+    if message.startswith(f"{name}: "):  # the result's message says the name once
+        message = message[len(name) + 2:]
     return CheckResult(name, True, None) if right else CheckResult(name, False, None,
                                                                    what=message, kind="wrong")
 

@@ -11,6 +11,8 @@ reference result or a verdict.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -137,7 +139,14 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts,
     record edited by hand) is passed over for the notebook's answer, as the kernel does."""
     if call.check == QUESTION and call.question in (recorded or {}) and \
             checks_api.is_answer(call.question, recorded[call.question]):
-        return checks_api.question(call.question, recorded[call.question]), None
+        result = checks_api.question(call.question, recorded[call.question])
+        if not getattr(result, "passed", True):  # the notebook may hold another answer now
+            first = recorded[call.question]
+            shown = first.get("answer") if isinstance(first, dict) else first
+            result = dataclasses.replace(result, what=(
+                f"graded on your first answer, {str(shown)[:40]!r}, as qkv_answers.json "
+                f"recorded it: {result.what}"))
+        return result, None
     if call.check == QUESTION:
         value, verdict = _read(sub, call.answer, limits,
                                f"{call.answer} is not set: set it in its answer cell "

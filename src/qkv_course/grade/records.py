@@ -32,10 +32,21 @@ def path_of(course: Path, student: str, assignment: str, notebook: str) -> Path:
     return course / FOLDER / student / assignment / f"{notebook}.json"
 
 
+def answers_path(folder: Path) -> Path:
+    """The questions' record in a submission's folder: ``qkv_answers.json``, or the one file
+    named like it when that name is missing (a browser's second download is
+    ``qkv_answers (1).json``)."""
+    if not (folder / ANSWERS_FILE).exists():
+        others = sorted(folder.glob("qkv_answers*.json"))
+        if len(others) == 1:
+            return others[0]
+    return folder / ANSWERS_FILE
+
+
 def submission_sha(notebook: Path) -> str:
     """What a result file is the result of: the notebook's SHA-256, and the questions' record
     beside it when there is one (the first answers are graded from it)."""
-    answers = notebook.parent / ANSWERS_FILE
+    answers = answers_path(notebook.parent)
     regular = answers.is_file() and not answers.is_symlink()  # as the grader reads it
     return sha256(notebook) + (f"+{sha256(answers)}" if regular else "")
 

@@ -161,7 +161,9 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             "cells": cells,
             "sandbox": sandbox,
             "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
-                                     given=_given(p), setup=p.setup)}
+                                     given=_given(p), setup=p.setup)
+            + [{"test": "", "source": "static", "detail": problem} for problem in sub.problems
+               if problem.startswith("the answer cell")]}
 
 
 def _given(p: Plan) -> Dict[str, str]:
@@ -206,8 +208,14 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     _say_why_undefined(tests, run, outcomes)
     record = _record(student, p, sha, sub, tests, cells,
                      _cell_named(str(stopped or ""), run)[:300], time.monotonic() - start)
-    if answers_problem and any(c.check == judge.QUESTION for t in p.tests for c in t.calls):
+    asked = {c.question for t in p.tests for c in t.calls if c.check == judge.QUESTION}
+    if answers_problem and asked:
         record["flags"].append({"test": "", "source": "record", "detail": answers_problem})
+    for question in sorted(asked & set(answers)):  # an entry edited by hand, say
+        if not checks_api.is_answer(question, answers[question]):
+            record["flags"].append({"test": "", "source": "record", "detail": (
+                f"{records.ANSWERS_FILE} holds {str(answers[question])[:40]!r} for {question}, "
+                "which is not an answer: judged on the notebook's answer")})
     return record
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .plan import SETUP, Plan, text
-from .records import ANSWERS_FILE
+from .records import answers_path
 
-MAX_BYTES = 64 << 20  # a notebook past this is not read (outputs never matter here)
+MAX_BYTES = 128 << 20  # a notebook past this is not read (outputs never matter here)
 MAX_CELL = 1 << 20  # characters of one cell's source kept
 MAX_CELLS = 5000  # cells a notebook may have to be read
 #: JSON objects and arrays a notebook may open (counted as its "{" and "[" before parsing, those
@@ -144,7 +144,7 @@ def no_lone_surrogates(x: Any) -> Any:
     return x
 
 
-#: The most of the questions' record (:data:`.records.ANSWERS_FILE`) that is read.
+#: The most of the questions' record (:func:`.records.answers_path`) that is read.
 ANSWERS_BYTES = 64 << 10
 
 
@@ -159,9 +159,10 @@ def first_answers(folder: Path) -> Tuple[Dict[str, Any], str]:
         otherwise says what was wrong with it, for a person to look at (a flag, never a
         deduction: the record may have been broken by hand, or by a copy).
     """
-    where = f"{ANSWERS_FILE} (the questions' first answers)"
+    path = answers_path(folder)
+    where = f"{path.name} (the questions' first answers)"
     try:
-        raw = read_regular(folder / ANSWERS_FILE, ANSWERS_BYTES)
+        raw = read_regular(path, ANSWERS_BYTES)
     except FileNotFoundError:
         return {}, ""
     except OSError as e:
@@ -317,6 +318,11 @@ def read(data: Any, plan: Plan) -> Submission:
             note = kept(cell, source)
             if note:
                 sub.notes.append((anchor, *note))
+    for gid in plan.answers:
+        if gid not in sub.answers:
+            sub.problems.append(f"the answer cell {gid} is not in the submission (deleted, or "
+                                "its metadata lost): the released stub was not run, so a cell "
+                                "the student added may define the answer")
     if added[0] > MAX_ADDED:
         sub.problems.append(f"the cells the student added hold {added[0]:,} characters of code: "
                             f"those past the first {MAX_ADDED:,} were neither run nor kept")
@@ -351,8 +357,8 @@ def cells_to_run(plan: Plan, sub: Submission) -> List[Tuple[str, str]]:
     """The code the sandbox runs, in notebook order: ``(label, source)``.
 
     The instructor's set-up cell first, then the release's cells in order: the instructor's
-    own code cells as released, each answer cell as the student wrote it (as released when
-    the submission lacks it), test cells never; each cell the student added right after the
+    own code cells as released, each answer cell as the student wrote it (not at all when the
+    submission lacks it), test cells never; each cell the student added right after the
     instructor's cell it followed in the submission.
     """
     extra: Dict[Optional[str], List[str]] = {}
@@ -365,8 +371,13 @@ def cells_to_run(plan: Plan, sub: Submission) -> List[Tuple[str, str]]:
         ids = _ids(cell)
         gid = meta.get("grade_id") or (ids[0] if ids else "")
         if cell.get("cell_type") == "code" and gid != SETUP and gid not in tests:
-            if gid in plan.answers:
-                run.append((gid, sub.answers.get(gid, text(cell.get("source")))))
+            if gid in sub.answers:
+                run.append((gid, sub.answers[gid]))
+            elif gid in plan.answers:
+                # Missing from the submission (deleted, its metadata lost): the released stub
+                # would only raise, or define an answer that does, over one the student may
+                # have written in a cell of their own.
+                pass
             else:
                 run.append((f"instructor:{gid}", text(cell.get("source"))))
         for anchor in ids:

@@ -38,7 +38,8 @@ def summary_line(record: Dict[str, Any]) -> str:
         line += "; failed " + ", ".join(failed)
     # What changed the code that was graded: a locked cell edited, an answer cell copied, code
     # past what is run.
-    shown = ("edited the locked cell", "a second cell with id", "the cells the student added")
+    shown = ("edited the locked cell", "a second cell with id", "the cells the student added",
+             "the answer cell")
     edits = [p for p in record.get("problems", []) if p.startswith(shown)]
     if edits:
         line += "; " + "; ".join(edits)

@@ -72,7 +72,9 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
     from ..grade import Pool, SandboxUnavailable
 
     plans = run.plans_of(course, assignment)
-    found = sorted(p for p in submission_dir.glob("*.ipynb") if not p.name.startswith("."))
+    # Uploaded as a folder (Gradescope keeps it): the one notebook below, hidden ones aside.
+    found = sorted(p for p in submission_dir.rglob("*.ipynb")
+                   if not any(part.startswith(".") for part in p.relative_to(submission_dir).parts))
     if len(found) != 1:
         raise UsageError(f"{submission_dir}: expected one notebook, found {len(found)}")
     p = plans.get(found[0].stem) or (next(iter(plans.values())) if len(plans) == 1 else None)
