@@ -336,7 +336,8 @@ def test_a_gradebook_without_the_assignment_is_said_before_any_grading(empty_cou
 
 
 def test_a_rerun_leaves_a_score_given_by_hand_alone(graded, tmp_path, fake_sandbox, capsys):
-    """Only grading a submission again sends its hand-given scores back for review."""
+    """A score given by hand goes back for review only when the text it was given to changed:
+    grading again for a fixed check (--force) kept every hand grade of the class flagged."""
     from nbgrader.api import Gradebook
 
     course = _copy(graded, tmp_path / "course")
@@ -350,7 +351,16 @@ def test_a_rerun_leaves_a_score_given_by_hand_alone(graded, tmp_path, fake_sandb
     assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, False)] * 2
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force",
                 "--student", "alice"]) == 0
-    assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, True)] * 2
+    assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, False)] * 2
+    # alice rewrites her written answer: that one goes back to a person, the task does not.
+    path = course / "submitted" / "alice" / gc.ASSIGNMENT / gc.NOTEBOOK
+    nb = json.loads(path.read_text())
+    written = _cell(nb, class_.WRITTEN)
+    written["source"] = "A new answer, written after the first was graded."
+    path.write_text(json.dumps(nb))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, True),
+                                                                          (None, False)]
 
 
 def test_compare_says_each_test_nbgrader_scored_otherwise_and_leaves_its_gradebook(

@@ -161,10 +161,46 @@ def _timestamp(stamp: str) -> Any:
         return None
 
 
-def _record_grades(gb: Any, node: Any, plan: Plan, student: str) -> None:
-    """nbgrader's SaveAutoGrades on the autograded notebook (checkless tests: for a person)."""
+def answer_texts(cells: List[Any]) -> Dict[str, str]:
+    """What a person grades in an autograded notebook, by grade id: a written answer's text,
+    and a task's answer, the student's cells below it up to the next graded cell."""
+    found: Dict[str, str] = {}
+    task = None
+    for cell in cells:
+        meta = nbgrader_meta(cell)
+        gid = meta.get("grade_id")
+        if gid:
+            task = gid if meta.get("task") else None
+            if meta.get("solution") and cell.get("cell_type") == "markdown":
+                found[gid] = text(cell.get("source"))
+        elif task is not None:
+            found[task] = found.get(task, "") + text(cell.get("source")) + "\n"
+    return found
+
+
+def _previous_answers(path: Path) -> Dict[str, str]:
+    """:func:`answer_texts` of the autograded notebook written before (none: {})."""
+    try:
+        import json
+
+        return answer_texts(json.loads(path.read_text(encoding="utf-8")).get("cells", []))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
+                   before: Optional[Dict[str, str]] = None) -> None:
+    """nbgrader's SaveAutoGrades on the autograded notebook (checkless tests: for a person).
+
+    ``before``: what a person graded last time (:func:`answer_texts` of the notebook written
+    then): a written answer or task whose text is the same keeps its grade without being sent
+    back for review (a regrade for a fixed check, or a changed record of first answers,
+    flagged every hand grade of the class again); one whose text changed is flagged.
+    """
     from nbgrader import utils
 
+    now = answer_texts(node.cells)
+    same = {gid for gid, said in now.items() if (before or {}).get(gid) == said}
     for cell in node.cells:
         meta = cell.metadata.get("nbgrader", {})
         gid = meta.get("grade_id")
@@ -175,13 +211,16 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str) -> None:
             score = (None if gid in plan.manual_tests
                      else utils.determine_grade(cell, None)[0])
             grade.auto_score = score
-            grade.needs_manual_grade = grade.manual_score is not None or score is None
+            kept = score is None and grade.manual_score is not None and gid in same
+            grade.needs_manual_grade = not kept and (grade.manual_score is not None
+                                                     or score is None)
         elif utils.is_task(cell):
             # A task's answer is the student's text below it, which no check reads: a person
-            # grades it, and reviews it again when the submission is graded again (as a
-            # written answer), rather than keep a score given to other text.
+            # grades it, and reviews it again when that text changed (as a written answer),
+            # rather than keep a score given to other text.
             grade = gb.find_grade(gid, plan.notebook, plan.assignment, student)
-            grade.auto_score, grade.needs_manual_grade = None, True
+            grade.auto_score = None
+            grade.needs_manual_grade = not (grade.manual_score is not None and gid in same)
         if utils.is_solution(cell) or utils.is_task(cell):
             comment = gb.find_comment(gid, plan.notebook, plan.assignment, student)
             unchanged = (meta.get("checksum") == utils.compute_checksum(cell)
@@ -267,6 +306,7 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                     _has_submission(gb, assignment, student):
                 continue
             try:
+                before = _previous_answers(written_nb)
                 node = _write_notebook(written_nb, autograded_notebook(plan, record))
                 stamp = _stamp_text(course, student, assignment)
                 if stamp:
@@ -275,7 +315,7 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 when = _timestamp(stamp)
                 gb.update_or_create_submission(assignment, student,
                                                **({"timestamp": when} if when else {}))
-                _record_grades(gb, node, plan, student)
+                _record_grades(gb, node, plan, student, before)
                 gb.db.commit()  # one submission's grades together
             except Exception as e:  # noqa: BLE001 (said, and the next student is written)
                 gb.db.rollback()
