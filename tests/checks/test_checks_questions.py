@@ -439,3 +439,13 @@ def test_an_answer_of_the_wrong_kind_says_how_to_write_it(qid, answer, words):
     with pytest.raises(AssertionError) as info:
         check_question(qid, answer)
     assert words in str(info.value), str(info.value)
+
+
+def test_the_kernel_and_the_grader_read_a_record_entry_alike():
+    """One judgement of a recorded entry (questions.as_recorded) serves check_question and the
+    trusted grader (grading.is_answer): a per-student answer without its parameters is none."""
+    from qkv.checks import grading
+
+    for qid, entry, answer in [("scaling_q2", "B", "b"), ("scaling_q1", "64", None),
+                               ("multi_head_q1", 1234, None)]:
+        assert (grading.is_answer(qid, entry)) is (answer is not None), (qid, entry)

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Tuple
 from . import (bottleneck, capstone, efficient, heads, lookup, masking, multi_head, position, qkv,
                scaling, variants)
 from .harness import SECONDS, Check, Raised
-from .questions import QUESTIONS, judge_first, record
+from .questions import QUESTIONS, as_recorded, judge_first, record
 from .result import CheckFailed, CheckResult
 
 __all__ = ["CHECKS", "CheckResult", "Raised", "SECONDS", "calls", "is_answer", "judge",
@@ -158,13 +158,7 @@ def is_answer(name: str, answer: object) -> bool:
     """Whether a recorded first answer is an answer at all (a letter, a number...): a record
     edited by hand may hold "64" where a number belongs. The kernel then judges the notebook's
     answer instead (:func:`qkv.checks.check_question`), and so does the grader."""
-    try:
-        judge_first(name, answer)
-    except AssertionError:
-        return False
-    except Exception:  # noqa: BLE001 (an answer :func:`question` judges, wrong or not)
-        return True
-    return True
+    return as_recorded(name, answer) is not None
 
 
 # CheckFailed is what check_<name> raises in the kernel; listed for the grader's imports.

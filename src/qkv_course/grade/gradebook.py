@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import sqlite3
 import warnings
@@ -181,8 +182,6 @@ def answer_texts(cells: List[Any]) -> Dict[str, str]:
 def _previous_answers(path: Path) -> Dict[str, str]:
     """:func:`answer_texts` of the autograded notebook written before (none: {})."""
     try:
-        import json
-
         return answer_texts(json.loads(path.read_text(encoding="utf-8")).get("cells", []))
     except (OSError, ValueError, AttributeError):
         return {}

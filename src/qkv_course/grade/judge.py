@@ -11,10 +11,9 @@ reference result or a verdict.
 
 from __future__ import annotations
 
-import dataclasses
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import checks_api
@@ -143,7 +142,7 @@ def run_call(sub: Any, call: Call, seed: Optional[int], limits: Timeouts,
         if not getattr(result, "passed", True):  # the notebook may hold another answer now
             first = recorded[call.question]
             shown = first.get("answer") if isinstance(first, dict) else first
-            result = dataclasses.replace(result, what=(
+            result = replace(result, what=(
                 f"graded on your first answer, {str(shown)[:40]!r}, as qkv_answers.json "
                 f"recorded it: {result.what}"))
         return result, None

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..calls import DEFAULT, Call, check_calls
-from ..nbgrader.graded import nbgrader_meta
+from ..nbgrader.graded import nbgrader_meta, text
 from ..usage import UsageError, did_you_mean
 
 SOURCES = ("solutions", "source")  # nbgrader's source folder: this course's, then the default
@@ -84,15 +84,6 @@ class Plan:
                            [(t.grade_id, t.points, [c.describe() for c in t.calls])
                             for t in self.tests], sorted(self.manual_tests.items())])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def text(source: Any) -> str:
-    """A cell's source as one string (a list of lines, a string, or anything else: empty)."""
-    if isinstance(source, str):
-        return source
-    if isinstance(source, list) and all(isinstance(s, str) for s in source):
-        return "".join(source)
-    return ""
 
 
 def _cells(nb: Dict[str, Any]) -> List[Dict[str, Any]]:

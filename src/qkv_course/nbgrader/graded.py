@@ -155,15 +155,20 @@ def questions(nb: Any) -> List[Question]:
         by_hand = bool(meta.get("solution") or meta.get("task")) or cell.get("cell_type") != "code"
         outcome = Outcome(BY_HAND) if by_hand else cell_outcome(cell)
         if by_hand and meta.get("solution") and cell.get("cell_type") == "markdown" and \
-                _text(cell.get("source")).strip() in ("", "YOUR ANSWER HERE"):
+                text(cell.get("source")).strip() in ("", "YOUR ANSWER HERE"):
             outcome = Outcome(BY_HAND, NOT_WRITTEN)  # scored 0 as it is, whoever grades it
         found.append(Question(meta.get("grade_id", "?"), float(meta.get("points", 0) or 0),
                               by_hand, outcome))
     return found
 
 
-def _text(source: Any) -> str:
-    return "".join(source) if isinstance(source, list) else str(source or "")
+def text(source: Any) -> str:
+    """A cell's source as one string (a list of lines, a string, or anything else: empty)."""
+    if isinstance(source, str):
+        return source
+    if isinstance(source, list) and all(isinstance(s, str) for s in source):
+        return "".join(source)
+    return ""
 
 
 def jupyter(module: str) -> Any:

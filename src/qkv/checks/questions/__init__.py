@@ -10,8 +10,8 @@
   trusted grader (data in, data out).
 """
 
-from .judge import QUESTIONS, check_question, judge_first
+from .judge import QUESTIONS, as_recorded, check_question, judge_first
 
 __all__ = ["check_question"]
 
-_ = (QUESTIONS, judge_first)  # public names of the sub-package, used by qkv.checks.grading
+_ = (QUESTIONS, as_recorded, judge_first)  # public names of the sub-package, used by qkv.checks.grading

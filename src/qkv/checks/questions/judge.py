@@ -12,7 +12,7 @@ later different answer is told that the first one stands. The questions live in
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Mapping, Tuple, Union
+from typing import Mapping, Optional, Tuple, Union
 
 from . import early, late, record
 from .kinds import Choice, Computed, Number
@@ -64,9 +64,12 @@ def check_question(question_id: str, answer: object, **params: object) -> None:
         given = question.normalise(answer)
     first, unread = record.first(question_id, given)
     if not unread and first != given:
-        first, unread = _recorded(question, question_id, first)
-        if unread:
-            first = given
+        recorded = as_recorded(question_id, first)
+        if recorded is None:
+            unread = (f"{record.path()} holds {_said(first)} for {question_id}, which is not an "
+                      "answer (edited by hand?), so this answer is judged but not recorded: mend "
+                      "that entry or delete it")
+        first = given if recorded is None else recorded
     right, message = judge_first(question_id, first)
     note = f"{question_id}: your first answer, recorded and graded: {_said(first)}\n"
     if unread:
@@ -102,21 +105,20 @@ def judge_first(question_id: str, first: object) -> Tuple[bool, str]:
     return question.right(value), question.feedback(value)
 
 
-def _recorded(question: Any, question_id: str, first: object) -> Tuple[object, str]:
+def as_recorded(question_id: str, first: object) -> Optional[object]:
     """A first answer the record holds, normalised as a new answer is (the record may have been
-    edited by hand: "B" for "b", "64" for 64); or, when it is no answer at all, the note
-    that says so (the answer given is then judged, and the record left as it is)."""
+    edited by hand: "B" is "b"); None when it is no answer at all ("64" where a number
+    belongs, a per-student answer without its parameters). The kernel and the trusted grader
+    both ask this, so that they judge the same answer: the notebook's, where the record's is
+    none."""
+    question = QUESTIONS[question_id]
     try:
         if isinstance(question, Computed):
-            if not isinstance(first, dict):
-                raise AssertionError("not a per-student answer")
-            return {**first, "answer": question.normalise(first.get("answer"))}, ""
-        return question.normalise(first), ""
+            return ({**first, "answer": question.normalise(first.get("answer"))}
+                    if isinstance(first, dict) else None)
+        return question.normalise(first)
     except AssertionError:
-        where = record.path()
-        return first, (f"{where} holds {_said(first)} for {question_id}, which is not an answer "
-                       "(edited by hand?), so this answer is judged but not recorded: mend that "
-                       "entry or delete it")
+        return None
 
 
 def _said(answer: object) -> str:

@@ -26,6 +26,7 @@ FILE = "qkv_answers.json"
 ENV = "QKV_ANSWERS"
 
 Answer = Union[str, float, dict]  # a dict: a per-student question's answer and parameters
+_KINDS = (str, int, float, dict)  # what a recorded entry may be (anything else is no entry)
 
 
 def _is_source_folder(folder: Path) -> bool:
@@ -69,7 +70,7 @@ def recorded(question_id: str) -> Optional[Answer]:
     a report of the notebook's progress judges)."""
     data, _ = _read(path())
     value = data.get(question_id)
-    return value if type(value) in (str, int, float, dict) else None
+    return value if type(value) in _KINDS else None
 
 
 def first(question_id: str, answer: Answer) -> Tuple[Answer, str]:
@@ -89,7 +90,7 @@ def first(question_id: str, answer: Answer) -> Tuple[Answer, str]:
                         "but not recorded. It holds your first answers, which are graded: mend "
                         "it (a JSON object, {\"question id\": answer, ...}) or, to start the "
                         "record again, delete it.")
-    if question_id in data and type(data[question_id]) in (str, int, float, dict):
+    if question_id in data and type(data[question_id]) in _KINDS:
         return data[question_id], ""
     data[question_id] = answer
     try:
