@@ -70,6 +70,9 @@ CHUNKED_WRONG.update({
     "causal mask hides the diagonal": (make_chunked(causal_diag=-1),
                                        "causal mask off by one (the diagonal is masked)"),
     "-1e9 fill (overflows in float16)": (make_chunked(fill=-1e9), "a finite fill like -1e9"),
+    # Right numbers, none of the memory: chunk_size ignored.
+    "the whole score matrix at once": (make_chunked(materialise=True),
+                                       "the whole (L, S) = (7, 9) score matrix"),
     "float32's finfo.min fill (overflows in float16)":
         (make_chunked(fill=torch.finfo(torch.float32).min), "torch.finfo(scores.dtype).min"),
 })

@@ -27,6 +27,7 @@ import qkv
 
 from ._experiment import Experiment
 from .harness import Case, Exercise, Mistake, half_case, via_float32
+from .mistakes.efficient import chunk_by_chunk
 from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs, row_softmax
 
 # --------------------------------------------------------------- assignment 4: a temperature
@@ -330,6 +331,7 @@ STREAMING_ATTENTION = Exercise(
     name="streaming_attention",
     reference=via_float32(lambda q, k, v, block: qkv.scaled_dot_product_attention(q, k, v)),
     cases=_streaming_cases(), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
+    run_student=chunk_by_chunk(lambda args, kwargs: args[3], "block"),
     mistakes=[
         Mistake("the running max starts at 0 instead of -inf (a bug of the printed function)",
                 "start the max at -inf: with every score far below 0, exp(s - 0) underflows to 0",

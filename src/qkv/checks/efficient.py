@@ -14,7 +14,7 @@ from ._efficient_extra import ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP
 from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, make_check,
                       via_float32)
-from .mistakes.efficient import kv_step_variant, online_variant, short_chunks
+from .mistakes.efficient import chunk_by_chunk, kv_step_variant, online_variant, short_chunks
 from . import _beyond as b
 from ._experiment import ExperimentCheck
 
@@ -192,6 +192,7 @@ CHUNKED_ATTENTION = Exercise(
     name="chunked_attention", reference=via_float32(qkv.chunked_attention), cases=_cases(),
     mistakes=_MISTAKES, forbid=TORCH_ATTENTION,
     compare=_close_or_empty_row, legend="(..., L, Ev)",
+    run_student=chunk_by_chunk(lambda args, kwargs: kwargs.get("chunk_size", 256), "chunk_size"),
     error_hints=[("without overflow", FILL_HINT)],
 )
 

@@ -15,7 +15,7 @@ from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, numbe
                        plain, plain_number, split_outcome)
 from ._inputs import bool_mask, devices, randn
 from ._kind import shown
-from ._notice import notice_text, reference_names
+from ._notice import notice_text, reference_names, whole_scores
 from ._pairs import picked
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "checks_of", "close", "close_each", "make_check", "pair_check", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
     "number_of", "on_helpers", "plain_number", "shown",
     "randn", "reference_names", "run_check", "single", "split_outcome", "via_float32",
+    "whole_scores",
 ]

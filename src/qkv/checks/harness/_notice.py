@@ -15,8 +15,9 @@ import contextlib
 import dis
 import sys
 from types import CodeType, FunctionType, ModuleType
-from typing import Any, Dict, Iterator, List, Mapping, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Set, Tuple
 
+from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from ._exercise import Forbidden
@@ -50,6 +51,43 @@ class CallNotice(TorchFunctionMode):
             yield
         finally:
             self._paused -= 1
+
+
+class _Widths(TorchFunctionMode):
+    """Records the first floating-point ``(..., L, S)`` result a torch call computes from
+    tensors none of which is ``(..., L, S)`` already: scores, not a bias made whole from a
+    factory (``torch.zeros(L, S)``) or from a mask, which the exercise allows."""
+
+    def __init__(self, L: int, S: int) -> None:
+        super().__init__()
+        self.size = (L, S)
+        self.seen: Any = None
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None
+                           ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self.seen is None:
+            inputs = [t for a in (*args, *(kwargs or {}).values())
+                      for t in (a if isinstance(a, (tuple, list)) else (a,))
+                      if isinstance(t, Tensor)]
+            if inputs and not any(self._wide(t) for t in inputs):
+                self.seen = next((tuple(t.shape) for t in (
+                    out if isinstance(out, (tuple, list)) else (out,)) if self._wide(t)), None)
+        return out
+
+    def _wide(self, t: Any) -> bool:
+        return isinstance(t, Tensor) and t.is_floating_point() and t.dim() >= 2 and \
+            tuple(t.shape[-2:]) == self.size
+
+
+def whole_scores(call: Callable[[], Any], L: int, S: int) -> Tuple[Any, Any]:
+    """``call()``'s result, and the shape of the first ``(..., L, S)`` floating-point tensor a
+    torch function returned during it (``None`` if none did): an exercise that visits the keys
+    a chunk at a time never needs one when no mask is given. A teaching aid, like the notice."""
+    watch = _Widths(L, S)
+    with watch:
+        out = call()
+    return out, watch.seen
 
 
 def _codes(code: CodeType) -> Iterator[CodeType]:

@@ -2,15 +2,44 @@
 
 Each variant computes what a student who made one mistake would return; with its default
 switches it gives the right answer (it runs only after the student's code has returned).
+:func:`chunk_by_chunk` is the one mistake no output shows: the keys' chunks ignored.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import torch
 
+from ..harness import ExerciseRule, whole_scores
 from .attention import row_softmax
+
+
+def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callable[..., Any]:
+    """How a chunked exercise calls the student: refused when, with no mask, the answer built
+    the whole ``(L, S)`` score matrix (the chunk size ignored gives the right numbers, and
+    none of the memory the exercise is about).
+
+    Args:
+        chunk_of: the chunk size from the call's ``(args, kwargs)``.
+        name: the argument's name, for the message.
+    """
+    def run(student: Any, query: Any, key: Any, *rest: Any, **kwargs: Any) -> Any:
+        args = (query, key, *rest)
+        chunk, L, S = chunk_of(args, kwargs), query.shape[-2], key.shape[-2]
+        if kwargs.get("attn_mask") is not None or kwargs.get("is_causal") or S <= chunk:
+            return student(*args, **kwargs)  # a mask may honestly be made (L, S) first
+        out, seen = whole_scores(lambda: student(*args, **kwargs), L, S)
+        if seen:
+            raise ExerciseRule(
+                f"with {name}={chunk} it built a tensor of shape {seen}: the whole (L, S) = "
+                f"({L}, {S}) score matrix, which this exercise never makes",
+                f"compute one chunk of keys at a time, query @ key[..., j0:j0 + {name}, :]"
+                f".transpose(-2, -1) of shape (..., L, {name}), and combine the chunks with "
+                f"the running maximum and sums")
+        return out
+    return run
 
 
 def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
