@@ -258,8 +258,8 @@ def test_a_slip_drawn_in_another_order_is_named_by_its_mean():
     def max_weight(d_k, scaled, generator):
         k, q = _draw((32, d_k), (32, d_k), generator=generator)
         return torch.softmax(q @ k.T / (d_k if scaled else 1), -1).max(-1).values.mean().item()
-    with pytest.raises(AssertionError, match="average of the experiment with a slip: scores "
-                       "divided by d_k") as failed:
+    with pytest.raises(AssertionError, match="average of the experiment with a slip, likely "
+                       "yours: scores divided by d_k") as failed:
         checks.check_max_weight(max_weight)
     assert failed.value.result.mistake_id == "scores-divided-by-d-k-instead-of-sqrt-d-k"
 

@@ -168,8 +168,11 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                       for i, m in enumerate(exp.mistakes))
         if near and near[0][0] <= NAMED_SIGMAS / SIGMAS:
             mistake = exp.mistakes[near[0][1]]
-            return (f"{said}; that is the average of the experiment with a slip: "
-                    f"{mistake.name}", mistake.hint, mistake.name)
+            # A mean alone cannot tell which measurement it is: say it is likely, and give
+            # the experiment's own recipe too.
+            return (f"{said}; that is close to the average of the experiment with a slip, "
+                    f"likely yours: {mistake.name}", f"{mistake.hint} (if that is not what "
+                    f"you did: {exp.hint})", mistake.name)
         return said, exp.hint, ""
     if exp.spread and ref_sd > 0:
         ratio = _mad(mine) / max(_mad(reference), 1e-12)
