@@ -252,6 +252,13 @@ def backward_autograd(query, key, value, out, lse, grad_out, is_causal=False, sc
     return torch.autograd.grad(o, (q, k, v), grad_out)
 
 
+def backward_vjp(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+    """Right numbers through torch.func.vjp: a notice."""
+    def forward(q, k, v):
+        return qkv.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+    return torch.func.vjp(forward, query, key, value)[1](grad_out)
+
+
 def backward_no_is_causal(query, key, value, out, lse, grad_out, scale=None):
     """The signature before is_causal: fails on the causal inputs."""
     return make_backward()(query, key, value, out, lse, grad_out, scale=scale)
@@ -275,7 +282,10 @@ BACKWARD_WRONG = {
     "mask bottom right": (make_backward(mask="bottom right"), "aligned to the bottom right"),
     "diagonal masked": (make_backward(mask="strict"), "the diagonal masked too"),
     "no is_causal argument": (backward_no_is_causal, "is_causal=False, scale=None"),
-    "autograd": (backward_autograd, "calls torch.autograd.grad"),
+    "autograd": (backward_autograd, "called autograd (torch.autograd.grad, directly or "
+                                    "through torch.func)"),
+    "torch.func.vjp": (backward_vjp, "called autograd (torch.autograd.grad, directly or "
+                                     "through torch.func)"),
 }
 BACKWARD_RIGHT = {
     "matmul": make_backward(),

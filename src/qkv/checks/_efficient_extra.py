@@ -89,7 +89,9 @@ _MASK_HINT = ("with is_causal=True, query i saw only keys j <= i (top left, as S
 ATTENTION_BACKWARD = Exercise(
     name="attention_backward", reference=via_float32(autograd_backward), cases=_backward_cases(),
     compare=close_each,
-    forbid=TORCH_ATTENTION | Forbidden({torch.autograd.grad: "torch.autograd.grad",
+    # torch.func.vjp and its kind reach torch.autograd.grad: the notice says so.
+    forbid=TORCH_ATTENTION | Forbidden({torch.autograd.grad: "autograd (torch.autograd.grad, "
+                                                             "directly or through torch.func)",
                                         torch.Tensor.backward: "Tensor.backward"}),
     legend="(grad_query (B, H, L, E), grad_key (B, H, S, E), grad_value (B, H, S, Ev))",
     error_hints=[("keyword argument 'is_causal'",
