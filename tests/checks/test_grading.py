@@ -224,6 +224,23 @@ def test_a_question_is_judged_as_data():
         grading.question("no_such_question", "a")
 
 
+def test_a_wrong_choice_is_named_by_the_answer_chosen():
+    """A class report counts which wrong answer students chose; the question's name is said
+    once; an answer left None is 'not answered yet', not an answer raising an error."""
+    wrong = grading.question("qkv_q2", "b")
+    assert not wrong.passed and wrong.mistake == "answered 'b'"
+    assert wrong.mistake_id == "answered-b" and wrong.message().startswith("qkv_q2: Not (b)")
+    assert grading.question("qkv_q2", "a").mistake == ""  # right: nothing to count
+    blank = grading.question("qkv_q2", None)
+    assert blank.kind == "not written" and "not answered yet" in blank.message()
+    assert "NotImplementedError" not in blank.message()
+    # A per-student question: its right answer differs by student, so no answer is counted.
+    computed = grading.question("bottleneck_q1", {"answer": 1, "attn_dim": 3})
+    assert not computed.passed and computed.mistake == ""
+    assert grading.question("scaling_q1", "a").message().count("scaling_q1") == 2  # name, e.g.
+    assert computed.message().startswith("bottleneck_q1: (attn_dim = 3): Not 1")
+
+
 @pytest.mark.parametrize("check", sorted(grading.CHECKS))
 def test_a_number_too_large_for_a_float_is_a_wrong_answer(check):
     """What comes back is the student's to choose: an int no float holds (10**400), alone, in

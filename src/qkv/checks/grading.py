@@ -39,7 +39,7 @@ from . import (bottleneck, capstone, efficient, heads, lookup, masking, multi_he
                scaling, variants)
 from .harness import SECONDS, Check, Raised
 from .questions import QUESTIONS, as_recorded, judge_first, record
-from .result import CheckFailed, CheckResult
+from .result import CheckFailed, CheckResult, mistake_id
 
 __all__ = ["CHECKS", "CheckResult", "Raised", "SECONDS", "calls", "is_answer", "judge",
            "prepare", "question", "recorded", "run_student"]
@@ -136,16 +136,27 @@ def question(name: str, answer: object) -> CheckResult:
     try:
         right, message = judge_first(name, answer)
     except (AssertionError, ValueError) as e:
-        kind = "not written" if "not answered yet" in str(e) else "wrong"
-        return CheckResult(name, False, None, what=str(e), kind=kind)
+        said = _once(name, str(e))
+        kind = "not written" if "not answered yet" in said else "wrong"
+        return CheckResult(name, False, None, what=said, kind=kind)
     except (ArithmeticError, TypeError) as e:  # parameters no seed gives (a length of 10**400)
         return CheckResult(name, False, None, kind="wrong",
                            what=f"the answer or its parameters cannot be judged "
                                 f"({type(e).__name__}): set them as the question says")
-    if message.startswith(f"{name}: "):  # the result's message says the name once
-        message = message[len(name) + 2:]
-    return CheckResult(name, True, None) if right else CheckResult(name, False, None,
-                                                                   what=message, kind="wrong")
+    message = _once(name, message)
+    if right:
+        return CheckResult(name, True, None)
+    # The answer chosen is the mistake a class report counts ("answered 'c'"), where every
+    # student has the same right answer; a per-student question's answers differ by student.
+    chosen = as_recorded(name, answer)
+    said = f"answered {chosen!r}" if chosen is not None and not isinstance(chosen, dict) else ""
+    return CheckResult(name, False, None, what=message, kind="wrong", mistake=said,
+                       mistake_id=mistake_id(said) if said else "")
+
+
+def _once(name: str, text: str) -> str:
+    """``text`` without the question's name in front: the result's message says it once."""
+    return text[len(name):].lstrip(": ") if text.startswith(name) else text
 
 
 def recorded(name: str) -> object:

@@ -80,7 +80,7 @@ class CheckResult:
         """The text a student reads: what failed on which input, the hint, the notice."""
         if self.passed:
             return f"{self.exercise}: pass" + (f"\nnote: {self.notice}" if self.notice else "")
-        if self.kind == "not written":
+        if self.kind == "not written" and not self.what:
             text = f"{self.exercise} {NOT_WRITTEN}"
         elif self.input:
             text = f"{self.exercise}: wrong on {self.input}: {self.what}"
