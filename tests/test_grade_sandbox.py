@@ -203,6 +203,35 @@ def test_killing_the_sandbox_costs_only_that_submission(pool, cell):
     assert failed is None and out == 42
 
 
+STATE = """
+import os, resource
+out = [resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_NPROC),
+       os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0))]
+"""
+
+
+def test_a_submission_cannot_lower_what_later_ones_get(pool):
+    """A child runs as its zygote's user: it may lower the zygote's limits or priority, which
+    later children inherit (honest students lost points to 'cannot allocate'). The zygote
+    sees the change at the reset and the slot starts anew."""
+    before = [run(pool, STATE)[2] for _ in range(2)]
+    assert before[0] == before[1]
+    failed, _, out = run(pool, """
+import os, resource
+z = os.getppid()
+with open(f"/proc/{z}/status") as f:
+    vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+resource.prlimit(z, resource.RLIMIT_AS, (vm + (8 << 20), vm + (8 << 20)))
+resource.prlimit(z, resource.RLIMIT_NPROC, (2, 2))
+os.setpriority(os.PRIO_PROCESS, z, 19)
+os.sched_setaffinity(z, {min(os.sched_getaffinity(z))})
+out = "lowered"
+""")
+    assert failed is None and out == "lowered"
+    after = [run(pool, STATE) for _ in range(4)]  # both slots, twice
+    assert all(f is None and state == before[0] for f, _, state in after), after
+
+
 def test_an_endless_loop_and_a_sleep_are_cut(pool):
     for cell in ("while True:\n    pass", "import time\ntime.sleep(3600)"):
         start = time.monotonic()

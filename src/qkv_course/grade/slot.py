@@ -87,9 +87,12 @@ class Slot:
     def reset(self, pid: Optional[int], timeout_s: float = 30, grace_s: float = 0) -> str:
         """End everything the last submission started; how its child ended (``"running"``...)."""
         self._order({"op": "reset", "pid": pid, "grace_s": grace_s})
-        status = self._answer(timeout_s).get("status")
+        answer = self._answer(timeout_s)
+        status = answer.get("status")
         if not isinstance(status, str):
             raise SlotBroken("the zygote did not say how the submission ended")
+        if answer.get("tainted"):  # the zygote changed under it, and has exited: start anew
+            self.kill()
         return status
 
     def kill(self) -> None:

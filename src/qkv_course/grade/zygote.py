@@ -9,7 +9,10 @@ child subreaper (a daemon's orphans come back to it), then waits on its control 
   that runs one submission over that socket (:func:`.worker.serve`), answer ``{"pid": pid}``;
 - ``{"op": "reset", "pid": pid, "grace_s": s}``: end every process in the sandbox but its init and the zygote
   (``kill(-1, SIGKILL)`` until none is left: a daemon cannot leave the PID namespace), empty
-  ``/tmp``, remove System V IPC objects, and answer ``{"status": how the child ended}``.
+  ``/tmp``, remove System V IPC objects, and answer ``{"status": how the child ended,
+  "tainted": ""}``. A child runs as the zygote's user, so it may lower the zygote's limits
+  (``prlimit``) or priority, which every later child would inherit: ``tainted`` says what
+  changed, and the zygote then exits (the parent starts a new sandbox).
 
 Nothing a child does reaches the zygote's memory (fork copies it); what it can reach (files in
 ``/tmp``, processes, IPC objects) the reset removes. If the child kills the zygote, the parent
@@ -50,6 +53,7 @@ def main() -> None:
     except BaseException:  # the parent shows this to the instructor: the sandbox cannot start
         ctl.send(json.dumps({"error": traceback.format_exc()[-4000:]}).encode())
         raise SystemExit(1)
+    state = _state()
     ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "base": base}).encode())
     while True:
         try:
@@ -73,11 +77,43 @@ def main() -> None:
             ctl.send(json.dumps({"pid": pid}).encode())
         elif order.get("op") == "reset":
             status = _end_all(order.get("pid"), config, order.get("grace_s") or 0)
-            ctl.send(json.dumps({"status": status}).encode())
+            changed = _changed(state)
+            ctl.send(json.dumps({"status": status, "tainted": changed}).encode())
+            if changed:  # the next submission must not inherit it: the parent starts anew
+                _end_all(None, config)
+                os._exit(3)
         else:
             for fd in fds:
                 os.close(fd)
             ctl.send(json.dumps({"error": f"unknown order {str(order)[:80]}"}).encode())
+
+
+#: ioprio_get's system call number, where this knows it (x86_64, aarch64).
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
+
+
+def _state() -> Dict[str, Any]:
+    """What a child, running as the same user, can change in the zygote from outside and every
+    later child would inherit: its resource limits (``prlimit``), nice value, CPUs, scheduling
+    policy, I/O priority and OOM score."""
+    import resource
+    state: Dict[str, Any] = {
+        name: resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource)) if name.startswith("RLIMIT_")}
+    state.update(nice=os.getpriority(os.PRIO_PROCESS, 0), cpus=sorted(os.sched_getaffinity(0)),
+                 policy=os.sched_getscheduler(0))
+    with open("/proc/self/oom_score_adj") as f:
+        state["oom_score_adj"] = f.read().strip()
+    if _IOPRIO_GET is not None:
+        state["ioprio"] = ctypes.CDLL(None, use_errno=True).syscall(_IOPRIO_GET, 1, 0)
+    return state
+
+
+def _changed(before: Dict[str, Any]) -> str:
+    """What of :func:`_state` differs from ``before`` (``""``: nothing)."""
+    now = _state()
+    return ", ".join(f"{k} {before.get(k)} -> {v}" for k, v in now.items()
+                     if v != before.get(k))[:300]
 
 
 def _drop(uid: int) -> None:
