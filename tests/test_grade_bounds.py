@@ -176,3 +176,18 @@ def test_a_question_s_parameters_no_seed_gives_are_a_wrong_answer_not_a_grader_f
 
     result = grading.question("efficient_q1", {"answer": 1.0, "length": 10 ** 400})
     assert not result.passed and "cannot be judged" in result.message()
+
+
+def test_the_summary_line_shows_a_submission_s_control_characters_escaped():
+    """A failing answer's message reached the instructor's terminal raw: escape codes could
+    rewrite a 0/15 line as 15/15 and hide 'FLAGGED for review'."""
+    from qkv_course.grade.summary import summary_line
+
+    record = {"student": "eve\x1b[2K", "assignment": "04-scaling", "notebook": "scaling",
+              "score": 0, "max_score": 15,
+              "tests": [{"grade_id": "test_f", "status": "fail", "mistake": "",
+                         "calls": [{"passed": False, "what": "\r\x1b[1Aeve: 15/15\u202e"}]}],
+              "flags": [{"detail": "delegation\x1b[8m hidden"}]}
+    line = summary_line(record)
+    assert line.isprintable() and "\\x1b" in line and "\\u202e" in line
+    assert line.startswith("eve\\x1b[2K 04-scaling/scaling: 0/15") and "FLAGGED" in line

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..usage import UsageError, did_you_mean
 from . import checks_api, flags, gradebook, judge, records, submission
-from .summary import Summary, report, summary_line
+from .summary import Summary, printable, report, summary_line
 from .plan import SETUP, Plan, course_key, notebooks, plan, text
 
 Job = Tuple[str, Plan, Path]  # student, the notebook's plan, the submitted file
@@ -372,8 +372,9 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
         except Exception as e:  # noqa: BLE001 (the grader's own failure: record nothing, say it)
             with lock, checks_api.OUTPUT:
                 summary.errors += 1
-                line = (f"{student} {p.assignment}/{p.notebook}: NOT GRADED, the grader failed "
-                        f"({type(e).__name__}: {e}); nothing recorded, a rerun grades it")
+                line = printable(f"{student} {p.assignment}/{p.notebook}: NOT GRADED, the "
+                                 f"grader failed ({type(e).__name__}: {e}); nothing recorded, a "
+                                 "rerun grades it")
                 summary.lines.append(line)
                 echo(line)
             return

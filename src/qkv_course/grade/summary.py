@@ -26,8 +26,21 @@ class Summary:
     left_out: List[str] = field(default_factory=list)
 
 
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: a control or format character (an escape sequence that
+    moves the cursor or recolours, a right-to-left override) from a submission's messages or
+    names is shown escaped, never acted on."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def summary_line(record: Dict[str, Any]) -> str:
-    """One line for one submission: points, what failed, what stopped it, flags."""
+    """One line for one submission: points, what failed, what stopped it, flags (escaped:
+    :func:`printable`)."""
+    return printable(_line(record))
+
+
+def _line(record: Dict[str, Any]) -> str:
     name = f"{record['student']} {record['assignment']}/{record['notebook']}"
     line = f"{name}: {record['score']:g}/{record['max_score']:g}"
     if record.get("unreadable"):
@@ -71,7 +84,7 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]]) 
     if summary.errors:
         lines.append(f"{summary.errors} submission(s) NOT graded because the grader failed: "
                      "run the same command again")
-    lines += summary.left_out
+    lines += map(printable, summary.left_out)
     if shard is None:
         lines.append(f"gradebook.db and autograded/: {summary.written} submission(s) written "
                      "(the others unchanged since the last run)"
