@@ -123,6 +123,24 @@ def test_a_call_of_the_reference_gets_a_notice(capsys):
     assert "you called qkv.scaled_dot_product_attention" in capsys.readouterr().out
 
 
+def test_a_call_of_the_checks_own_reference_gets_a_notice(capsys):
+    """The checks hold each exercise's reference: reaching it through qkv.checks (a table of
+    the checks, or a variant function of theirs) is delegation too."""
+    delegates = _notebook("""
+    from qkv.checks.grading import CHECKS as _C
+    from qkv.checks.mistakes.attention import attend
+    def scaled_dot_product_attention(query, key, value, scale=None):
+        check = _C["check_scaled_dot_product_attention"]
+        return check.exercises(masks=False)[0].reference(query, key, value, scale=scale)
+    def scaled_dot_product_attention_2(query, key, value, scale=None):
+        return attend(query, key, value, scale=scale)
+    """)
+    for name in ("scaled_dot_product_attention", "scaled_dot_product_attention_2"):
+        check_scaled_dot_product_attention(delegates[name], masks=False)
+        out = capsys.readouterr().out
+        assert "you called qkv.attend" in out or "the checks' own exercises" in out, out
+
+
 def test_assignment_4s_given_softmax_is_no_delegation(capsys):
     """Assignment 4's set-up gives the course's softmax: its answers may call it, unnoticed."""
     ns = _notebook("from qkv import softmax\n", WRONG_SCORES_AND_SOFTMAX.split("def softmax")[0],

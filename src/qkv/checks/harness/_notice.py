@@ -148,8 +148,16 @@ def _contents(cell: Any) -> Any:
 
 
 def _course(value: Any) -> bool:
+    """Whether ``value`` is the course's code: :mod:`qkv`'s, or the checks' own (whose
+    exercises hold the references), but for the public checks a notebook calls."""
     module = getattr(value, "__module__", "") or ""
-    return module.split(".")[0] == "qkv" and not module.startswith("qkv.checks")
+    name = getattr(value, "__name__", "") or ""
+    return module.split(".")[0] == "qkv" and not (
+        module.startswith("qkv.checks") and (name.startswith("check_") or name in _PUBLIC))
+
+
+#: The checks' names a notebook uses besides ``check_*``.
+_PUBLIC = ("in_notebook", "CheckFailed", "CheckResult")
 
 
 def reference_names(student: Any, exercise: str, forbid: Forbidden,
@@ -187,7 +195,9 @@ def reference_names(student: Any, exercise: str, forbid: Forbidden,
                 candidates = _module_attributes(value, name, attributes) if name in globals_ or \
                     any(b == name or b.startswith(name + ".") for b in attributes) else \
                     [getattr(value, a, None) for a in every]
-            elif callable(value):
+            elif isinstance(value, (dict, list, tuple)):  # a table of the checks' objects
+                candidates = list(value.values() if isinstance(value, dict) else value)[:_MOST]
+            elif value is not None:
                 candidates = [value]
             for c in candidates:
                 said = _said(c, forbid, allowed)
@@ -214,6 +224,9 @@ def _said(c: Any, forbid: Forbidden, allowed: set) -> Any:
     name = getattr(c, "__name__", "")
     if isinstance(c, (FunctionType, type)) and _course(c) and name not in allowed:
         return f"qkv.{name}"
+    if not isinstance(c, (FunctionType, type, ModuleType)) and _course(type(c)) and \
+            type(c).__module__.startswith("qkv.checks"):  # a check's own object, its reference
+        return "the checks' own exercises (qkv.checks: their references)"
     if str(getattr(c, "__module__", "")).split(".")[0] == "torch" and name and \
             forbid.matches(name):  # torch's ready-made version, by its name
         return f"{c.__module__}.{name}"
