@@ -277,7 +277,7 @@ PADDING_LEAK = Experiment(
 
 def streaming(query: Tensor, key: Tensor, value: Tensor, block: int, *, rescale_sum: bool = True,
               sign: int = 1, drop_last: bool = False, zero_start: bool = False,
-              rescale_acc: bool = True) -> Tensor:
+              rescale_acc: bool = True, frozen: bool = False) -> Tensor:
     """Attention visiting the keys ``block`` at a time with a running max, sum and output; or
     one bug of the printed version put back (or ``rescale_acc=False``: the output not
     rescaled)."""
@@ -293,6 +293,8 @@ def streaming(query: Tensor, key: Tensor, value: Tensor, block: int, *, rescale_
     for start in range(0, stop, block):
         s = query @ key[..., start:start + block, :].transpose(-2, -1) * scale
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        if frozen and start > 0:  # the first block's maximum kept for good
+            m_new = m
         p = (s - m_new).exp()
         c = (sign * (m - m_new)).exp()
         l = (l * c if rescale_sum else l) + p.sum(dim=-1, keepdim=True)
@@ -302,13 +304,15 @@ def streaming(query: Tensor, key: Tensor, value: Tensor, block: int, *, rescale_
 
 
 def _streaming_cases():
-    def make(batch, L, S, E, Ev, block, shift=0.0):
+    def make(batch, L, S, E, Ev, block, shift=0.0, later=False):
         def build(gen, device, dtype):
             q, k, v = qkv_inputs(gen, device, dtype, batch, L, S, E, Ev)
             if shift:  # every score far below 0: a max that starts at 0 underflows
                 q = q * 0.1
                 k = k * 0.1
                 q[..., 0], k[..., 0] = shift, -shift
+            if later:  # the first block's scores near 0, the later blocks' near 800
+                q[..., 0], k[..., :block, 0], k[..., block:, 0] = 40.0, 0.0, 40.0
             return (q, k, v, block), {}
         return build
     f32, f64 = torch.float32, torch.float64
@@ -322,6 +326,8 @@ def _streaming_cases():
              make((), 4, 6, 4, 2, 16), f32),
         Case("input whose scores are all near -1000 (L=3, S=8, block=4)",
              make((1,), 3, 8, 4, 3, 4, shift=63.0), f64),
+        Case("input whose later blocks score far above the first (near 800 against 0), L=3, "
+             "S=8, E=4, block=3", make((2,), 3, 8, 4, 3, 3, later=True), f64),
         half_case("batched input (B=2, H=2) with L=4, S=7, E=4, Ev=3 and block=3",
                   make((2, 2), 4, 7, 4, 3, 3)),
     ]
@@ -339,6 +345,10 @@ STREAMING_ATTENTION = Exercise(
         Mistake("the running sum is not rescaled when the max grows (a bug of the printed "
                 "function)", "l = l * exp(m - m_new) + p.sum(-1)", partial(streaming,
                                                                            rescale_sum=False)),
+        Mistake("the running max is never updated after the first block (nothing is "
+                "rescaled)", "m_new = max(m, the block's max) at every block, with l and acc "
+                "rescaled by exp(m - m_new): a later block scoring far above the first "
+                "overflows exp otherwise", partial(streaming, frozen=True)),
         Mistake("the running output is not rescaled when the max grows (the sum is)",
                 "acc = acc * exp(m - m_new) + p @ v_block, like the sum",
                 partial(streaming, rescale_acc=False)),

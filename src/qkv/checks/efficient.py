@@ -75,6 +75,16 @@ def _negative_scores(gen, device, dtype):
     return (q, k, v), {"chunk_size": 3}
 
 
+def _later_chunk_far_above(gen, device, dtype):
+    """L=4, S=7, chunk_size=3: the first chunk's scores near 0, the later chunks' near 800
+    (a running maximum kept from the first chunk overflows: exp(800) is inf in float64)."""
+    q, k, v = qkv_inputs(gen, device, dtype, (2,), 4, 7, 4, 3)
+    q, k = q.clone(), k.clone()
+    q[..., 0] = 40.0
+    k[..., :3, 0], k[..., 3:, 0] = 0.0, 40.0
+    return (q, k, v), {"chunk_size": 3}
+
+
 def _hidden_first_chunk(gen, device, dtype):
     """A bool mask (L=4, S=7, chunk_size=3) that hides query 0's first chunk: its keys come
     later. (No row with no key at all: the fill the hints allow, finfo.min, gives such a row
@@ -137,6 +147,8 @@ def _cases() -> List[Case]:
              make((), 5, 6, 8, 3, 2, scale=0.4), f64),
         Case("input with large logits (scores near 800), L=4, S=7, chunk_size=3",
              make((2,), 4, 7, 4, 3, 3, big=40.0), f64),
+        Case("input whose later chunks score far above the first (near 800 against 0), L=4, "
+             "S=7, chunk_size=3", _later_chunk_far_above, f64),
         Case("input with L=3, S=5 and chunk_size=16 (one chunk holds every key)",
              make((2,), 3, 5, 4, 3, 16), f32),
         Case("input whose scores are all very negative (near -1000), L=4, S=7, chunk_size=3",
@@ -151,6 +163,10 @@ def _cases() -> List[Case]:
 
 
 _MISTAKES = [
+    Mistake("a running maximum that is never updated after the first chunk (nothing is "
+            "rescaled)", "take m_new = max(m, the chunk's maximum) at every chunk and rescale l "
+            "and acc by exp(m - m_new): a later chunk scoring far above the first overflows "
+            "exp otherwise", partial(online_variant, frozen=True)),
     Mistake("an online softmax that does not rescale its running sums", _RESCALE_HINT,
             partial(online_variant, rescale_l=False, rescale_acc=False)),
     Mistake("an online softmax that does not rescale its running sums (l is not rescaled)",

@@ -44,7 +44,7 @@ def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callabl
 
 def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
                    rescale_l=True, rescale_acc=True, zero_start=False, divide=True, stop="S",
-                   mask_from0=False, guard=True):
+                   mask_from0=False, guard=True, frozen=False):
     """Online softmax with switches for its mistakes (defaults: the right answer).
 
     ``zero_start`` starts the running maximum at 0 instead of -inf and leaves out
@@ -54,7 +54,8 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
     last full chunk (range(S // chunk_size)), ``"minus"`` before S - chunk_size;
     ``mask_from0`` slices every chunk's mask from column 0 (the mask of the first chunk's keys);
     ``guard=False`` shifts by a running maximum of -inf too (NaN for a row whose chunks so far
-    were all masked).
+    were all masked); ``frozen=True`` keeps the first chunk's maximum for good (nothing is
+    rescaled, and a later chunk scoring far above the first overflows).
     """
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     c = 1.0 / math.sqrt(E) if scale is None else scale
@@ -75,6 +76,8 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
             block = attn_mask[..., first:first + s.shape[-1]]
             s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        if frozen and j0 > 0:
+            m_new = m
         safe = m_new if zero_start or not guard else m_new.masked_fill(m_new == float("-inf"), 0.0)
         p = (s - safe).exp()
         corr = (m - safe).exp()
