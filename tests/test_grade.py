@@ -361,6 +361,11 @@ def test_a_rerun_leaves_a_score_given_by_hand_alone(graded, tmp_path, fake_sandb
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, True),
                                                                           (None, False)]
+    # A regrade before anyone has looked keeps it flagged: the score is still for the old text.
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force",
+                "--student", "alice"]) == 0
+    assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, True),
+                                                                          (None, False)]
 
 
 def test_compare_says_each_test_nbgrader_scored_otherwise_and_leaves_its_gradebook(

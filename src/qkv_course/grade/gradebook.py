@@ -210,7 +210,10 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
             score = (None if gid in plan.manual_tests
                      else utils.determine_grade(cell, None)[0])
             grade.auto_score = score
-            kept = score is None and grade.manual_score is not None and gid in same
+            # Flagged before and not graded since (formgrader clears the flag when a person
+            # saves a score): still waiting for that person, whatever this regrade finds.
+            kept = score is None and grade.manual_score is not None and gid in same and \
+                not grade.needs_manual_grade
             grade.needs_manual_grade = not kept and (grade.manual_score is not None
                                                      or score is None)
         elif utils.is_task(cell):
@@ -219,7 +222,8 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
             # rather than keep a score given to other text.
             grade = gb.find_grade(gid, plan.notebook, plan.assignment, student)
             grade.auto_score = None
-            grade.needs_manual_grade = not (grade.manual_score is not None and gid in same)
+            grade.needs_manual_grade = not (grade.manual_score is not None and gid in same
+                                            and not grade.needs_manual_grade)
         if utils.is_solution(cell) or utils.is_task(cell):
             comment = gb.find_comment(gid, plan.notebook, plan.assignment, student)
             unchanged = (meta.get("checksum") == utils.compute_checksum(cell)
