@@ -273,6 +273,26 @@ def test_report_reads_qkv_grades_result_files_first(tmp_path, capsys):
                     (MASKED, "timeout"): "1", (MASKED, "error"): "1"}
 
 
+def test_a_failure_the_check_described_counts_by_its_description(tmp_path, capsys):
+    """No known mistake, but the check said what is wrong (a transposed mask): the class's
+    answers count together under that description, its numbers left out."""
+    from qkv_course.grade import records
+
+    course = tmp_path / "course"
+    for student, shape in (("ann", "(2, 3)"), ("ben", "(4, 5)")):
+        record = _record([(CAUSAL, "fail", None), (PADDING, "fail", None)])
+        record["tests"][0]["calls"] = [{"passed": False, "what": "the mask is transposed (rows "
+                                        "and columns swapped): True above the diagonal"}]
+        record["tests"][1]["calls"] = [{"passed": False, "what": f"the result has shape "
+                                        f"{shape}; expected another"}]
+        records.write(records.path_of(course, student, ASSIGNMENT, "masking"), record)
+    code, out, err = _report(capsys, course, tmp_path / "out")
+    assert code == 0, err
+    rows = {(r[1], r[2]): r[3] for r in _rows(tmp_path / "out")[1:]}
+    assert rows == {(CAUSAL, "the mask is transposed (rows and columns swapped)"): "2",
+                    (PADDING, "the result has shape (#, #)"): "2"}
+
+
 def test_report_reads_a_folder_of_gradescope_results(tmp_path, capsys):
     """``qkv gradescope``'s autograder keeps the record in results.json: a folder of them
     (one per submission, any depth) is a class; a student's latest record counts."""

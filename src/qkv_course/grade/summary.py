@@ -45,7 +45,7 @@ def _line(record: Dict[str, Any]) -> str:
     line = f"{name}: {record['score']:g}/{record['max_score']:g}"
     if record.get("unreadable"):
         return line + f" (UNREADABLE: {record['unreadable']})"
-    failed = [f"{t['grade_id']} ({t.get('mistake') or _what(t) or t['status']})"
+    failed = [f"{t['grade_id']} ({t.get('mistake') or what_failed(t) or t['status']})"
               for t in record["tests"] if t["status"] != PASS]
     if failed:
         line += "; failed " + ", ".join(failed)
@@ -63,7 +63,7 @@ def _line(record: Dict[str, Any]) -> str:
     return line
 
 
-def _what(test: Dict[str, Any]) -> str:
+def what_failed(test: Dict[str, Any]) -> str:
     """What the failing check said was wrong, in short, when it named no known mistake ("the
     mask is transposed"), from the call's recorded verdict."""
     for call in reversed(test.get("calls", [])):

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Dict, Iterator, List, Tuple
+from typing import Collection, Dict, Iterator, List, Optional, Tuple
 
 from ..nbgrader.graded import (BY_HAND, ERROR, FAIL, PASS, TIMEOUT, Outcome, Question, notebooks_in,
                                questions, read_notebook)
+from ..grade.summary import what_failed as _what
 from ..usage import UsageError
 
 COLUMNS = ("assignment", "test", "mistake", "students")
@@ -83,11 +85,21 @@ def read_results(course: Path) -> Dict[str, Dict[str, List[Question]]]:
     return found
 
 
+def _described(test: Dict) -> Optional[str]:
+    """What a failing check said was wrong when it named no known mistake ("the mask is
+    transposed (rows and columns swapped)"), its numbers left out so that a class's answers
+    count together; ``None`` when it said nothing of the kind (a wrong value, no more)."""
+    what = _what(test)
+    if not what or what.startswith(("it raised", "largest difference", "the result differs")):
+        return None
+    return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", re.split(r"[:;]", what)[0]).strip()
+
+
 def _questions(record: Dict) -> List[Question]:
     """A result record's tests (and its hand-graded ones) as :class:`Question` s."""
     qs = [Question(t["grade_id"], float(t["points"]), False,
                    Outcome(t["status"] if t["status"] in STATUSES else ERROR,
-                           t.get("message", ""), t.get("mistake") or None))
+                           t.get("message", ""), t.get("mistake") or _described(t)))
           for t in record.get("tests", [])]
     qs += [Question(g, float(p), True, Outcome(BY_HAND))
            for g, p in record.get("manual_tests", {}).items()]
