@@ -176,7 +176,9 @@ CROSS_ATTENTION = Exercise(
     name="cross_attention", reference=via_float32(qkv.cross_attention), cases=_cases(cross=True),
     mistakes=_mistakes(_cross, cross=True), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT + "; keys and values come from context"),
-                 ("x.T", "transpose only the last two axes: K.transpose(-2, -1)")],
+                 ("x.T", "transpose only the last two axes: K.transpose(-2, -1)"),
+                 ("batch2 tensor", "the batch axes broadcast (one unbatched context may serve "
+                  "a batch of x): use @ or torch.matmul, which broadcast, not torch.bmm")],
 )
 
 
