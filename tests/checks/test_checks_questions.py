@@ -213,6 +213,13 @@ def test_the_record_stays_out_of_an_instructor_s_source_folder(tmp_path, monkeyp
     assert (copied / _answers.FILE).exists()
 
 
+def test_a_letter_written_as_in_a_list_is_that_letter():
+    from qkv.checks.questions import QUESTIONS
+
+    for written in ("b", "B", " b ", "(b)", "b)", "b.", "(B).", "b:"):
+        assert QUESTIONS["qkv_q2"].normalise(written) == "b", written
+
+
 def test_an_answer_of_the_wrong_kind_says_what_was_expected():
     with pytest.raises(AssertionError, match='masking_q1: expected one of "a", "b", "c", "d" '
                                              r"\(a str\), got int 1"):

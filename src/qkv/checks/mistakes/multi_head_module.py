@@ -74,9 +74,11 @@ def _give_weights(module: Any, spec: dict) -> dict:
     for name in _PROJECTIONS:
         layer = getattr(module, name, None)
         if not isinstance(layer, nn.Linear):
+            has = "has none" if layer is None else f"has a {type(layer).__name__}"
             raise ExerciseRule(
                 f"the module needs an nn.Linear attribute {name} (q_proj, k_proj, v_proj, "
-                f"out_proj, as qkv.MultiHeadAttention), got {type(layer).__name__}")
+                f"out_proj, as qkv.MultiHeadAttention); it {has}",
+                f"name the four layers as the text does: self.{name} = nn.Linear(...)")
         wants_bias = spec["biases"][name] is not None
         if layer.bias is None and wants_bias:  # else the copy below fails with a NoneType error
             raise ExerciseRule(

@@ -125,7 +125,7 @@ class Choice:
     explain: Mapping[str, str]
 
     def normalise(self, answer: object) -> str:
-        """The letter an answer gives (``"B"`` and ``"(b)"`` are read as ``"b"``).
+        """The letter an answer gives (``"B"``, ``"(b)"`` and ``"b."`` are read as ``"b"``).
 
         Raises:
             AssertionError: no answer yet, or not one of the letters (saying how to write one);
@@ -140,7 +140,8 @@ class Choice:
             _not_answered(self.id, example)
         letters = ", ".join(f'"{k}"' for k in self.choices)
         # Only a str itself: a subclass's strip, lower or __eq__ could say anything.
-        letter = str.lower(str.strip(str.strip(answer), "()")) if type(answer) is str else None
+        letter = str.lower(str.strip(str.strip(answer), "().: ")) if type(answer) is str \
+            else None
         if letter not in self.choices:
             raise AssertionError(f"{self.id}: expected one of {letters} (a str), "
                                  f"got {_shown(answer)}"
