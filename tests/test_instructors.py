@@ -192,6 +192,9 @@ def test_feedback_says_not_graded_yet_instead_of_zero(term):
     written = re.compile(rf"Written response</a> \(Score: ([\d.]+) / {points}\)")
     assert written.findall(pages["alice"]) == [str(points)] and "Not graded yet" not in pages["alice"]
     assert written.findall(pages["carol"]) == []  # no "0.0 / 2.0" for an answer nobody graded
+    # Nor for a task, in the contents at the top of the page.
+    tasks = re.findall(r'href="#(task_[a-z_]+)">Task</a> \(([^)]*)\)', pages["carol"])
+    assert tasks and all(said.startswith("not graded yet: ") for _, said in tasks), tasks
     assert f"Not graded yet ({points} points, graded by hand)" in pages["carol"]
     assert f'href="#comment-{class_.WRITTEN}">{class_.WRITTEN}</a> ({points} points)' in pages["carol"]
     # A blank written answer is scored 0 at once: nothing waits for a person.

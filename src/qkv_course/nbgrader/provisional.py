@@ -32,8 +32,9 @@ renders each submission with an ``HTMLExporter`` of its own template, which sett
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 from nbconvert.exporters import HTMLExporter
 from nbconvert.exporters.exporter import ResourcesDict
@@ -60,7 +61,17 @@ def template_dirs() -> List[str]:
 
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter under a name of its own, for the feedback pages alone (see the
-    module's docstring)."""
+    module's docstring). nbgrader's contents at the top of the page are no block a template
+    can change: an answer still waiting for a person gets "not graded yet" there, here."""
+
+    def from_notebook_node(self, nb: NotebookNode, resources: Any = None,
+                           **kw: Any) -> Tuple[str, Any]:
+        html, resources = super().from_notebook_node(nb, resources, **kw)
+        for p in (resources or {}).get("nbgrader", {}).get("pending", []):
+            entry = re.escape(f'href="#{p["grade_id"]}"')
+            html = re.sub(rf'(<li><a {entry}>[^<]*</a>) \(Score: [^)]*\)',
+                          rf'\1 (not graded yet: {p["points"]:g} points, graded by hand)', html)
+        return html, resources
 
 
 class PendingGrades(GetGrades):
