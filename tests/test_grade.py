@@ -306,6 +306,13 @@ def test_a_notebook_under_another_name_is_said_not_skipped(empty_course, tmp_pat
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
     out = capsys.readouterr().out
     assert "kim 04-scaling/scaling (1).ipynb: NOT GRADED, not a notebook of the assignment" in out
+    assert "rename it and run the command again" in out
+    # Beside a notebook of the right name, renaming would replace what was graded: not said.
+    gc.submit(course, "ann", class_.submission("blank"), notebook="scaling-Copy1.ipynb")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--student", "ann"]) == 1
+    out = capsys.readouterr().out
+    assert "ann 04-scaling/scaling-Copy1.ipynb: NOT GRADED" in out
+    assert "scaling.ipynb beside it was graded" in out and "rename" not in out
 
 
 def test_a_submission_folder_without_a_notebook_is_said_not_skipped(empty_course, tmp_path,

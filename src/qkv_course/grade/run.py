@@ -133,8 +133,13 @@ def strays(course: Path, assignment: str, plans: Dict[str, Plan],
     lines = []
     for folder in folders:
         notebooks = [p for p in sorted(folder.glob("*.ipynb")) if not p.name.startswith(".")]
+        graded = [f"{n}.ipynb" for n in plans if (folder / f"{n}.ipynb").is_file()]
+        # Beside the notebook of that name, a rename would replace what was graded.
+        advice = (f"{', '.join(graded)} beside it was graded; if this one is the student's "
+                  "work, decide with the student which counts, then move the other away" if
+                  graded else "rename it and run the command again")
         lines += [f"{folder.parent.name} {assignment}/{path.name}: NOT GRADED, not a notebook of "
-                  f"the assignment ({names}): rename it and run the command again"
+                  f"the assignment ({names}): {advice}"
                   for path in notebooks if path.stem not in plans]
         # Nothing to grade and nothing named above (a folder with only a timestamp, or a
         # folder called masking.ipynb): said, not skipped in silence.
