@@ -190,6 +190,11 @@ def test_delegation_is_a_flag_not_a_deduction(tmp_path):
     # The static reading sees torch's function inside the student's one of the same name.
     assert any(f["source"] == "static" and "torch.nn.functional.scaled_dot_product_attention"
                in f["detail"] for f in flagged), record["flags"]
+    # Formgrader shows the flag to whoever grades the submission.
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "dana").flagged is True
 
 
 def test_gradescope_runs_the_same_engine(attacked, tmp_path):

@@ -319,6 +319,8 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 gb.update_or_create_submission(assignment, student,
                                                **({"timestamp": when} if when else {}))
                 _record_grades(gb, node, plan, student, before)
+                if record.get("flags"):  # formgrader's flag column shows it to whoever grades
+                    gb.find_submission_notebook(plan.notebook, assignment, student).flagged = True
                 gb.db.commit()  # one submission's grades together
             except Exception as e:  # noqa: BLE001 (said, and the next student is written)
                 gb.db.rollback()
