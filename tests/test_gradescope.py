@@ -309,3 +309,21 @@ def test_an_upload_in_a_folder_with_a_renamed_record_is_graded_from_both(graded,
     scores = _engine_scores(results)
     assert scores["test_masking_q1"] == 0 and scores["test_masking_q2"] == 0.5, scores
     assert scores["test_causal_mask"] == 2, scores
+
+
+def test_an_upload_of_several_notebooks_is_refused_by_name_and_still_counted(tmp_path):
+    """Two notebooks, neither the assignment's: the results say which were found and which to
+    upload, and keep a record, so qkv report counts the student (every test not passed)."""
+    from qkv_course.gradescope import autograder
+    from qkv_course.report.mistakes import read_gradescope
+
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    for name in ("draft.ipynb", "final.ipynb"):
+        (upload / name).write_text("{}")
+    out = tmp_path / "results" / "results.json"
+    assert autograder.main([str(ROOT), MASKING, str(upload), str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["score"] == 0 and "found 2: draft.ipynb, final.ipynb" in results["output"]
+    assert "upload only the assignment's notebook (masking.ipynb)" in results["output"]
+    assert list(read_gradescope(tmp_path)) == [MASKING]

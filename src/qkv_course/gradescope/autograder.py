@@ -75,8 +75,17 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
     # Uploaded as a folder (Gradescope keeps it): the one notebook below, hidden ones aside.
     found = sorted(p for p in submission_dir.rglob("*.ipynb")
                    if not any(part.startswith(".") for part in p.relative_to(submission_dir).parts))
+    named = [f for f in found if f.stem in plans]
+    if len(found) > 1 and len(named) == 1:  # a copy uploaded beside it (scaling-Copy1.ipynb)
+        others = [f.name for f in found if f not in named]
+        print(f"graded {named[0].name}; not graded: {', '.join(others)} (upload only "
+              f"{named[0].name} to have no doubt)", file=sys.stderr)
+        found = named
     if len(found) != 1:
-        raise UsageError(f"{submission_dir}: expected one notebook, found {len(found)}")
+        names = ", ".join(f.relative_to(submission_dir).as_posix() for f in found[:10])
+        raise UsageError(f"expected one notebook, found {len(found)}{': ' if found else ''}"
+                         f"{names}: upload only the assignment's notebook "
+                         f"({', '.join(n + '.ipynb' for n in sorted(plans))})")
     p = plans.get(found[0].stem) or (next(iter(plans.values())) if len(plans) == 1 else None)
     if p is None:
         raise UsageError(f"{found[0].name} is none of {', '.join(sorted(plans))}")
@@ -110,7 +119,12 @@ def main(argv: Optional[list] = None) -> int:
     try:
         result = grade_submission(Path(course), assignment, Path(submission_dir))
     except UsageError as e:
-        result = {"score": 0, "output": f"not graded: {e}", "tests": []}
+        # Kept for qkv report too: the student counts, with every test not passed.
+        from ..grade import records
+        result = {"score": 0, "output": f"not graded: {e}", "tests": [],
+                  "extra_data": {"qkv": {"student": student_of(Path(submission_dir)),
+                                         "assignment": assignment, "tests": [],
+                                         "unreadable": str(e), "graded_at": records.now()}}}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(result, indent=1))
     return 0
