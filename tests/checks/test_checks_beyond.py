@@ -382,3 +382,31 @@ def test_the_grader_prepares_the_experiment_s_model_before_any_clock_runs():
     for name in grading.CHECKS:  # every check can be prepared; most have nothing to do
         grading.prepare(name)
     assert _ablation_experiment._trained_state.cache_info().currsize == 1
+
+
+def test_a_bug_left_alone_is_named_alone_and_two_left_are_named_both():
+    """A student who fixed all but one printed bug is told that one, not the fixed ones too (a
+    fixed bug that makes no difference where the other shows was named as left); with two
+    left, both are named where the inputs tell them apart."""
+    import functools
+    import itertools
+
+    from qkv.checks import _beyond as b, _beyond_early as e
+
+    for check, exercise in (("check_attention_with_temperature", b.ATTENTION_WITH_TEMPERATURE),
+                            ("check_streaming_attention", b.STREAMING_ATTENTION),
+                            ("check_top_k_lookup", e.TOP_K_LOOKUP)):
+        bugs = [m for m in exercise.mistakes if "(a bug of the printed" in m.name]
+        for left in itertools.chain(itertools.combinations(bugs, 1),
+                                    itertools.combinations(bugs, 2)):
+            switches = {k: v for m in left for k, v in m.fn.keywords.items()}
+            with pytest.raises(AssertionError) as failed:
+                getattr(checks, check)(functools.partial(left[0].fn.func, **switches))
+            named = failed.value.result.mistake
+            if len(left) == 1:
+                assert named == left[0].name, (check, named)
+            else:  # both, or the one that shows first: never a bug already fixed
+                words = [m.name.split(" (a bug")[0] for m in left]
+                assert named in [m.name for m in left] or (
+                    named.startswith("2 bugs") and all(w in named for w in words)), (
+                    check, left, named)

@@ -178,9 +178,11 @@ def printed_combinations(mistakes: Tuple[Mistake, ...]) -> Tuple[Mistake, ...]:
     A debugging exercise prints a function (or a block) with several bugs; a student who
     fixed one of them still hands in the others, which no single bug's variant computes. The
     bugs are the mistakes marked "(a bug of the printed function)" that switch one function's
-    keywords (``partial(f, switch=...)``); a combination turns on all of theirs (most bugs
-    first). An exercise that lists its own combinations ("2 bugs of the printed ...") is left
-    alone.
+    keywords (``partial(f, switch=...)``); a combination turns on all of theirs. The single
+    bugs come first, then the combinations, fewest bugs first: the first that gives the
+    answer's result names only bugs that make a difference there (a bug already fixed often
+    makes none on the input where the others show, and was named as left).
+    An exercise that lists its own combinations ("2 bugs of the printed ...") is left alone.
     """
     bugs = [m for m in mistakes if _bug_name(m.name)[0] and isinstance(m.fn, partial)
             and m.fn.keywords and not m.fn.args]
@@ -190,7 +192,7 @@ def printed_combinations(mistakes: Tuple[Mistake, ...]) -> Tuple[Mistake, ...]:
         return mistakes
     printed = _bug_name(bugs[0].name)[1]
     combined = []
-    for n in range(len(bugs), 1, -1):
+    for n in range(2, len(bugs) + 1):
         for left in combinations(bugs, n):
             switches: dict = {}
             for m in left:
@@ -201,4 +203,4 @@ def printed_combinations(mistakes: Tuple[Mistake, ...]) -> Tuple[Mistake, ...]:
                 f"{n} bugs of the printed {printed} left: "
                 + "; ".join(_bug_name(m.name)[0] for m in left),
                 "; and ".join(m.hint for m in left), partial(bugs[0].fn.func, **switches)))
-    return tuple(combined) + mistakes
+    return mistakes + tuple(combined)

@@ -18,6 +18,7 @@ import math
 
 import warnings
 from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
@@ -277,12 +278,17 @@ def _fits(exercise: Exercise, m: Mistake, passed: Sequence[Passed]) -> bool:
 
 def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
                    raised: Optional[Raised], expected: Any, rtol: float, atol: float,
-                   passed: Sequence[Passed] = ()) -> Optional[Mistake]:
-    """The first mistake that gives the answer's result (or error) here and also passes the
-    inputs the answer passed; failing that, the first that gives it here (an answer with the
-    mistake on some inputs only: a causal mask aligned to the bottom right once L > S)."""
+                   passed: Sequence[Passed] = (),
+                   later: Callable[[], Sequence[Passed]] = tuple) -> Optional[Mistake]:
+    """The first mistake that gives the answer's result (or error) here, passes the inputs
+    the answer passed and gives the answer's results on the inputs after this one (``later``:
+    each with the answer's result as its expected one: of two printed bugs left, one may show
+    only there); failing that, the first that gives it here and passes those before; failing
+    that, the first that gives it here (an answer with the mistake on some inputs only: a
+    causal mask aligned to the bottom right once L > S)."""
     compare = exercise.compare or close
     first: Optional[Mistake] = None
+    fitting: Optional[Mistake] = None
     mistakes = exercise.mistakes
     if raised is not None:  # an error says which bug raised it, not which others are left
         mistakes = sorted(mistakes, key=lambda m: " bugs of the printed " in m.name)
@@ -297,9 +303,11 @@ def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
             same = compare(got, out, rtol * 10, atol * 10)
         if same:
             if _fits(exercise, m, passed):
-                return m
+                if _fits(exercise, m, later()):
+                    return m
+                fitting = fitting or m
             first = first or m
-    return first
+    return fitting or first
 
 
 def dtype_of(args: Any) -> Optional[torch.dtype]:
@@ -345,14 +353,15 @@ _RULE_HINTS = {"NotRepeatable": "in eval mode a module gives the same output eve
 
 
 def _judge_value(exercise: Exercise, got: Any, args: tuple, kwargs: dict, expected: Any,
-                 rtol: float, atol: float, passed: Sequence[Passed] = ()) -> None:
+                 rtol: float, atol: float, passed: Sequence[Passed] = (),
+                 later: Callable[[], Sequence[Passed]] = tuple) -> None:
     found = kind_problem(got, expected, exercise.legend)
     if found:
         raise _Failed(*found)
     compare = exercise.compare or close
     if compare(got, expected, rtol, atol):
         return
-    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol, passed)
+    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol, passed, later)
     if m is not None:
         raise _Failed("the result matches a known mistake: " + m.name, m.hint, m)
     if is_tensor(got) and is_tensor(expected):
@@ -389,6 +398,24 @@ def _item(exercise_item: Optional[int], got: Any, returns: str) -> Any:
         raise _Failed(f"it returned {said}, expected a pair {returns}",
                       f"return both: return {returns.strip('()')}")
     return got[exercise_item]
+
+
+def _later(exercise: Exercise, seed: int, outcomes: Sequence[Any], i: int,
+           item: Optional[int]) -> List[Passed]:
+    """The inputs after the ``i``-th with the answer's own results as their expected ones
+    (those it returned a value for), at ten times the tolerance a mistake's match gets."""
+    out: List[Passed] = []
+    for j, (case, case_seed) in enumerate(case_seeds(exercise, seed)):
+        if j <= i or j >= len(outcomes) or isinstance(outcomes[j], Raised):
+            continue
+        try:
+            got = _item(item, split_outcome(outcomes[j])[0], "")
+        except _Failed:
+            continue
+        rtol, atol = _tolerances(case)
+        args, kwargs = case_inputs(case, case_seed)
+        out.append((args, kwargs, got, rtol * 10, atol * 10))
+    return out
 
 
 def judge(exercise: Exercise, seed: int, outcomes: Sequence[Any], item: Optional[int] = None,
@@ -428,8 +455,9 @@ def judge(exercise: Exercise, seed: int, outcomes: Sequence[Any], item: Optional
                               passed_inputs)
             got, noticed = split_outcome(outcome)
             notices += [n for n in noticed if n not in notices]
+            later = lru_cache(None)(partial(_later, exercise, seed, outcomes, i, item))
             _judge_value(exercise, _item(item, got, returns), args, kwargs, expected, rtol, atol,
-                         passed_inputs)
+                         passed_inputs, later)
         except _Failed as f:
             m = f.mistake
             return CheckResult(exercise.name, False, seed, where, m.id if m else "",
