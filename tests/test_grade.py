@@ -375,6 +375,30 @@ def test_a_rerun_leaves_a_score_given_by_hand_alone(graded, tmp_path, fake_sandb
                                                                           (None, False)]
 
 
+def test_a_late_submission_gets_the_penalty_the_course_configures(graded, tmp_path,
+                                                                  fake_sandbox):
+    """nbgrader autograde sets a late notebook's penalty from the due date, the submission's
+    timestamp.txt and the course's LateSubmissionPlugin; qkv grade, in its place, left it 0."""
+    import datetime
+
+    from nbgrader.api import Gradebook
+
+    course = _copy(graded, tmp_path / "course")
+    with (course / "nbgrader_config.py").open("a") as f:
+        f.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    due = datetime.datetime(2026, 3, 1, 12, 0)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment(gc.ASSIGNMENT, duedate=due)
+    for student, stamp in (("alice", "2026-03-02 12:00:00 UTC"), ("carol", "2026-03-01 11:00:00 UTC")):
+        (course / "submitted" / student / gc.ASSIGNMENT / "timestamp.txt").write_text(stamp)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force"]) == 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        late = gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "alice")
+        assert late.score > 0 and late.late_submission_penalty == late.score
+        on_time = gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "carol")
+        assert on_time.late_submission_penalty is None
+
+
 def test_compare_says_each_test_nbgrader_scored_otherwise_and_leaves_its_gradebook(
         graded, tmp_path, fake_sandbox, capsys):
     from nbgrader.api import Gradebook

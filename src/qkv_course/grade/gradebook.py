@@ -281,11 +281,42 @@ def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = ()
                           failed if failed is not None else [])
 
 
+def _late_plugin(course: Path) -> Any:
+    """nbgrader's late-submission plugin as the course configures it (``penalty_method``, or a
+    plugin class of the course's own: ``AssignLatePenalties.plugin_class``), as ``nbgrader
+    autograde`` would apply it."""
+    from nbgrader.preprocessors import AssignLatePenalties
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = Config()
+    if (course / "nbgrader_config.py").is_file():
+        cfg = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    assign = AssignLatePenalties(config=cfg)
+    assign.init_plugin()
+    return assign
+
+
+def _late_penalty(gb: Any, late: Any, plan: Plan, student: str) -> None:
+    """The notebook's late-submission penalty, from the submission's timestamp and the
+    assignment's due date (none when either is missing): what ``nbgrader autograde`` sets, and
+    ``nbgrader export`` subtracts."""
+    submission = gb.find_submission(plan.assignment, student)
+    notebook = gb.find_submission_notebook(plan.notebook, plan.assignment, student)
+    notebook.late_submission_penalty = None
+    if submission.total_seconds_late > 0:
+        penalty = late.plugin_inst.late_submission_penalty(student, notebook.score,
+                                                           submission.total_seconds_late)
+        if penalty is not None:
+            notebook.late_submission_penalty = late._check_late_penalty(notebook, penalty)
+
+
 def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                skip: set, failed: List[str]) -> int:
     from nbgrader.api import Gradebook, MissingEntry
 
     written = 0
+    late = _late_plugin(course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         try:
             gb.find_assignment(assignment)
@@ -321,6 +352,8 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 _record_grades(gb, node, plan, student, before)
                 if record.get("flags"):  # formgrader's flag column shows it to whoever grades
                     gb.find_submission_notebook(plan.notebook, assignment, student).flagged = True
+                gb.db.flush()
+                _late_penalty(gb, late, plan, student)
                 gb.db.commit()  # one submission's grades together
             except Exception as e:  # noqa: BLE001 (said, and the next student is written)
                 gb.db.rollback()
