@@ -613,6 +613,17 @@ def test_the_code_an_answer_cell_is_given_is_not_flagged_but_a_student_s_own_use
         "uses the course's reference (qkv.Block)"]
 
 
+def test_the_checks_own_references_are_flagged_but_a_check_called_to_try_an_answer_is_not():
+    from qkv_course.grade import flags
+
+    tries = "from qkv.checks import check_softmax, in_notebook\ncheck_softmax(softmax)\n"
+    assert flags.static_flags("check_softmax", tries, []) == []
+    delegates = ("from qkv.checks.grading import CHECKS as _C\n"
+                 "def softmax(x):\n    return _C['check_softmax'].exercises()[0].reference(x)\n")
+    assert "uses the course's reference (qkv.checks.grading)" in flags.static_flags(
+        "check_softmax", delegates, [])
+
+
 def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_course, tmp_path,
                                                                        fake_sandbox):
     """A task's answer is written in the markdown cell below it ("*Your list of bugs:*") or in a
