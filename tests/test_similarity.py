@@ -88,7 +88,7 @@ def _class(tmp_path: Path) -> Path:
 
 
 def test_renamed_copies_and_the_model_solution_are_flagged_and_others_are_not(tmp_path):
-    matches = similarity.find(_class(tmp_path) / "autograded")
+    matches = similarity.find(similarity.codes_in(_class(tmp_path) / "autograded"))
     pairs = {(m.left, m.right) for m in matches}
     assert ("ada", "bob") in pairs
     assert ("dee", f"reference: solutions/{ASSIGNMENT}/masking.ipynb") in pairs
@@ -105,7 +105,7 @@ def test_the_given_lines_alone_are_never_a_match(tmp_path):
         folder = course / "autograded" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         nbformat.write(nbformat.read(str(RELEASED), as_version=4), str(folder / "masking.ipynb"))
-    assert similarity.find(course / "autograded") == []
+    assert similarity.find(similarity.codes_in(course / "autograded")) == []
 
 
 def test_qkv_report_writes_the_pairs_side_by_side(tmp_path, capsys):
@@ -128,3 +128,22 @@ def test_one_answer_copied_by_many_is_one_group_not_every_pair():
     assert [len(members) for members, _ in found] == [2, 30, 2]  # most similar first
     members, best = found[1]
     assert members == [f"s{i:03d}" for i in range(30)] and best.left == "s000"
+
+
+def test_a_folder_of_gradescope_results_is_compared_from_the_records(tmp_path, capsys):
+    """A Gradescope export has no autograded notebooks: each results.json keeps the answers in
+    its record, and the copies among them are found as in a course folder."""
+    import json
+
+    answers = {"ada": ORIGINAL, "bob": RENAMED, "cy": OTHER}
+    export = tmp_path / "export"
+    for i, (student, code) in enumerate(answers.items()):
+        record = {"student": student, "assignment": ASSIGNMENT, "graded_at": "2026-01-01",
+                  "tests": [], "answers": {"padded_causal_attention": code.strip(),
+                                           "masking_q1": "masking_q1 = 'a'"}}
+        (export / f"submission_{i}").mkdir(parents=True)
+        (export / f"submission_{i}" / "results.json").write_text(
+            json.dumps({"score": 0, "tests": [], "extra_data": {"qkv": record}}))
+    assert main(["report", str(export), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "similarity.html").read_text()
+    assert "ada and bob" in page and "cy" not in page.split("ada and bob")[0]

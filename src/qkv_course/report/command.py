@@ -38,9 +38,11 @@ OUTPUTS = ("mistakes.csv", "report.html", "similarity.html")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``qkv report``."""
     parser.add_argument("course_dir", metavar="COURSE_DIR",
-                        help="the nbgrader course folder (the one holding autograded/)")
+                        help="the nbgrader course folder (holding qkv-grades/ or autograded/), "
+                             "or a folder of Gradescope results.json files")
     parser.add_argument("--out", required=True, metavar="DIR",
-                        help="where to write mistakes.csv and report.html (created if needed)")
+                        help="where to write mistakes.csv, report.html and similarity.html "
+                             "(created if needed)")
     outdir.add_force_argument(parser)
 
 
@@ -65,8 +67,13 @@ def run(args: argparse.Namespace) -> int:
             write_html(tmp, assignments)
         from . import similarity  # copydetect: only when a report is made
 
+        # A course's autograded notebooks; a folder of Gradescope results keeps each
+        # submission's answers in its record instead.
+        codes = (similarity.codes_in(autograded) if mistakes.is_course(course) else
+                 {a: {s: similarity.record_code(r) for s, r in students.items()}
+                  for a, students in mistakes.gradescope_records(course).items()})
         with outdir.atomic(out / "similarity.html") as tmp:
-            similarity.write_html(tmp, similarity.find(autograded))
+            similarity.write_html(tmp, similarity.find(codes))
         outdir.record(out, OUTPUTS)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None

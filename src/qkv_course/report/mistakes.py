@@ -120,6 +120,23 @@ def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
     A student's latest record (by ``graded_at``) counts, as a resubmission replaces the
     last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
     """
+    found: Dict[str, Dict[str, List[Question]]] = {}
+    for (assignment, student), (_, questions) in sorted(_latest(folder, True).items()):
+        found.setdefault(assignment, {})[student] = questions
+    return found
+
+
+def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
+    """The records :func:`read_gradescope` counts: ``{assignment: {student: record}}``."""
+    found: Dict[str, Dict[str, Dict]] = {}
+    for (assignment, student), (record, _) in sorted(_latest(folder, False).items()):
+        found.setdefault(assignment, {})[student] = record
+    return found
+
+
+def _latest(folder: Path, warn: bool) -> Dict[Tuple[str, str], Tuple[Dict, List[Question]]]:
+    """Each student's latest record under ``folder`` and its questions (``warn``: say on
+    stderr what was skipped)."""
     latest: Dict[Tuple[str, str], Tuple[Dict, List[Question]]] = {}
     anonymous = 0
     for path in gradescope_files(folder):
@@ -128,20 +145,18 @@ def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
             key = (str(record["assignment"]), str(record["student"]))
             questions = _questions(record)  # read whole here: a malformed one is skipped
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
-                  file=sys.stderr)
+            if warn:
+                print(f"qkv report: skipped {path}: not a results.json of qkv gradescope "
+                      f"({e!r})", file=sys.stderr)
             continue
         anonymous += key[1] == "anonymous"
         if key not in latest or str(record.get("graded_at", "")) >= str(
                 latest[key][0].get("graded_at", "")):
             latest[key] = record, questions
-    if anonymous > 1:  # graded without Gradescope's submission_metadata.json (a local try)
+    if anonymous > 1 and warn:  # graded without Gradescope's submission_metadata.json
         print(f"qkv report: {anonymous} results.json files name no student ('anonymous'): "
               "they count as one student; Gradescope's own runs name each", file=sys.stderr)
-    found: Dict[str, Dict[str, List[Question]]] = {}
-    for (assignment, student), (_, questions) in sorted(latest.items()):
-        found.setdefault(assignment, {})[student] = questions
-    return found
+    return latest
 
 
 def read_class(autograded: Path, skip: Collection[Tuple[str, str]] = ()

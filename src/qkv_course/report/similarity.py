@@ -121,19 +121,17 @@ def _given(root: Path, assignment: str) -> str:
                    for p in sorted((root / "exercises" / assignment).glob("*.ipynb")))
 
 
-def find(autograded: Path, root: Path = ROOT, threshold: float = THRESHOLD,
-         min_chars: int = MIN_CHARS) -> List[Match]:
-    """Every flagged pair in ``autograded/<student>/<assignment>/*.ipynb``.
+def record_code(record: Dict) -> str:
+    """The code of a result record's answer cells (``qkv grade``'s, or the one a Gradescope
+    ``results.json`` keeps), one after another, as :func:`answer_code` reads a notebook's."""
+    answers = record.get("answers") or {}
+    parts = [str(code).strip() for gid, code in answers.items()
+             if isinstance(gid, str) and not _SKIPPED.match(gid)]
+    return "\n\n".join(parts) + "\n"
 
-    Args:
-        autograded: nbgrader's folder of autograded submissions.
-        root: the repository (its ``solutions/``, ``exercises/`` and ``src/qkv``).
-        threshold: the share of code two answers must have in common to be flagged.
-        min_chars: answers shorter than this, normalised, are never flagged.
 
-    Returns:
-        The matches, by assignment, most similar first.
-    """
+def codes_in(autograded: Path) -> Dict[str, Dict[str, str]]:
+    """``{assignment: {student: answer code}}`` of ``autograded/<student>/<assignment>/*.ipynb``."""
     codes: Dict[str, Dict[str, str]] = {}
     for notebook in sorted(autograded.glob("*/*/*.ipynb")):
         student, assignment = notebook.parent.parent.name, notebook.parent.name
@@ -143,6 +141,23 @@ def find(autograded: Path, root: Path = ROOT, threshold: float = THRESHOLD,
             continue
         codes.setdefault(assignment, {})[student] = (
             codes.get(assignment, {}).get(student, "") + answer_code(nb))
+    return codes
+
+
+def find(codes: Dict[str, Dict[str, str]], root: Path = ROOT, threshold: float = THRESHOLD,
+         min_chars: int = MIN_CHARS) -> List[Match]:
+    """Every flagged pair among the class's answers.
+
+    Args:
+        codes: ``{assignment: {student: answer code}}`` (:func:`codes_in` reads an
+            ``autograded/`` folder; :func:`record_code` a result record).
+        root: the repository (its ``solutions/``, ``exercises/`` and ``src/qkv``).
+        threshold: the share of code two answers must have in common to be flagged.
+        min_chars: answers shorter than this, normalised, are never flagged.
+
+    Returns:
+        The matches, by assignment, most similar first.
+    """
     matches: List[Match] = []
     for assignment, by_student in sorted(codes.items()):
         given = _boilerplate(_given(root, assignment))
