@@ -244,6 +244,8 @@ def test_a_merge_says_which_submissions_have_no_current_result(empty_course, tmp
     out = capsys.readouterr().out
     assert "ben 04-scaling/scaling: NOT MERGED" in out and "cat 04-scaling/scaling: NOT MERGED" in out
     assert "2 LEFT OUT" in out
+    # What it suggests runs as printed, from wherever the merge was run.
+    assert f"run `qkv grade {gc.ASSIGNMENT} --student ben --course {course}`" in out
     assert sorted(gc.scores(course)) == ["ann"]
 
 

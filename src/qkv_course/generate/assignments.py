@@ -97,7 +97,7 @@ METADATA = {"kernelspec": {"display_name": "Python 3", "language": "python", "na
             "language_info": {"name": "python"}}
 MARK_BEGIN, MARK_END = "<!-- BEGIN MARK SCHEME -->", "<!-- END MARK SCHEME -->"
 USAGE = ('a code cell takes `:setup:`, `:answer: ID` (with `:from: NN-name` to reuse that '
-         'assignment\'s answer), or `:tests: ID` with `:points: N`; '
+         'assignment\'s answer), or `:tests: ID` with `:points: N` (and `:kind: K`); '
          'a markdown cell takes `+++ {"written": "ID", "points": N}` or `+++ {"task": "ID", "points": N}`')
 
 

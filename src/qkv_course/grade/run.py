@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..usage import UsageError, did_you_mean
 from . import checks_api, flags, gradebook, judge, records, submission
-from .summary import Summary, printable, report, summary_line
+from .summary import Summary, course_option, printable, report, summary_line
 from .plan import SETUP, Plan, course_key, notebooks, plan, text
 
 Job = Tuple[str, Plan, Path]  # student, the notebook's plan, the submitted file
@@ -340,7 +340,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
             summary.left_out.append(
                 f"{student} {assignment}/{p.notebook}: NOT MERGED, no result file for this "
                 f"submission as it is now (its shard did not finish, or it changed since): "
-                f"run `qkv grade {assignment} --student {student}`, or its shard again")
+                f"run `qkv grade {assignment} --student {student}{course_option(course)}`, "
+                "or its shard again")
     if compare:
         lines = disagreements(
             ((s, n, r) for s, n, r in records.all_results(course, assignment)
@@ -432,5 +433,5 @@ def main(course: Path, assignment: str, **options: Any) -> int:
     submission (a student's code failing is a grade, not an error)."""
     shard = options.get("shard")
     summary = grade_class(course, assignment, **options)
-    print(report(summary, assignment, shard), file=sys.stdout)
+    print(report(summary, assignment, shard, course), file=sys.stdout)
     return 1 if summary.errors or summary.left_out else 0

@@ -74,7 +74,16 @@ def what_failed(test: Dict[str, Any]) -> str:
     return ""
 
 
-def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]]) -> str:
+def course_option(course: Any) -> str:
+    """`` --course DIR`` for a command the summary suggests, unless the course is the current
+    folder (the default): run as printed, it must grade the same course."""
+    from pathlib import Path
+
+    return "" if Path(course).resolve() == Path.cwd().resolve() else f" --course {course}"
+
+
+def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
+           course: Any = ".") -> str:
     """The run's closing lines."""
     rate = summary.graded / summary.seconds if summary.seconds and summary.graded else 0.0
     lines = [f"qkv grade {assignment}: {summary.graded} graded, {summary.current} already "
@@ -91,5 +100,6 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]]) 
                      + (f"; {len(summary.left_out)} LEFT OUT (above)" if summary.left_out else ""))
     else:
         lines.append(f"shard {shard[0]}/{shard[1]}: result files written; when every shard "
-                     f"is done, run `qkv grade {assignment} --merge` to write the gradebook")
+                     f"is done, run `qkv grade {assignment} --merge{course_option(course)}` "
+                     "to write the gradebook")
     return "\n".join(lines)
