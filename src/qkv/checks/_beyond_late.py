@@ -99,35 +99,43 @@ def dilated_window(L: int, S: int, window: int, dilation: int) -> Tensor:
     return (gap >= 0) & (gap < window * dilation) & (gap % dilation == 0)
 
 
-def _run_mask_mod(student: Any, window: int, dilation: int, L: int, S: int) -> Tensor:
-    """Build the student's ``mask_mod`` and evaluate it on every (query, key) pair at once, as
-    FlexAttention's ``create_mask`` does (broadcast index tensors)."""
+def _run_mask_mod(student: Any, window: int, dilation: int, L: int, S: int, b: int = 0,
+                  h: int = 0) -> Tensor:
+    """Build the student's ``mask_mod`` and evaluate it on every (query, key) pair of batch
+    element ``b`` and head ``h`` at once, as FlexAttention's ``create_mask`` does (broadcast
+    index tensors)."""
     mask_mod = student(window, dilation)
     if not callable(mask_mod):
         raise TypeError(f"dilated_window_mask_mod should return a function "
                         f"mask_mod(b, h, q_idx, kv_idx), got {type(mask_mod).__name__}")
-    zero = torch.zeros((), dtype=torch.long)
-    return mask_mod(zero, zero, torch.arange(L)[:, None], torch.arange(S)[None, :])
+    b_idx, h_idx = torch.tensor(b), torch.tensor(h)
+    return mask_mod(b_idx, h_idx, torch.arange(L)[:, None], torch.arange(S)[None, :])
 
 
 def _mask_mod_cases():
-    def make(window, dilation, L, S):
+    def make(*args):
         def build(gen, device, dtype):
-            return (window, dilation, L, S), {}
+            return args, {}
         return build
-    return [Case(f"window={w}, dilation={d}, L={L}, S={S}", make(w, d, L, S), None)
-            for w, d, L, S in ((3, 2, 8, 8), (2, 3, 10, 10), (4, 1, 6, 6), (1, 5, 7, 7))]
+    # b and h other than 0 too: the window is the same for every sequence and head.
+    return [Case(f"window={w}, dilation={d}, L={L}, S={S}"
+                 + (f", batch element b={b} and head h={h}" if b or h else ""),
+                 make(w, d, L, S, b, h), None)
+            for w, d, L, S, b, h in ((3, 2, 8, 8, 0, 0), (2, 3, 10, 10, 1, 2),
+                                     (4, 1, 6, 6, 0, 3), (1, 5, 7, 7, 2, 0))]
 
 
-def _dilated_variant(window, dilation, L, S, *, span=None, strict=False):
+def _dilated_variant(window, dilation, L, S, b=0, h=0, *, span=None, strict=False,
+                     first_only=False):
     gap = torch.arange(L)[:, None] - torch.arange(S)[None, :]
     reach = window * dilation if span is None else span(window, dilation)
-    return (gap >= 0) & ((gap <= reach) if strict else (gap < reach)) & (gap % dilation == 0)
+    allowed = (gap >= 0) & ((gap <= reach) if strict else (gap < reach)) & (gap % dilation == 0)
+    return allowed & (not first_only or b == h == 0)
 
 
 DILATED_WINDOW_MASK_MOD = Exercise(
     name="dilated_window_mask_mod", run_student=_run_mask_mod,
-    reference=lambda window, dilation, L, S: dilated_window(L, S, window, dilation),
+    reference=lambda window, dilation, L, S, b=0, h=0: dilated_window(L, S, window, dilation),
     cases=_mask_mod_cases(), legend="(L, S) bool",
     mistakes=[
         Mistake("the window counts positions, not kept keys (reach window instead of "
@@ -135,6 +143,9 @@ DILATED_WINDOW_MASK_MOD = Exercise(
                 partial(_dilated_variant, span=lambda w, d: w)),
         Mistake("one key too many (<= instead of <)", "keys i - j = 0, d, ..., (window-1)*d",
                 partial(_dilated_variant, strict=True)),
+        Mistake("the mask depends on the batch element or the head (a b == 0 or h == 0 left "
+                "in)", "every sequence and head has the same window: use only q_idx and kv_idx",
+                partial(_dilated_variant, first_only=True)),
     ],
 )
 

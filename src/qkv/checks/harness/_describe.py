@@ -134,19 +134,28 @@ _ROWS_HINT = ("look for what differs between the rows named: a fixed index ([0])
               "sequence not broadcast along that axis, positions counted from the wrong start, "
               "a special case for some rows (a row that hides every key, say), or a formula "
               "right only where it does not matter (at position 0 an angle is 0 whatever the "
-              "frequency)")
+              "frequency; a causal query 0 sees one key, weight 1 whatever the scale)")
 _BATCH_HINT = ("each batch element must be computed the same way: look for a fixed index ([0]), "
                "a .T or transpose(0, 1) that mixes the batch, or a mask not broadcast over the "
                "batch")
 
 
+def _one_row(t: Tensor) -> bool:
+    """Whether every row of ``t`` (along axis -2) is the same: an element whose queries all
+    see a single key (a padded sequence of length 1) is right whatever the scores."""
+    return t.dim() >= 2 and t.shape[-2] > 1 and bool((t == t[..., :1, :]).all())
+
+
 def _some_right(got: Tensor, want: Tensor, rtol: float, atol: float, axis: int,
-                what: str, hint: str) -> Optional[Finding]:
+                what: str, hint: str, formula_free: bool = False) -> Optional[Finding]:
+    """``formula_free``: elements right whatever the formula (:func:`_one_row`) do not count as
+    right: a wrong scale is not a batch mixed up."""
     n = want.shape[axis]
     if n < 2:
         return None
     right = [i for i in range(n)
-             if close(got.select(axis, i), want.select(axis, i), rtol, atol)]
+             if close(got.select(axis, i), want.select(axis, i), rtol, atol)
+             and not (formula_free and _one_row(want.select(axis, i)))]
     if not right:
         return None
     wrong = [i for i in range(n) if i not in right]
@@ -174,7 +183,8 @@ def _batch(got: Tensor, want: Tensor, rtol: float, atol: float,
     for axis in range(want.dim() - 2):
         name = axis_name(legend, axis, want.dim())
         if name in (None, "B"):
-            found = _some_right(got, want, rtol, atol, axis, "batch elements", _BATCH_HINT)
+            found = _some_right(got, want, rtol, atol, axis, "batch elements", _BATCH_HINT,
+                                formula_free=True)
         else:
             found = _some_right(got, want, rtol, atol, axis, f"{name} =",
                                 f"every index along {name} must follow the same formula: look "
