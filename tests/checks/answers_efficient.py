@@ -194,7 +194,8 @@ def make_backward(scale_dq=True, scale_dk=True, delta="out", dk="dS^T", dv="P^T"
         if keep is not None and mask == "dP only":
             dp = dp.masked_fill(~keep, 0.0)
         D = {"out": (do * o).sum(dim=-1, keepdim=True), "P*dP": (p * dp).sum(dim=-1, keepdim=True),
-             "dP": dp.sum(dim=-1, keepdim=True), "none": 0.0}[delta]
+             "dP": dp.sum(dim=-1, keepdim=True), "flat": (do * o).sum(dim=-1),
+             "none": 0.0}[delta]
         ds = p * (dp - D)
         dq_ = ds @ k * (c if scale_dq else 1.0)
         dk_ = (ds.transpose(-1, -2) if dk == "dS^T" else ds) @ q * (c if scale_dk else 1.0)
@@ -270,6 +271,8 @@ BACKWARD_WRONG = {
     "no scale in dK": (make_backward(scale_dk=False), "the scale forgotten in dK"),
     "D = rowsum(dP)": (make_backward(delta="dP"), "rowsum(dP) instead of rowsum(dO * O)"),
     "no D": (make_backward(delta="none"), "the row term D left out"),
+    # Once named after lse[..., None] (both raise the same broadcast error on a batch).
+    "D without keepdim": (make_backward(delta="flat"), "the row term D summed without keepdim"),
     "dK from dS": (make_backward(dk="dS"), "dK computed from dS instead of its transpose"),
     "dV from P": (make_backward(dv="P"), "dV computed from P instead of its transpose"),
     "exp(scores), no lse": (make_backward(weights="no lse"), "without subtracting lse"),

@@ -36,20 +36,22 @@ from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs
 def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature: float = 1.0, *,
                           key_t: bool = False, scale_power: float = 0.5, dim: int = -1,
                           stable: bool = True, multiply: bool = False, width: str = "E",
-                          root_t: bool = False) -> Tensor:
+                          root_t: bool = False, keepdim: bool = True,
+                          tempered: bool = True) -> Tensor:
     """``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``, or one bug of the buggy
     version put back (``key_t``: ``key.T``; ``scale_power=1``: ``/ E``; ``dim=-2``: the softmax
     over the queries; ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``);
-    or another slip (``width="S"``: sqrt of the number of keys; ``root_t``: / sqrt(E * T))."""
+    or another slip (``width="S"``: sqrt of the number of keys; ``root_t``: / sqrt(E * T);
+    ``keepdim=False``: the row sums without it; ``tempered=False``: the temperature ignored)."""
     E = query.shape[-1] if width == "E" else key.shape[-2]
     kt = key.permute(*reversed(range(key.dim()))) if key_t else key.transpose(-2, -1)
-    t = 1.0 / temperature if multiply else temperature
+    t = 1.0 / temperature if multiply else temperature if tempered else 1.0
     t = math.sqrt(t) if root_t else t
     scores = (query @ kt) / (E ** scale_power * t)
     if stable:
         scores = scores - scores.amax(dim=dim, keepdim=True)
     e = scores.exp()
-    return (e / e.sum(dim=dim, keepdim=True)) @ value
+    return (e / e.sum(dim=dim, keepdim=keepdim)) @ value
 
 
 def _temperature_cases():
@@ -109,22 +111,35 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
         Mistake("scaled by 1/sqrt(S), the number of keys, instead of 1/sqrt(E)",
                 "E is the width of queries and keys, query.shape[-1]",
                 partial(temperature_attention, width="S")),
+        Mistake("the temperature ignored", "divide the scaled scores by the temperature: "
+                "query @ key^T / (sqrt(E) * temperature)",
+                partial(temperature_attention, tempered=False)),
+        # The same error comes from a maximum taken without keepdim: the name says both.
+        Mistake("a row's sum (or maximum) taken without keepdim=True",
+                "a (L, S) tensor divided by a (L,) one broadcasts along the keys, not the "
+                "rows: e.sum(dim=-1, keepdim=True), scores.amax(dim=-1, keepdim=True)",
+                partial(temperature_attention, keepdim=False)),
     ],
-    error_hints=[("size of tensor", "key.T reverses every axis of a batched tensor: "
-                  "key.transpose(-2, -1)"), ("mat1 and mat2", "key.T reverses every axis of a "
-                                             "batched tensor: key.transpose(-2, -1)")],
+    # For errors no mistake above raises: key.T on a batch, a broadcast gone wrong elsewhere.
+    error_hints=[("size of tensor", "a shape that does not broadcast: key.T reverses every axis "
+                  "of a batched tensor (key.transpose(-2, -1)), and a row's sum or maximum needs "
+                  "keepdim=True"), ("mat1 and mat2", "key.T reverses every axis of a batched "
+                                    "tensor: key.transpose(-2, -1)")],
 )
 
 
 def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
-               always: bool = False, dim: int = -1, max_dim: int = -1) -> float:
+               always: bool = False, dim: int = -1, max_dim: int = -1,
+               median: bool = False) -> float:
     """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
     or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
-    ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along)."""
+    ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along; ``median``:
+    the median over the queries)."""
     q = torch.randn(32, d_k, generator=generator)
     k = torch.randn(32, d_k, generator=generator)
     scores = q @ k.T / (d_k ** power if scaled or always else 1.0)
-    return torch.softmax(scores, dim=dim).max(dim=max_dim).values.mean().item()
+    largest = torch.softmax(scores, dim=dim).max(dim=max_dim).values
+    return (largest.median() if median else largest.mean()).item()
 
 
 MAX_WEIGHT = Experiment(
@@ -141,6 +156,9 @@ MAX_WEIGHT = Experiment(
         Mistake("the largest weight of each column (max over the queries, dim=0)",
                 "the largest weight of each query's row: weights.max(dim=-1)",
                 partial(max_weight, max_dim=0)),
+        # Found by a student walk: on some seeds its mean is near one of the slips above.
+        Mistake("the median over the queries instead of the mean", "return the mean over the "
+                "32 queries of each row's largest weight", partial(max_weight, median=True)),
     ),
     hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
          "scores by sqrt(d_k) only when scaled, and return the mean over the queries of each "
@@ -362,11 +380,12 @@ STREAMING_ATTENTION = Exercise(
 )
 
 
-def fp16_overflow_rate(spread: float, generator: torch.Generator, *, safe: bool = False) -> float:
+def fp16_overflow_rate(spread: float, generator: torch.Generator, *, safe: bool = False,
+                       power: float = 1.0) -> float:
     """The fraction of 256 rows of 64 logits ~ N(0, spread^2) whose softmax, computed naively
     (no max subtracted) in float16, holds a non-finite weight; ``safe``: the maximum
-    subtracted (nothing overflows)."""
-    x = (torch.randn(256, 64, generator=generator) * spread).half()
+    subtracted (nothing overflows); ``power=2``: the logits multiplied by spread ** 2."""
+    x = (torch.randn(256, 64, generator=generator) * spread ** power).half()
     if safe:
         x = x - x.max(dim=-1, keepdim=True).values
     w = x.exp() / x.exp().sum(dim=-1, keepdim=True)
@@ -382,6 +401,10 @@ FP16_OVERFLOW_RATE = Experiment(
                 "before exp, do not subtract the maximum, and count a row whose weights hold an "
                 "inf or a NaN (~torch.isfinite(w)): inf / inf is NaN",
                 partial(fp16_overflow_rate, safe=True)),
+        # Every row overflows then, 1 on every seed: named here before "not a measurement".
+        Mistake("the logits multiplied by spread ** 2 (spread taken for a variance)",
+                "spread is the standard deviation of the logits: torch.randn(256, 64) * spread",
+                partial(fp16_overflow_rate, power=2.0)),
     ),
     hint="draw 256 rows of 64 standard normal logits from the generator, multiply by spread, "
          "convert to float16 (.half()), compute x.exp() / x.exp().sum(-1, keepdim=True) and "

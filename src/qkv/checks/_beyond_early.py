@@ -79,15 +79,17 @@ def _separated(build):
 
 def padded_bahdanau(s: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor,
                     lengths: Tensor, *, dim: int = -1, after: bool = False,
-                    no_tanh: bool = False, one_more: bool = False) -> Tensor:
+                    no_tanh: bool = False, one_more: bool = False,
+                    invert: bool = False) -> Tensor:
     """(B, S) additive-attention weights with the padded encoder states (``j >= lengths[b]``)
-    at 0; or one bug of the printed version put back (``one_more``: key ``lengths[b]`` kept)."""
+    at 0; or one bug of the printed version put back (``one_more``: key ``lengths[b]`` kept);
+    or another slip (``invert``: the real states masked instead of the padded ones)."""
     hidden = (s @ W_q.T)[:, None, :] + keys @ W_k.T
     scores = (hidden if no_tanh else torch.tanh(hidden)) @ v_a
     real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None] + one_more
     if after:
         return torch.softmax(scores, dim=dim) * real
-    return torch.softmax(scores.masked_fill(~real, float("-inf")), dim=dim)
+    return torch.softmax(scores.masked_fill(real if invert else ~real, float("-inf")), dim=dim)
 
 
 def _bahdanau_case(B, S, Dq, Dk, A, lengths):
@@ -116,6 +118,10 @@ PADDED_BAHDANAU_WEIGHTS = Exercise(
         Mistake("one padded state kept (j <= lengths[b] instead of j < lengths[b])",
                 "sequence b's real states are j = 0 .. lengths[b] - 1: keep j < lengths[b]",
                 partial(padded_bahdanau, one_more=True)),
+        Mistake("the mask inverted: the real states masked, the padded ones kept",
+                "masked_fill fills where its mask is True: fill the padded states, "
+                "scores.masked_fill(~real, -inf) with real = arange(S) < lengths[:, None]",
+                partial(padded_bahdanau, invert=True)),
     ],
     error_hints=[("size of tensor", "W_q s is (B, attn_dim) and W_k h is (B, S, attn_dim): add "
                   "a key axis to the first, (s @ W_q.T)[:, None, :]")],
@@ -125,16 +131,16 @@ PADDED_BAHDANAU_WEIGHTS = Exercise(
 
 
 def top_k(query: Tensor, keys: Tensor, values: Tensor, k: int, *, renormalise: bool = True,
-          strict: bool = False) -> Tensor:
+          strict: bool = False, fill: float = float("-inf")) -> Tensor:
     """A soft lookup over each query's ``k`` best keys only (dot-product scores); or a bug of
     the printed version put back (``renormalise=False``: the softmax of all scores, cut;
-    ``strict``: the k-th key dropped)."""
+    ``strict``: the k-th key dropped); or another slip (``fill``: the dropped keys' score)."""
     scores = query @ keys.transpose(-2, -1)
     kth = scores.topk(k, dim=-1).values[..., -1:]
     keep = scores > kth if strict else scores >= kth
     if not renormalise:
         return (torch.softmax(scores, dim=-1) * keep) @ values
-    return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1) @ values
+    return torch.softmax(scores.masked_fill(~keep, fill), dim=-1) @ values
 
 
 TOP_K_LOOKUP = Exercise(
@@ -161,21 +167,27 @@ TOP_K_LOOKUP = Exercise(
                 "printed function)", "keep the k largest scores: scores >= the k-th largest, "
                 "scores.topk(k, dim=-1).values[..., -1:] (the last of the k, not the first)",
                 partial(top_k, strict=True)),
+        Mistake("the dropped keys' scores set to 0 instead of -inf",
+                "a score of 0 still gets weight exp(0) in the softmax: fill the dropped "
+                "scores with float('-inf'), so their weight is exactly 0",
+                partial(top_k, fill=0.0)),
     ],
     error_hints=[("selected index k out of range", "topk along the keys: dim=-1")],
 )
 
 
 def lookup_entropy(temperature: float, generator: torch.Generator, *, multiply: bool = False,
-                   bits: bool = False, root: bool = False) -> float:
+                   bits: bool = False, root: bool = False, dim: int = -1,
+                   sign: float = -1.0) -> float:
     """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8); or
-    with a slip (``multiply``: by the temperature; ``bits``: log2; ``root``: also / sqrt(8))."""
+    with a slip (``multiply``: by the temperature; ``bits``: log2; ``root``: also / sqrt(8);
+    ``dim``: the softmax axis; ``sign=1``: the minus sign dropped)."""
     q = torch.randn(16, 8, generator=generator)
     k = torch.randn(32, 8, generator=generator)
     scores = q @ k.T * temperature if multiply else q @ k.T / temperature
-    w = torch.softmax(scores / math.sqrt(8) if root else scores, dim=-1)
+    w = torch.softmax(scores / math.sqrt(8) if root else scores, dim=dim)
     log = w.clamp_min(1e-30).log2() if bits else w.clamp_min(1e-30).log()
-    return -(w * log).sum(dim=-1).mean().item()
+    return (sign * (w * log).sum(dim=-1)).mean().item()
 
 
 LOOKUP_ENTROPY = Experiment(
@@ -189,6 +201,12 @@ LOOKUP_ENTROPY = Experiment(
                 partial(lookup_entropy, bits=True)),
         Mistake("scores also divided by sqrt(E)", "this lookup's scores are q @ k.T / temperature,"
                 " with no 1/sqrt(E)", partial(lookup_entropy, root=True)),
+        # Found by a student walk: its mean is near the bits slip's at temperature 0.1.
+        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
+                "one: softmax(dim=-1), then the entropy of each row", partial(lookup_entropy,
+                                                                            dim=0)),
+        Mistake("the minus sign dropped (a negative entropy)", "an entropy is -sum(w * log w): "
+                "log w <= 0, so it is never negative", partial(lookup_entropy, sign=1.0)),
     ),
     hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
          "q @ k.T / temperature over the keys and return the mean over the queries of "
@@ -198,8 +216,10 @@ LOOKUP_ENTROPY = Experiment(
 
 
 def no_self(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, *, untransposed: bool = False,
-            scale_by_input: bool = False, fill: float = float("-inf")) -> Tensor:
-    """Self-attention where no token attends to itself (diagonal masked); or a bug put back."""
+            scale_by_input: bool = False, fill: float = float("-inf"),
+            after: bool = False) -> Tensor:
+    """Self-attention where no token attends to itself (diagonal masked); or a bug put back
+    (``after``: the diagonal weight zeroed after the softmax, the rows not renormalised)."""
     if untransposed:
         q, k, v = x @ W_q, x @ W_k, x @ W_v
     else:
@@ -207,6 +227,8 @@ def no_self(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, *, untransposed: b
     width = x.shape[-1] if scale_by_input else q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(width)
     eye = torch.eye(x.shape[-2], dtype=torch.bool, device=x.device)
+    if after:
+        return torch.softmax(scores, dim=-1).masked_fill(eye, 0.0) @ v
     return torch.softmax(scores.masked_fill(eye, fill), dim=-1) @ v
 
 
@@ -233,6 +255,9 @@ SELF_ATTENTION_NO_SELF = Exercise(
                 partial(no_self, scale_by_input=True)),
         Mistake("x @ W instead of x @ W.T (a bug of the printed function)",
                 "W_q is (d_k, d): the queries are x @ W_q.T", partial(no_self, untransposed=True)),
+        Mistake("the diagonal zeroed after the softmax (the rows no longer sum to one)",
+                "mask the diagonal's scores with -inf before the softmax, so the other "
+                "tokens' weights still sum to one", partial(no_self, after=True)),
     ],
     error_hints=[("cannot be multiplied", "W_q is (d_k, d): the queries are x @ W_q.T")],
 )
@@ -275,9 +300,10 @@ SELF_WEIGHT = Experiment(
 def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int, *,
          no_transpose: bool = False, full_scale: bool = False,
          merge_no_transpose: bool = False, no_value: bool = False,
-         no_out: bool = False) -> Tensor:
+         no_out: bool = False, dim: int = -1, out_t: bool = True) -> Tensor:
     """Multi-head self-attention as one function; or a bug of the printed version put back
-    (or another slip: ``no_value``/``no_out``: W_v/W_o left out)."""
+    (or another slip: ``no_value``/``no_out``: W_v/W_o left out; ``dim``: the softmax axis;
+    ``out_t=False``: ``merged @ W_o``)."""
     B, L, D = x.shape
     d = D // num_heads
 
@@ -285,9 +311,9 @@ def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_head
         return t.reshape(B, num_heads, L, d) if no_transpose else qkv.split_heads(t, num_heads)
     q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x if no_value else x @ W_v.T)
     scores = q @ k.transpose(-2, -1) / math.sqrt(D if full_scale else d)
-    out = torch.softmax(scores, dim=-1) @ v
+    out = torch.softmax(scores, dim=dim) @ v
     merged = out.reshape(B, L, D) if merge_no_transpose else qkv.merge_heads(out)
-    return merged if no_out else merged @ W_o.T
+    return merged if no_out else merged @ (W_o.T if out_t else W_o)
 
 
 def _mhsa_case(B, L, D, H):
@@ -316,6 +342,11 @@ MULTI_HEAD_SELF_ATTENTION = Exercise(
                 "go through W_o: merged @ W_o.T", partial(mhsa, no_out=True)),
         Mistake("the value projection W_v left out", "the values are x @ W_v.T, split into "
                 "heads like the queries and keys", partial(mhsa, no_value=True)),
+        Mistake("softmax over the queries (dim=-2)", "each query's weights over the keys sum "
+                "to one: softmax(scores, dim=-1)", partial(mhsa, dim=-2)),
+        Mistake("merged @ W_o instead of merged @ W_o.T", "W_o is (D, D) in nn.Linear's "
+                "layout (out, in), like W_q: the output is merged @ W_o.T",
+                partial(mhsa, out_t=False)),
     ],
 )
 

@@ -37,11 +37,12 @@ def _linear_cases():
     ]
 
 
-def _linear_variant(q, k, v, is_causal=False, *, phi=None, normalise=True, causal=True):
+def _linear_variant(q, k, v, is_causal=False, *, phi=None, normalise=True, causal=True,
+                    future=False):
     phi = phi or qkv.elu_feature_map
     sim = phi(q) @ phi(k).transpose(-2, -1)
     if is_causal and causal:
-        sim = sim.tril()
+        sim = sim.triu() if future else sim.tril()
     if normalise:
         sim = sim / (sim.sum(dim=-1, keepdim=True) + 1e-6)
     return sim @ v
@@ -57,6 +58,8 @@ LINEAR_ATTENTION = Exercise(
                 partial(_linear_variant, normalise=False)),
         Mistake("is_causal ignored", "when causal, query i sums over keys 0..i only",
                 partial(_linear_variant, causal=False)),
+        Mistake("the future kept instead of the past (triu)", "when causal, query i sums over "
+                "keys 0..i only: sim.tril()", partial(_linear_variant, future=True)),
     ],
 )
 

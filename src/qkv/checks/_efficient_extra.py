@@ -52,9 +52,11 @@ def _backward_cases() -> List[Case]:
 
     f32, f64 = torch.float32, torch.float64
     # L = S first: a transpose left out then gives wrong numbers (named) instead of an error.
+    # B = H = 1 there: a (B, H, L) row term or lse without its last axis then broadcasts along
+    # the keys, and the numbers tell which one it was (elsewhere both raise the same error).
     # The causal cases pass is_causal=True; the others leave it out (its default is False).
     return [
-        Case("B=2, H=2 with L=S=6, E=4, Ev=4", make((2, 2), 6, 6, 4, 4), f64),
+        Case("B=1, H=1 with L=S=6, E=4, Ev=4", make((1, 1), 6, 6, 4, 4), f64),
         Case("B=2, H=3 with L=5, S=8, E=4, Ev=3", make((2, 3), 5, 8, 4, 3), f64),
         Case("B=1, H=2 with L=7, S=4, E=6, Ev=5 and scale=0.3",
              make((1, 2), 7, 4, 6, 5, scale=0.3), f32),
@@ -105,6 +107,9 @@ ATTENTION_BACKWARD = Exercise(
         Mistake("the scale forgotten in dK", _SCALE_DQ_DK, partial(backward_variant, scale_dk=False)),
         Mistake("the row term D computed as rowsum(dP) instead of rowsum(dO * O)", _DELTA_HINT,
                 partial(backward_variant, delta="dp")),
+        Mistake("the row term D summed without keepdim=True (subtracted along the keys, not "
+                "each row)", _DELTA_HINT + ": (grad_out * out).sum(-1, keepdim=True), shape "
+                "(B, H, L, 1)", partial(backward_variant, delta="flat")),
         Mistake("the row term D left out (dS = P * dP)", _DELTA_HINT,
                 partial(backward_variant, delta="none")),
         Mistake("dK computed from dS instead of its transpose dS^T",
@@ -135,6 +140,8 @@ ATTENTION_BACKWARD = Exercise(
         Mistake("the diagonal masked too (j < i instead of j <= i)",
                 _MASK_HINT + "; each query sees its own key: .tril(), not .tril(-1)",
                 partial(backward_variant, mask="strict")),
+        Mistake("the hidden scores filled with 0 instead of -inf (P = exp(0 - lse) there, "
+                "not 0)", _MASK_HINT, partial(backward_variant, mask="zero")),
     ],
 )
 

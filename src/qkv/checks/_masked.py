@@ -55,7 +55,8 @@ def masked_scores(scores: Tensor, attn_mask: Optional[Tensor] = None, is_causal:
     Args:
         mode: ``right``; ``inverted`` (hides where the mask is True); ``zero`` (0 instead of
             -inf); ``added`` (a bool mask added as 0/1); ``ignored``; ``multiply_float`` (a
-            float mask multiplied); ``transposed`` (the mask's last two axes swapped);
+            float mask multiplied); ``float_as_bool`` (a float mask's negative entries made
+            -inf, nothing added); ``transposed`` (the mask's last two axes swapped);
             ``full_rows_kept`` (a row that hides every key left as it is); ``square``
             (the causal mask built ``(L, L)``); ``built`` (written out, not the reference's
             step: with ``causal_*`` or ``fill``, those mistakes).
@@ -75,6 +76,8 @@ def masked_scores(scores: Tensor, attn_mask: Optional[Tensor] = None, is_causal:
         if mode == "ignored":
             return scores
         if attn_mask.dtype != torch.bool:
+            if mode == "float_as_bool":
+                return scores.masked_fill(attn_mask < 0, _INF)
             return scores * attn_mask if mode == "multiply_float" else scores + attn_mask
         if mode == "added":
             return scores + attn_mask.to(scores.dtype)
@@ -177,6 +180,10 @@ _FILL_HINT = ("this exercise's masked scores are float('-inf'): a finite fill (-
               "query none (the reference and PyTorch's SDPA return zeros for such a row); and "
               "-1e9 overflows in float16 (masked_fill raises)")
 
+_FLOAT_HINT = ("a float attn_mask is a bias, not a bool mask: add it to the scores (scores + "
+               "attn_mask.to(scores.dtype)), its -inf entries hide keys and its finite ones "
+               "shift them; test attn_mask.dtype == torch.bool to tell the two apart")
+
 MASKED_SCORES = Exercise(
     name="masked_scores", reference=masked_scores, cases=_scores_cases(), run_student=_run,
     forbid=TORCH_ATTENTION, compare=_close, legend="(..., L, S)",
@@ -207,6 +214,8 @@ MASKED_SCORES = Exercise(
         Mistake("a float mask multiplied with the scores instead of added",
                 "a float attn_mask is a bias: add it to the scores (scores + attn_mask)",
                 partial(masked_scores, mode="multiply_float")),
+        Mistake("a float mask's negative entries made -inf instead of the mask added",
+                _FLOAT_HINT, partial(masked_scores, mode="float_as_bool")),
         Mistake(*CAUSAL_DIAGONAL_MASKED, partial(masked_scores, causal_diag=-1, mode="built")),
         Mistake(*CAUSAL_FUTURE_ALLOWED, partial(masked_scores, causal_diag=1, mode="built")),
         Mistake("causal mask aligned to the bottom right instead of the top left",
@@ -223,7 +232,10 @@ MASKED_SCORES = Exercise(
     error_hints=[("shape of the mask", "boolean indexing (scores[~mask] = ...) does not "
                   "broadcast: use scores.masked_fill(~attn_mask, float('-inf')), which "
                   "broadcasts a (B, 1, 1, S) or (L, S) mask"),
-                 ("cannot be converted to type", _FILL_HINT)],
+                 ("cannot be converted to type", _FILL_HINT),
+                 # ~ or masked_fill on a float mask, taken for a bool one
+                 ("only implemented on integer and Boolean", _FLOAT_HINT),
+                 ("only supports boolean masks", _FLOAT_HINT)],
 )
 
 # --------------------------------------------------------------- the variation: global tokens

@@ -37,11 +37,14 @@ _LAYOUT = ("the weights are (out_features, in_features), as nn.Linear's weight: 
 
 
 def _cross(x, context, W_q, W_k, W_v, *, q_from="x", kv_from="context", swap_kv=False,
-           swap_qk=False, transposed=False, by: str = "", **attend_kw):
+           swap_qk=False, transposed=False, by: str = "", keys_by_q=False, weights_t=False,
+           **attend_kw):
     """Cross-attention with switches that reproduce common mistakes (all off: right).
 
     ``by`` scales by 1/sqrt of another size than E: ``"x"`` (D, the width of x),
-    ``"context"`` (Dc, the context's width) or ``"keys"`` (S, the number of keys).
+    ``"context"`` (Dc, the context's width) or ``"keys"`` (S, the number of keys);
+    ``keys_by_q``: the keys projected with W_q; ``weights_t``: the weights transposed before
+    they take the values.
     """
     src = {"x": x, "context": context}
     if by:
@@ -53,10 +56,12 @@ def _cross(x, context, W_q, W_k, W_v, *, q_from="x", kv_from="context", swap_kv=
     if swap_kv:
         W_k, W_v = W_v, W_k
     q = src[q_from] @ W_q
-    k = src[kv_from] @ W_k
+    k = src[kv_from] @ (W_q if keys_by_q else W_k)
     v = src[kv_from] @ W_v
     if swap_qk:
         q, k = k, q
+    if weights_t:
+        return attend(q, k, v, give="weights", **attend_kw).transpose(-2, -1) @ v
     return attend(q, k, v, **attend_kw)
 
 
@@ -113,7 +118,14 @@ def _mistakes(fn: Callable[..., Any], cross: bool) -> List[Mistake]:
         Mistake("wrong axes transposed on the keys (K.T)",
                 "transpose only the last two axes of K: K.transpose(-2, -1) (K.T reverses every "
                 "axis of a batched tensor)", partial(fn, key_t="T")),
+        Mistake("the keys projected with W_q instead of W_k", "each projection has its own "
+                f"weights: K = {'context' if cross else 'x'} @ W_k.T",
+                partial(fn, keys_by_q=True)),
     ]
+    if not cross:  # L = S: weights.T @ V runs (in cross-attention it raises as Q, K swapped do)
+        out.append(Mistake("the weights transposed before they take the values (weights.T @ V)",
+                           "row i of the weights is query i's distribution over the keys: the "
+                           "output is weights @ V, (L, S) @ (S, Ev)", partial(fn, weights_t=True)))
     return out
 
 

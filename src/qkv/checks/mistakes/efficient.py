@@ -109,17 +109,19 @@ def short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None,
 
 def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask="bottom_right",
              diag=0, attend_new=True, new_first=False, return_old=False, cat_dim=-2,
-             scale_by="E", fill=float("-inf"), scale_given=True, stable=True):
+             scale_by="E", fill=float("-inf"), scale_given=True, stable=True, v_from_key=False):
     """kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
     ``mask``: bottom_right (right), upper_left (SDPA's is_causal) or None, shifted by
     ``diag``; ``cat_dim`` the axis the cache grows along; ``scale_by``: E (right), S (the
     number of keys) or none (``scale_given=False``: whether or not ``scale`` is given);
-    ``fill`` the value masked scores get; ``stable=False``: no row maximum subtracted. As an
+    ``fill`` the value masked scores get; ``stable=False``: no row maximum subtracted;
+    ``v_from_key``: the new keys appended to the value cache (copied from the line above). As an
     answer does, the mask is built and applied even when it hides nothing (one new token).
     """
     old_k, old_v = k_cache, v_cache
     if k_cache is not None:
+        value = key if v_from_key else value
         pairs = ((key, k_cache), (value, v_cache)) if new_first else ((k_cache, key), (v_cache, value))
         k_all, v_all = (torch.cat(p, dim=cat_dim) for p in pairs)
     else:
@@ -149,11 +151,13 @@ def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, sca
     subtracted), ``"unscaled"`` (``exp(q k^T - lse)``, the scale forgotten), ``"lse_row"``
     (``lse`` not unsqueezed, so subtracted along the keys) or ``"dim-2"`` (a softmax over the
     queries); ``delta``: the softmax backward's row term, ``"out"`` (right, rowsum(dO * O)),
-    ``"dp"`` (rowsum(dP)) or ``"none"``; ``dk_t``/``dv_t``: whether dS and P are transposed
+    ``"dp"`` (rowsum(dP)), ``"flat"`` (rowsum(dO * O) without keepdim: subtracted along the
+    keys) or ``"none"``; ``dk_t``/``dv_t``: whether dS and P are transposed
     for dK and dV; ``mask`` (with ``is_causal``): ``"right"`` (P zeroed where j > i),
     ``"none"`` (P left as exp(s - lse) there), ``"inverted"`` (P zeroed where j <= i),
-    ``"dp"`` (dP zeroed instead of P), ``"bottom_right"`` (j <= i + S - L allowed) or
-    ``"strict"`` (j < i allowed: the diagonal masked too).
+    ``"dp"`` (dP zeroed instead of P), ``"bottom_right"`` (j <= i + S - L allowed),
+    ``"strict"`` (j < i allowed: the diagonal masked too) or ``"zero"`` (the hidden scores
+    filled with 0, not -inf: P = exp(0 - lse) there).
     """
     c = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     s = query @ key.transpose(-2, -1)
@@ -173,14 +177,17 @@ def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, sca
         i = torch.arange(L, device=s.device)[:, None]
         j = torch.arange(S, device=s.device)[None, :]
         allowed = {"right": j <= i, "none": None, "dp": j <= i, "inverted": j > i,
-                   "bottom_right": j <= i + S - L, "strict": j < i}[mask]
-    if allowed is not None and mask != "dp":
+                   "bottom_right": j <= i + S - L, "strict": j < i, "zero": j <= i}[mask]
+    if allowed is not None and mask == "zero":
+        p = torch.where(allowed, p, torch.exp(-lse[..., None]).expand_as(p))
+    elif allowed is not None and mask != "dp":
         p = p.masked_fill(~allowed, 0.0)
     grad_value = (p.transpose(-2, -1) if dv_t else p) @ grad_out
     dp = grad_out @ value.transpose(-2, -1)
     if allowed is not None and mask == "dp":
         dp = dp.masked_fill(~allowed, 0.0)
     d = {"out": (grad_out * out).sum(-1, keepdim=True), "dp": dp.sum(-1, keepdim=True),
+         "flat": (grad_out * out).sum(-1),
          "none": torch.zeros_like(dp[..., :1])}[delta]
     ds = p * (dp - d)
     grad_query = (c if scale_dq else 1.0) * (ds @ key)

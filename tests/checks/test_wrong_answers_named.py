@@ -1,0 +1,208 @@
+"""Wrong answers a student walk found named as another mistake, or named only by "largest
+difference": each is now named for what it is.
+
+Each is written as the student wrote it; the words are what the message must say (and, where
+the walk saw a wrong name, ``not_words`` what it must no longer say).
+"""
+
+import math
+
+import pytest
+import torch
+
+from qkv import checks
+from qkv.checks import CheckFailed
+
+import answers_beyond as a
+
+
+def temperature_no_keepdim(query, key, value, temperature=1.0):
+    s = query @ key.transpose(-2, -1) / (math.sqrt(query.shape[-1]) * temperature)
+    e = (s - s.amax(dim=-1, keepdim=True)).exp()
+    return (e / e.sum(dim=-1)) @ value
+
+
+def temperature_ignored(query, key, value, temperature=1.0):
+    return a.attention_with_temperature(query, key, value)
+
+
+def entropy_over_queries(temperature, generator):
+    q, k = torch.randn(16, 8, generator=generator), torch.randn(32, 8, generator=generator)
+    w = torch.softmax(q @ k.T / temperature, dim=0)
+    return -(w * w.clamp_min(1e-30).log()).sum(dim=-1).mean().item()
+
+
+def entropy_no_sign(temperature, generator):
+    return -a.lookup_entropy(temperature, generator)
+
+
+def max_weight_median(d_k, scaled, generator):
+    q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
+    s = q @ k.T / (math.sqrt(d_k) if scaled else 1.0)
+    return torch.softmax(s, -1).max(-1).values.median().item()
+
+
+def padded_causal_by_sqrt_s(query, key, value, lengths):
+    L, S = query.shape[-2], key.shape[-2]
+    allowed = (torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+               & (torch.arange(S, device=query.device)[None, :] < lengths[:, None])[:, None, None])
+    s = query @ key.transpose(-2, -1) / math.sqrt(S)
+    return torch.softmax(s.masked_fill(~allowed, float("-inf")), -1) @ value
+
+
+def dilated_first_batch_only(window, dilation):
+    def mask_mod(b, h, q_idx, kv_idx):
+        gap = q_idx - kv_idx
+        return (gap >= 0) & (gap < window * dilation) & (gap % dilation == 0) & (b == 0)
+    return mask_mod
+
+
+def top_k_fill_zero(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    kth = s.topk(k, dim=-1).values[..., -1:]
+    return torch.softmax(s.masked_fill(s < kth, 0.0), -1) @ values
+
+
+def bahdanau_mask_inverted(s, keys, W_q, W_k, v_a, lengths):
+    scores = torch.tanh((s @ W_q.T)[:, None, :] + keys @ W_k.T) @ v_a
+    real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None]
+    return torch.softmax(scores.masked_fill(real, float("-inf")), -1)
+
+
+def no_self_zeroed_after(x, W_q, W_k, W_v):
+    q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+    return w.masked_fill(torch.eye(x.shape[-2], dtype=torch.bool, device=x.device), 0.0) @ v
+
+
+def mhsa(x, W_q, W_k, W_v, W_o, num_heads, dim=-1, out_t=True):
+    B, L, D = x.shape
+
+    def split(t):
+        return t.view(B, L, num_heads, D // num_heads).transpose(1, 2)
+    q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x @ W_v.T)
+    o = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D // num_heads), dim) @ v
+    return o.transpose(1, 2).reshape(B, L, D) @ (W_o.T if out_t else W_o)
+
+
+def self_attention(x, W_q, W_k, W_v, keys_by_q=False, weights_t=False):
+    q, k, v = x @ W_q.T, x @ (W_q if keys_by_q else W_k).T, x @ W_v.T
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+    return (w.transpose(-2, -1) if weights_t else w) @ v
+
+
+def masked_scores(scores, attn_mask=None, is_causal=False, float_mode="add"):
+    if is_causal and attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True, not both")
+    if is_causal:
+        L, S = scores.shape[-2:]
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=scores.device).tril()
+    if attn_mask is None:
+        return scores
+    if attn_mask.dtype == torch.bool or float_mode == "as bool":
+        return scores.masked_fill(~attn_mask, float("-inf"))
+    if float_mode == "negative":
+        return scores.masked_fill(attn_mask < 0, float("-inf"))
+    return scores + attn_mask
+
+
+def overflow_spread_squared(spread, generator):
+    return a.fp16_overflow_rate(spread ** 2, generator)
+
+
+def kv_values_from_keys(query, key, value, k_cache=None, v_cache=None, scale=None):
+    if k_cache is not None:
+        key, value = torch.cat([k_cache, key], -2), torch.cat([v_cache, key], -2)
+    L, S = query.shape[-2], key.shape[-2]
+    s = query @ key.transpose(-2, -1) * (query.shape[-1] ** -0.5 if scale is None else scale)
+    s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L),
+                      float("-inf"))
+    return torch.softmax(s, -1) @ value, key, value
+
+
+def backward_causal_fill_zero(query, key, value, out, lse, grad_out, is_causal=False,
+                              scale=None):
+    c = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    s = c * (query @ key.transpose(-2, -1))
+    if is_causal:
+        L, S = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=s.device).tril(), 0.0)
+    p = torch.exp(s - lse[..., None])
+    dp = grad_out @ value.transpose(-2, -1)
+    ds = p * (dp - (grad_out * out).sum(-1, keepdim=True))
+    return c * (ds @ key), c * (ds.transpose(-2, -1) @ query), p.transpose(-2, -1) @ grad_out
+
+
+def linear_causal_triu(query, key, value, is_causal=False):
+    sim = (torch.nn.functional.elu(query) + 1) @ (torch.nn.functional.elu(key) + 1).transpose(
+        -2, -1)
+    sim = sim.triu() if is_causal else sim
+    return sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value
+
+
+def _call(fn, **kw):
+    return lambda *args, **kwargs: fn(*args, **kwargs, **kw)
+
+
+# name: (check, answer, words the message must hold, words it must no longer hold)
+NAMED = {
+    "attention_with_temperature: the row sums without keepdim": (
+        "check_attention_with_temperature", temperature_no_keepdim, "without keepdim=True",
+        "key.T"),
+    "attention_with_temperature: the temperature ignored": (
+        "check_attention_with_temperature", temperature_ignored, "the temperature ignored", ""),
+    "lookup_entropy: softmax over the queries": (
+        "check_lookup_entropy", entropy_over_queries, "softmax over the queries", "bits"),
+    "lookup_entropy: the minus sign dropped": (
+        "check_lookup_entropy", entropy_no_sign, "the minus sign dropped", ""),
+    "max_weight: the median over the queries": (
+        "check_max_weight", max_weight_median, "the median over the queries", ""),
+    "padded_causal_attention: scaled by sqrt(S)": (
+        "check_padded_causal_attention", padded_causal_by_sqrt_s, "right for rows 0",
+        "batch elements"),
+    "dilated_window_mask_mod: b == 0 left in": (
+        "check_dilated_window_mask_mod", dilated_first_batch_only,
+        "the mask depends on the batch element or the head", ""),
+    "top_k_lookup: the dropped keys filled with 0": (
+        "check_top_k_lookup", top_k_fill_zero, "set to 0 instead of -inf", ""),
+    "padded_bahdanau_weights: the mask inverted": (
+        "check_padded_bahdanau_weights", bahdanau_mask_inverted, "the mask inverted", ""),
+    "self_attention_no_self: the diagonal zeroed after the softmax": (
+        "check_self_attention_no_self", no_self_zeroed_after, "zeroed after the softmax", ""),
+    "multi_head_self_attention: softmax over the queries": (
+        "check_multi_head_self_attention", _call(mhsa, dim=-2), "softmax over the queries", ""),
+    "multi_head_self_attention: W_o not transposed": (
+        "check_multi_head_self_attention", _call(mhsa, out_t=False), "merged @ W_o instead", ""),
+    "self_attention: the keys projected with W_q": (
+        "check_self_attention", _call(self_attention, keys_by_q=True), "projected with W_q", ""),
+    "self_attention: the weights transposed": (
+        "check_self_attention", _call(self_attention, weights_t=True), "weights transposed", ""),
+    "masked_scores: a float mask's negative entries made -inf": (
+        "check_masked_scores", _call(masked_scores, float_mode="negative"),
+        "negative entries made -inf", ""),
+    "masked_scores: a float mask inverted with ~": (
+        "check_masked_scores", _call(masked_scores, float_mode="as bool"),
+        "a float attn_mask is a bias", ""),
+    "fp16_overflow_rate: spread taken for a variance": (
+        "check_fp16_overflow_rate", overflow_spread_squared, "spread taken for a variance",
+        "not a measurement"),
+    "kv_cache_step: the keys appended to the value cache": (
+        "check_kv_cache_step", kv_values_from_keys, "appended to the value cache",
+        "wrong dim"),
+    "attention_backward: the causal scores filled with 0": (
+        "check_attention_backward", backward_causal_fill_zero, "filled with 0 instead of -inf",
+        ""),
+    "linear_attention: causal with triu": (
+        "check_linear_attention", linear_causal_triu, "the future kept instead of the past", ""),
+}
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_the_slip_is_named(name):
+    check, answer, words, not_words = NAMED[name]
+    for seed in (0, None):
+        with pytest.raises(CheckFailed) as info:
+            getattr(checks, check)(answer, seed=seed)
+        message = str(info.value)
+        assert words in message, message
+        assert not not_words or not_words not in message, message
