@@ -128,42 +128,6 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
 )
 
 
-def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
-               always: bool = False, dim: int = -1, max_dim: int = -1,
-               median: bool = False) -> float:
-    """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
-    or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
-    ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along; ``median``:
-    the median over the queries)."""
-    q = torch.randn(32, d_k, generator=generator)
-    k = torch.randn(32, d_k, generator=generator)
-    scores = q @ k.T / (d_k ** power if scaled or always else 1.0)
-    largest = torch.softmax(scores, dim=dim).max(dim=max_dim).values
-    return (largest.median() if median else largest.mean()).item()
-
-
-MAX_WEIGHT = Experiment(
-    name="max_weight", reference=max_weight,
-    settings=((16, True), (512, True), (512, False)),
-    quantity="mean largest weight", helpers={"softmax": qkv.softmax},
-    mistakes=(
-        Mistake("scores divided by d_k instead of sqrt(d_k)", "the scale is 1/sqrt(d_k)",
-                partial(max_weight, power=1.0)),
-        Mistake("scaled ignored (the scores always divided)",
-                "divide by sqrt(d_k) only when scaled is True", partial(max_weight, always=True)),
-        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
-                "one: softmax(dim=-1), then the largest of each row", partial(max_weight, dim=0)),
-        Mistake("the largest weight of each column (max over the queries, dim=0)",
-                "the largest weight of each query's row: weights.max(dim=-1)",
-                partial(max_weight, max_dim=0)),
-        # Found by a student walk: on some seeds its mean is near one of the slips above.
-        Mistake("the median over the queries instead of the mean", "return the mean over the "
-                "32 queries of each row's largest weight", partial(max_weight, median=True)),
-    ),
-    hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
-         "scores by sqrt(d_k) only when scaled, and return the mean over the queries of each "
-         "row's largest softmax weight")
-
 # --------------------------------------------------------------- assignment 6: two masks at once
 
 
@@ -378,34 +342,3 @@ STREAMING_ATTENTION = Exercise(
                 partial(streaming, drop_last=True)),
     ],
 )
-
-
-def fp16_overflow_rate(spread: float, generator: torch.Generator, *, safe: bool = False,
-                       power: float = 1.0) -> float:
-    """The fraction of 256 rows of 64 logits ~ N(0, spread^2) whose softmax, computed naively
-    (no max subtracted) in float16, holds a non-finite weight; ``safe``: the maximum
-    subtracted (nothing overflows); ``power=2``: the logits multiplied by spread ** 2."""
-    x = (torch.randn(256, 64, generator=generator) * spread ** power).half()
-    if safe:
-        x = x - x.max(dim=-1, keepdim=True).values
-    w = x.exp() / x.exp().sum(dim=-1, keepdim=True)
-    return (~torch.isfinite(w)).any(dim=-1).float().mean().item()
-
-
-FP16_OVERFLOW_RATE = Experiment(
-    name="fp16_overflow_rate", reference=fp16_overflow_rate, settings=((4.0,), (6.0,)),
-    quantity="fraction of rows that overflow",
-    mistakes=(
-        Mistake("no row overflows: the maximum subtracted, or the softmax taken in float32",
-                "the experiment measures the naive softmax in float16: convert with .half() "
-                "before exp, do not subtract the maximum, and count a row whose weights hold an "
-                "inf or a NaN (~torch.isfinite(w)): inf / inf is NaN",
-                partial(fp16_overflow_rate, safe=True)),
-        # Every row overflows then, 1 on every seed: named here before "not a measurement".
-        Mistake("the logits multiplied by spread ** 2 (spread taken for a variance)",
-                "spread is the standard deviation of the logits: torch.randn(256, 64) * spread",
-                partial(fp16_overflow_rate, power=2.0)),
-    ),
-    hint="draw 256 rows of 64 standard normal logits from the generator, multiply by spread, "
-         "convert to float16 (.half()), compute x.exp() / x.exp().sum(-1, keepdim=True) and "
-         "return the fraction of rows holding an inf or NaN")

@@ -3,7 +3,8 @@
 Each debugging exercise prints a function with bugs from the course's catalogue; the check
 compares the student's corrected function with the right one (written here with torch, or
 :mod:`qkv`), and each :class:`Mistake` is the right function with one bug put back. Each
-experiment is a measurement judged by :mod:`._experiment`.
+experiment is a measurement judged by :mod:`._experiment` (those of assignments 2 and 3 are in
+:mod:`._beyond_experiments`).
 """
 
 from __future__ import annotations
@@ -175,43 +176,6 @@ TOP_K_LOOKUP = Exercise(
     error_hints=[("selected index k out of range", "topk along the keys: dim=-1")],
 )
 
-
-def lookup_entropy(temperature: float, generator: torch.Generator, *, multiply: bool = False,
-                   bits: bool = False, root: bool = False, dim: int = -1,
-                   sign: float = -1.0) -> float:
-    """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8); or
-    with a slip (``multiply``: by the temperature; ``bits``: log2; ``root``: also / sqrt(8);
-    ``dim``: the softmax axis; ``sign=1``: the minus sign dropped)."""
-    q = torch.randn(16, 8, generator=generator)
-    k = torch.randn(32, 8, generator=generator)
-    scores = q @ k.T * temperature if multiply else q @ k.T / temperature
-    w = torch.softmax(scores / math.sqrt(8) if root else scores, dim=dim)
-    log = w.clamp_min(1e-30).log2() if bits else w.clamp_min(1e-30).log()
-    return (sign * (w * log).sum(dim=-1)).mean().item()
-
-
-LOOKUP_ENTROPY = Experiment(
-    name="lookup_entropy", reference=lookup_entropy, settings=((0.1,), (1.0,), (10.0,)),
-    quantity="mean entropy of the weights", helpers={"softmax": qkv.softmax},
-    mistakes=(
-        Mistake("temperature multiplies the scores instead of dividing them",
-                "a high temperature flattens the weights: q @ k.T / temperature",
-                partial(lookup_entropy, multiply=True)),
-        Mistake("entropy in bits (log2) instead of nats", "use the natural log: w.log()",
-                partial(lookup_entropy, bits=True)),
-        Mistake("scores also divided by sqrt(E)", "this lookup's scores are q @ k.T / temperature,"
-                " with no 1/sqrt(E)", partial(lookup_entropy, root=True)),
-        # Found by a student walk: its mean is near the bits slip's at temperature 0.1.
-        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
-                "one: softmax(dim=-1), then the entropy of each row", partial(lookup_entropy,
-                                                                            dim=0)),
-        Mistake("the minus sign dropped (a negative entropy)", "an entropy is -sum(w * log w): "
-                "log w <= 0, so it is never negative", partial(lookup_entropy, sign=1.0)),
-    ),
-    hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
-         "q @ k.T / temperature over the keys and return the mean over the queries of "
-         "-sum(w * log w), in nats")
-
 # --------------------------------------------------------------- assignment 3: no self-attention
 
 
@@ -262,37 +226,6 @@ SELF_ATTENTION_NO_SELF = Exercise(
     error_hints=[("cannot be multiplied", "W_q is (d_k, d): the queries are x @ W_q.T")],
 )
 
-
-def self_weight(shared: bool, generator: torch.Generator, *, div: float = 4.0,
-                div_k: float = 4.0, dim: int = -1) -> float:
-    """The mean weight 16 random tokens (d=16) give themselves, with W_k = W_q (``shared``) or
-    an independent W_k; weights of shape (8, 16), standard normal / 4; or with a slip
-    (``div``, ``div_k``: what the weights, or the independent W_k, are divided by; ``dim``:
-    the softmax axis)."""
-    x = torch.randn(16, 16, generator=generator)
-    W_q = torch.randn(8, 16, generator=generator) / div
-    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / min(div, div_k)
-    scores = (x @ W_q.T) @ (x @ W_k.T).T / math.sqrt(8)
-    return torch.softmax(scores, dim=dim).diagonal().mean().item()
-
-
-SELF_WEIGHT = Experiment(
-    name="self_weight", reference=self_weight, settings=((True,), (False,)),
-    quantity="mean weight a token gives itself",
-    mistakes=(
-        Mistake("weights not divided by 4", "W_q and W_k are torch.randn(8, 16) / 4",
-                partial(self_weight, div=1.0)),
-        # Without sharing, every key is as likely as the token itself whatever the scale: the
-        # mean is 1/16 either way, and only the numbers seed for seed tell this slip apart.
-        Mistake("the independent W_k not divided by 4", "W_k, like W_q, is torch.randn(8, 16) "
-                "/ 4", partial(self_weight, div_k=1.0)),
-        # With shared weights the scores are symmetric and both axes give the same diagonal.
-        Mistake("softmax over the queries (dim=0)", "each token's weights over the keys sum to "
-                "one: softmax(dim=-1)", partial(self_weight, dim=0)),
-    ),
-    hint="draw x (16, 16), then W_q (8, 16), then (only when not shared) W_k (8, 16) from the "
-         "generator, divide the weights by 4, and return the mean of the diagonal of "
-         "softmax((x W_q^T)(x W_k^T)^T / sqrt(8))")
 
 # --------------------------------------------------------------- assignment 5: heads, functionally
 

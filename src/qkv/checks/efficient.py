@@ -15,7 +15,7 @@ from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, attention_
 from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, make_check,
                       via_float32)
 from .mistakes.efficient import chunk_by_chunk, kv_step_variant, online_variant, short_chunks
-from . import _beyond as b
+from . import _beyond as b, _beyond_experiments as x
 from ._experiment import ExperimentCheck
 
 __all__ = [
@@ -324,7 +324,7 @@ KV_CACHE_STEP = Exercise(
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(CHUNKED_ATTENTION, KV_CACHE_STEP, ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP,
-                   b.STREAMING_ATTENTION, ExperimentCheck(b.FP16_OVERFLOW_RATE))
+                   b.STREAMING_ATTENTION, ExperimentCheck(x.FP16_OVERFLOW_RATE))
 
 
 # --------------------------------------------------------------------------- the checks

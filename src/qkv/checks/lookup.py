@@ -19,7 +19,7 @@ from .mistakes.attention import TORCH_ATTENTION
 from .harness import (bool_mask, Case, checks_of, Exercise, pair_check, Forbidden, half_case,
                       picked, randn, make_check, via_float32)
 from .mistakes.lookup import ADDITIVE_MISTAKES, LUONG_MISTAKES, SOFTMAX_MISTAKES, soft_mistakes
-from . import _beyond_early as e, _variations_early as v
+from . import _beyond_early as e, _beyond_experiments as x, _variations_early as v
 from ._experiment import ExperimentCheck
 
 __all__ = [
@@ -184,7 +184,7 @@ LUONG_SCORE = Exercise(
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(
-    SOFTMAX, ADDITIVE_SCORE, LUONG_SCORE, e.TOP_K_LOOKUP, ExperimentCheck(e.LOOKUP_ENTROPY),
+    SOFTMAX, ADDITIVE_SCORE, LUONG_SCORE, e.TOP_K_LOOKUP, ExperimentCheck(x.LOOKUP_ENTROPY),
     pair_check("check_soft_lookup", SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT, "(output, weights)"),
     pair_check("check_sparsemax_lookup", v.SPARSE_WEIGHTS, v.SPARSE_OUTPUT, "(output, weights)"))
 

@@ -18,7 +18,7 @@ import qkv
 
 from .mistakes.attention import TORCH_ATTENTION, attend
 from .harness import Case, checks_of, Exercise, half_case, Mistake, randn, make_check, via_float32
-from . import _beyond_early as e, _variations_early as v
+from . import _beyond_early as e, _beyond_experiments as x, _variations_early as v
 from ._experiment import ExperimentCheck
 
 __all__ = [
@@ -196,7 +196,7 @@ CROSS_ATTENTION = Exercise(
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(SELF_ATTENTION, CROSS_ATTENTION, e.SELF_ATTENTION_NO_SELF,
-                   ExperimentCheck(e.SELF_WEIGHT), v.SELF_ATTENTION_WITH_NULL)
+                   ExperimentCheck(x.SELF_WEIGHT), v.SELF_ATTENTION_WITH_NULL)
 
 
 # --------------------------------------------------------------------------- the checks

@@ -25,7 +25,7 @@ from .harness import (NOTHING, bool_mask, Case, Check, close, Exercise, Exercise
                       is_tensor, notice_text, number_of, plain_number, Raised, randn,
                       reference_names, make_check, checks_of, shown, split_outcome, via_float32)
 from .result import CheckResult, mistake_id
-from . import _beyond as b, _variations_early as v
+from . import _beyond as b, _beyond_experiments as x, _variations_early as v
 from ._experiment import ExperimentCheck
 
 __all__ = [
@@ -319,7 +319,7 @@ CHECKS = checks_of(
     ExerciseCheck("check_scaled_dot_product_attention",
                   lambda masks: (SCALED_DOT_PRODUCT_ATTENTION if masks else UNMASKED_ATTENTION,),
                   options={"masks": True}),
-    VARIANCE_CHECK, b.ATTENTION_WITH_TEMPERATURE, ExperimentCheck(b.MAX_WEIGHT),
+    VARIANCE_CHECK, b.ATTENTION_WITH_TEMPERATURE, ExperimentCheck(x.MAX_WEIGHT),
     v.QUIET_ATTENTION, given=("softmax",))
 
 

@@ -1,0 +1,168 @@
+"""The experiments of assignments 2, 3, 4 and 8 that draw only random numbers (no model):
+each is a measurement from a generator, judged by :mod:`._experiment` against the same
+experiment written here, with the slips it names seed for seed.
+
+- ``lookup_entropy`` (2): the entropy of soft-lookup weights as the temperature changes;
+- ``self_weight`` (3): the weight a token gives itself, with and without shared W_q = W_k;
+- ``max_weight`` (4): the largest weight of a row, with and without the 1/sqrt(d_k) scale;
+- ``fp16_overflow_rate`` (8): how often a naive float16 softmax overflows.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+
+import qkv
+
+from ._experiment import Experiment
+from .harness import Mistake
+
+__all__: list = []
+
+# --------------------------------------------------------------- assignment 2: lookup entropy
+
+
+def lookup_entropy(temperature: float, generator: torch.Generator, *, multiply: bool = False,
+                   bits: bool = False, root: bool = False, dim: int = -1,
+                   sign: float = -1.0) -> float:
+    """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8); or
+    with a slip (``multiply``: by the temperature; ``bits``: log2; ``root``: also / sqrt(8);
+    ``dim``: the softmax axis; ``sign=1``: the minus sign dropped)."""
+    q = torch.randn(16, 8, generator=generator)
+    k = torch.randn(32, 8, generator=generator)
+    scores = q @ k.T * temperature if multiply else q @ k.T / temperature
+    w = torch.softmax(scores / math.sqrt(8) if root else scores, dim=dim)
+    log = w.clamp_min(1e-30).log2() if bits else w.clamp_min(1e-30).log()
+    return (sign * (w * log).sum(dim=-1)).mean().item()
+
+
+LOOKUP_ENTROPY = Experiment(
+    name="lookup_entropy", reference=lookup_entropy, settings=((0.1,), (1.0,), (10.0,)),
+    quantity="mean entropy of the weights", helpers={"softmax": qkv.softmax},
+    mistakes=(
+        Mistake("temperature multiplies the scores instead of dividing them",
+                "a high temperature flattens the weights: q @ k.T / temperature",
+                partial(lookup_entropy, multiply=True)),
+        Mistake("entropy in bits (log2) instead of nats", "use the natural log: w.log()",
+                partial(lookup_entropy, bits=True)),
+        Mistake("scores also divided by sqrt(E)", "this lookup's scores are q @ k.T / temperature,"
+                " with no 1/sqrt(E)", partial(lookup_entropy, root=True)),
+        # Found by a student walk: its mean is near the bits slip's at temperature 0.1.
+        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
+                "one: softmax(dim=-1), then the entropy of each row", partial(lookup_entropy,
+                                                                            dim=0)),
+        Mistake("the minus sign dropped (a negative entropy)", "an entropy is -sum(w * log w): "
+                "log w <= 0, so it is never negative", partial(lookup_entropy, sign=1.0)),
+    ),
+    hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
+         "q @ k.T / temperature over the keys and return the mean over the queries of "
+         "-sum(w * log w), in nats")
+
+# --------------------------------------------------------------- assignment 3: self weight
+
+
+def self_weight(shared: bool, generator: torch.Generator, *, div: float = 4.0,
+                div_k: float = 4.0, dim: int = -1) -> float:
+    """The mean weight 16 random tokens (d=16) give themselves, with W_k = W_q (``shared``) or
+    an independent W_k; weights of shape (8, 16), standard normal / 4; or with a slip
+    (``div``, ``div_k``: what the weights, or the independent W_k, are divided by; ``dim``:
+    the softmax axis)."""
+    x = torch.randn(16, 16, generator=generator)
+    W_q = torch.randn(8, 16, generator=generator) / div
+    W_k = W_q if shared else torch.randn(8, 16, generator=generator) / min(div, div_k)
+    scores = (x @ W_q.T) @ (x @ W_k.T).T / math.sqrt(8)
+    return torch.softmax(scores, dim=dim).diagonal().mean().item()
+
+
+SELF_WEIGHT = Experiment(
+    name="self_weight", reference=self_weight, settings=((True,), (False,)),
+    quantity="mean weight a token gives itself",
+    mistakes=(
+        Mistake("weights not divided by 4", "W_q and W_k are torch.randn(8, 16) / 4",
+                partial(self_weight, div=1.0)),
+        # Without sharing, every key is as likely as the token itself whatever the scale: the
+        # mean is 1/16 either way, and only the numbers seed for seed tell this slip apart.
+        Mistake("the independent W_k not divided by 4", "W_k, like W_q, is torch.randn(8, 16) "
+                "/ 4", partial(self_weight, div_k=1.0)),
+        # With shared weights the scores are symmetric and both axes give the same diagonal.
+        Mistake("softmax over the queries (dim=0)", "each token's weights over the keys sum to "
+                "one: softmax(dim=-1)", partial(self_weight, dim=0)),
+    ),
+    hint="draw x (16, 16), then W_q (8, 16), then (only when not shared) W_k (8, 16) from the "
+         "generator, divide the weights by 4, and return the mean of the diagonal of "
+         "softmax((x W_q^T)(x W_k^T)^T / sqrt(8))")
+
+# --------------------------------------------------------------- assignment 4: the largest weight
+
+
+def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
+               always: bool = False, dim: int = -1, max_dim: int = -1,
+               median: bool = False) -> float:
+    """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
+    or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
+    ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along; ``median``:
+    the median over the queries)."""
+    q = torch.randn(32, d_k, generator=generator)
+    k = torch.randn(32, d_k, generator=generator)
+    scores = q @ k.T / (d_k ** power if scaled or always else 1.0)
+    largest = torch.softmax(scores, dim=dim).max(dim=max_dim).values
+    return (largest.median() if median else largest.mean()).item()
+
+
+MAX_WEIGHT = Experiment(
+    name="max_weight", reference=max_weight,
+    settings=((16, True), (512, True), (512, False)),
+    quantity="mean largest weight", helpers={"softmax": qkv.softmax},
+    mistakes=(
+        Mistake("scores divided by d_k instead of sqrt(d_k)", "the scale is 1/sqrt(d_k)",
+                partial(max_weight, power=1.0)),
+        Mistake("scaled ignored (the scores always divided)",
+                "divide by sqrt(d_k) only when scaled is True", partial(max_weight, always=True)),
+        Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
+                "one: softmax(dim=-1), then the largest of each row", partial(max_weight, dim=0)),
+        Mistake("the largest weight of each column (max over the queries, dim=0)",
+                "the largest weight of each query's row: weights.max(dim=-1)",
+                partial(max_weight, max_dim=0)),
+        # Found by a student walk: on some seeds its mean is near one of the slips above.
+        Mistake("the median over the queries instead of the mean", "return the mean over the "
+                "32 queries of each row's largest weight", partial(max_weight, median=True)),
+    ),
+    hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
+         "scores by sqrt(d_k) only when scaled, and return the mean over the queries of each "
+         "row's largest softmax weight")
+
+# --------------------------------------------------------------- assignment 8: float16 overflow
+
+
+def fp16_overflow_rate(spread: float, generator: torch.Generator, *, safe: bool = False,
+                       power: float = 1.0) -> float:
+    """The fraction of 256 rows of 64 logits ~ N(0, spread^2) whose softmax, computed naively
+    (no max subtracted) in float16, holds a non-finite weight; ``safe``: the maximum
+    subtracted (nothing overflows); ``power=2``: the logits multiplied by spread ** 2."""
+    x = (torch.randn(256, 64, generator=generator) * spread ** power).half()
+    if safe:
+        x = x - x.max(dim=-1, keepdim=True).values
+    w = x.exp() / x.exp().sum(dim=-1, keepdim=True)
+    return (~torch.isfinite(w)).any(dim=-1).float().mean().item()
+
+
+FP16_OVERFLOW_RATE = Experiment(
+    name="fp16_overflow_rate", reference=fp16_overflow_rate, settings=((4.0,), (6.0,)),
+    quantity="fraction of rows that overflow",
+    mistakes=(
+        Mistake("no row overflows: the maximum subtracted, or the softmax taken in float32",
+                "the experiment measures the naive softmax in float16: convert with .half() "
+                "before exp, do not subtract the maximum, and count a row whose weights hold an "
+                "inf or a NaN (~torch.isfinite(w)): inf / inf is NaN",
+                partial(fp16_overflow_rate, safe=True)),
+        # Every row overflows then, 1 on every seed: named here before "not a measurement".
+        Mistake("the logits multiplied by spread ** 2 (spread taken for a variance)",
+                "spread is the standard deviation of the logits: torch.randn(256, 64) * spread",
+                partial(fp16_overflow_rate, power=2.0)),
+    ),
+    hint="draw 256 rows of 64 standard normal logits from the generator, multiply by spread, "
+         "convert to float16 (.half()), compute x.exp() / x.exp().sum(-1, keepdim=True) and "
+         "return the fraction of rows holding an inf or NaN")
