@@ -64,6 +64,22 @@ CHUNKED_WRONG = {
 }
 CHUNKED_RIGHT = {"online softmax": make_chunked()}
 
+
+def chunked_into_a_buffer(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                          chunk_size=256):
+    """Scores computed chunk by chunk into a whole (L, S) buffer, then one softmax over it."""
+    S = key.shape[-2]
+    c = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    buf = torch.empty(*query.shape[:-1], S, dtype=query.dtype, device=query.device)
+    for j in range(0, S, chunk_size):
+        buf[..., j:j + chunk_size] = query @ key[..., j:j + chunk_size, :].transpose(-2, -1) * c
+    if is_causal:
+        attn_mask = torch.ones(query.shape[-2], S, dtype=torch.bool, device=query.device).tril()
+    if attn_mask is not None:
+        buf = buf.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+            else buf + attn_mask
+    return torch.softmax(buf, -1).nan_to_num(0.0) @ value
+
 CHUNKED_WRONG.update({
     "initial max 0": (make_chunked(first_max="zero"), "starts at 0 instead of -inf"),
     "chunk one key short": (make_chunked(short=True), "chunk bounds off by one"),
@@ -73,6 +89,8 @@ CHUNKED_WRONG.update({
     # Right numbers, none of the memory: chunk_size ignored.
     "the whole score matrix at once": (make_chunked(materialise=True),
                                        "the whole (L, S) = (7, 9) score matrix"),
+    "chunk by chunk into a whole buffer, one softmax": (chunked_into_a_buffer,
+                                                        "the whole (L, S) = (7, 9) score matrix"),
     "float32's finfo.min fill (overflows in float16)":
         (make_chunked(fill=torch.finfo(torch.float32).min), "torch.finfo(scores.dtype).min"),
 })

@@ -167,6 +167,29 @@ def attention_scores_cached_scale(query, key, scale=None):
     return torch.einsum("...le,...se->...ls", query, key) * s
 
 
+def chunked_with_a_mask_of_its_own(query, key, value, attn_mask=None, is_causal=False,
+                                   scale=None, chunk_size=256):
+    """An all-True mask made when none is given, turned into a float bias: no scores whole."""
+    L, S = query.shape[-2], key.shape[-2]
+    mask = torch.ones(L, S, dtype=torch.bool, device=query.device) if attn_mask is None \
+        else attn_mask
+    if is_causal:
+        mask = mask & torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    bias = torch.zeros_like(mask, dtype=query.dtype).masked_fill(~mask, float("-inf")) \
+        if mask.dtype == torch.bool else mask
+    c = scale if scale is not None else 1 / math.sqrt(query.shape[-1])
+    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype, device=query.device)
+    total = torch.zeros_like(m)
+    acc = torch.zeros(*query.shape[:-1], value.shape[-1], dtype=query.dtype, device=query.device)
+    for j in range(0, S, chunk_size):
+        s = query @ key[..., j:j + chunk_size, :].transpose(-2, -1) * c + bias[..., j:j + chunk_size]
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        p, r = (s - safe).exp(), (m - safe).exp()
+        total, acc, m = total * r + p.sum(-1, keepdim=True), acc * r + p @ value[..., j:j + chunk_size, :], m_new
+    return torch.where(total > 0, acc / total, torch.zeros_like(acc))
+
+
 def chunked_with_float_bias(query, key, value, attn_mask=None, is_causal=False, scale=None,
                             chunk_size=256):
     """A bool mask turned into a float bias first (0 where allowed, -inf elsewhere)."""
@@ -420,6 +443,8 @@ OTHERWISE = {
     "softmax by recursion": ("check_softmax", softmax_recursive, {}),
     "attention_scores with an lru_cache'd scale and einsum": (
         "check_attention_scores", attention_scores_cached_scale, {}),
+    "chunked attention with a mask of its own turned into a float bias": (
+        "check_chunked_attention", chunked_with_a_mask_of_its_own, {}),
     "chunked attention with a bool mask turned into a float bias": (
         "check_chunked_attention", chunked_with_float_bias, {}),
     "dot_product_variance as a per-sample loop": (

@@ -56,7 +56,9 @@ class CallNotice(TorchFunctionMode):
 class _Widths(TorchFunctionMode):
     """Records the first floating-point ``(..., L, S)`` result a torch call computes from
     tensors none of which is ``(..., L, S)`` already: scores, not a bias made whole from a
-    factory (``torch.zeros(L, S)``) or from a mask, which the exercise allows."""
+    factory (``torch.zeros(L, S)``) or from a mask, which the exercise allows. A softmax (or
+    an exp, a maximum) over a whole ``(..., L, S)`` tensor is scores too, however it was filled:
+    a bias is never exponentiated."""
 
     def __init__(self, L: int, S: int) -> None:
         super().__init__()
@@ -70,14 +72,22 @@ class _Widths(TorchFunctionMode):
             inputs = [t for a in (*args, *(kwargs or {}).values())
                       for t in (a if isinstance(a, (tuple, list)) else (a,))
                       if isinstance(t, Tensor)]
-            if inputs and not any(self._wide(t) for t in inputs):
+            name = getattr(func, "__name__", "")
+            if name in _OVER_A_ROW and inputs and self._wide(inputs[0]):
+                self.seen = tuple(inputs[0].shape)
+            elif inputs and not any(self._wide(t, any_dtype=True) for t in inputs):
                 self.seen = next((tuple(t.shape) for t in (
                     out if isinstance(out, (tuple, list)) else (out,)) if self._wide(t)), None)
         return out
 
-    def _wide(self, t: Any) -> bool:
-        return isinstance(t, Tensor) and t.is_floating_point() and t.dim() >= 2 and \
-            tuple(t.shape[-2:]) == self.size
+    def _wide(self, t: Any, any_dtype: bool = False) -> bool:
+        return isinstance(t, Tensor) and (any_dtype or t.is_floating_point()) and \
+            t.dim() >= 2 and tuple(t.shape[-2:]) == self.size
+
+
+#: What a softmax over a row computes: over a whole (L, S) tensor, it is the scores'.
+_OVER_A_ROW = ("softmax", "log_softmax", "_softmax", "exp", "exp_", "logsumexp", "amax", "max",
+               "sum")
 
 
 def whole_scores(call: Callable[[], Any], L: int, S: int) -> Tuple[Any, Any]:
