@@ -215,7 +215,7 @@ def test_a_submission_cannot_lower_what_later_ones_get(pool):
     later children inherit (honest students lost points to 'cannot allocate'). The zygote
     sees the change at the reset and the slot starts anew."""
     before = [run(pool, STATE)[2] for _ in range(2)]
-    assert before[0] == before[1]
+    assert before[0][1:] == before[1][1:]
     failed, _, out = run(pool, """
 import os, resource
 z = os.getppid()
@@ -229,7 +229,56 @@ out = "lowered"
 """)
     assert failed is None and out == "lowered"
     after = [run(pool, STATE) for _ in range(4)]  # both slots, twice
-    assert all(f is None and state == before[0] for f, _, state in after), after
+    # The address-space limit is the zygote's size plus the submission's share: a new
+    # sandbox's size differs by a little, a lowered limit by hundreds of MiB.
+    least = min(b[0][0] for b in before) - (64 << 20)
+    assert all(f is None and state[1:] == before[0][1:] and state[0][0] > least
+               for f, _, state in after), after
+
+
+def test_keyrings_and_locked_folders_do_not_reach_the_next_submission(pool):
+    """A key left in the uid's persistent keyring, or a session keyring handed to the zygote
+    (KEYCTL_SESSION_TO_PARENT), would carry code to the next child; a folder of mode 000 in
+    /tmp stopped the reset."""
+    failed, _, out = run(pool, KEYS + """
+persistent = sys_(KEYCTL, 22, -1, -2)  # KEYCTL_GET_PERSISTENT
+if persistent > 0:
+    sys_(ADD_KEY, b"user", b"left", b"x = 42", 6, persistent)
+sys_(KEYCTL, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a new one
+sys_(ADD_KEY, b"user", b"left", b"x = 42", 6, -3)
+sys_(KEYCTL, 18)  # KEYCTL_SESSION_TO_PARENT: the zygote takes it
+out = "left"
+""")
+    assert failed is None and out == "left"
+    for _ in range(3):  # both slots
+        failed, _, out = run(pool, KEYS + """
+search = lambda ring: sys_(KEYCTL, 10, ring, b"user", b"left", 0) > 0  # KEYCTL_SEARCH
+out = search(-3) or search(sys_(KEYCTL, 22, -1, -2))
+""")
+        assert failed is None and out is False, out
+    # A locked folder is removed, and the slot goes on (the reset raised, and the slot was
+    # started anew: the next submission waited for it).
+    failed, _, out = run(pool, """
+import os
+os.makedirs("/tmp/locked/inner")
+os.chmod("/tmp/locked/inner", 0)
+os.chmod("/tmp/locked", 0)
+out = ZYGOTE
+""".replace("ZYGOTE", ZYGOTE))
+    zygotes = [run(pool, f"import os\nout = [{ZYGOTE}, os.path.exists('/tmp/locked')]")[2]
+               for _ in range(3)]
+    assert failed is None and [out, False] in zygotes, (out, zygotes)
+
+
+#: The zygote's start time (a slot started anew has another).
+ZYGOTE = "open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[19]"
+
+
+KEYS = """
+import ctypes, os
+ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+sys_ = ctypes.CDLL(None, use_errno=True).syscall
+"""
 
 
 def test_an_endless_loop_and_a_sleep_are_cut(pool):

@@ -95,7 +95,7 @@ _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
 def _state() -> Dict[str, Any]:
     """What a child, running as the same user, can change in the zygote from outside and every
     later child would inherit: its resource limits (``prlimit``), nice value, CPUs, scheduling
-    policy, I/O priority and OOM score."""
+    policy, I/O priority, OOM score and session keyring."""
     import resource
     state: Dict[str, Any] = {
         name: resource.getrlimit(getattr(resource, name))
@@ -106,6 +106,7 @@ def _state() -> Dict[str, Any]:
         state["oom_score_adj"] = f.read().strip()
     if _IOPRIO_GET is not None:
         state["ioprio"] = ctypes.CDLL(None, use_errno=True).syscall(_IOPRIO_GET, 1, 0)
+    state["session_keyring"] = _session_keyring()
     return state
 
 
@@ -244,36 +245,51 @@ def _wipe(folder: str, keep: Sequence[str] = ()) -> None:
             pass
         try:
             func(path)
-        except OSError:
-            pass
+        except (OSError, TypeError):  # rmtree's os.open wants flags: remove the folder anew
+            shutil.rmtree(path, ignore_errors=True)
 
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         return
     for entry in os.scandir(folder):
         if entry.path in keep:
             continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, onerror=unlock)
-        else:
-            try:
+        try:  # a folder the submission made unreadable (mode 000) must not stop the reset
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, stat.S_IRWXU)
+                shutil.rmtree(entry.path, onerror=unlock)
+            else:
                 os.unlink(entry.path)
-            except OSError:
-                pass
+        except (OSError, TypeError):
+            pass
 
 
 # keyctl's system call number, by machine; KEYCTL_CLEAR; the uid's two keyrings.
 _SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}
 _KEYCTL_CLEAR, _USER_KEYRINGS = 7, (-4, -5)
+_KEYCTL_GET_KEYRING_ID, _KEYCTL_GET_PERSISTENT = 0, 22
+_KEY_SPEC_PROCESS, _KEY_SPEC_SESSION = -2, -3
 
 
 def _clear_keyrings() -> None:
-    """Empty the uid's user keyrings: they are the uid's, not the submission's, and would
-    carry a key from one submission to the next (no error if the kernel has no keyrings)."""
+    """Empty the uid's user keyrings and its persistent keyring: they are the uid's, not the
+    submission's, and would carry a key from one submission to the next (no error if the
+    kernel has no keyrings)."""
     number = _SYS_KEYCTL.get(os.uname().machine)
     if number is not None:
         libc = ctypes.CDLL(None, use_errno=True)
-        for keyring in _USER_KEYRINGS:
+        persistent = libc.syscall(number, _KEYCTL_GET_PERSISTENT, -1, _KEY_SPEC_PROCESS)
+        for keyring in _USER_KEYRINGS + ((persistent,) if persistent > 0 else ()):
             libc.syscall(number, _KEYCTL_CLEAR, keyring)
+
+
+def _session_keyring() -> int:
+    """The zygote's session keyring (a child may hand it a new one: KEYCTL_SESSION_TO_PARENT,
+    which every later child would inherit); 0 where the kernel has no keyrings."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is None:
+        return 0
+    return int(ctypes.CDLL(None, use_errno=True).syscall(number, _KEYCTL_GET_KEYRING_ID,
+                                                          _KEY_SPEC_SESSION, 0))
 
 
 def _remove_ipc() -> None:
