@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dis
 import sys
+from functools import partial
 from types import CodeType, FunctionType, ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Set, Tuple
 
@@ -198,6 +199,8 @@ def reference_names(student: Any, exercise: str, forbid: Forbidden,
         named += [(n, _contents(c)) for n, c in zip(f.__code__.co_freevars, f.__closure__ or ())]
         every = set().union(*attributes.values()) if attributes else set()
         for name, value in named:
+            while isinstance(value, partial):  # partial(qkv.softmax, dim=-1) is qkv.softmax
+                value = value.func
             candidates = []
             if isinstance(value, ModuleType) and value.__name__.split(".")[0] == "qkv":
                 # What is read on this name; a module imported inside the function may be
