@@ -106,6 +106,9 @@ GQA_WRONG = {
     "bottom-right causal": (make_gqa(align=1), "bottom right"),
     "causal diagonal masked": (make_gqa(diag=-1), "off by one"),
     "torch's SDPA": (gqa_with_sdpa, "scaled_dot_product_attention"),
+    # This function takes no attn_mask: not "a bool mask added to the scores as 0/1".
+    "is_causal ignored": (lambda query, key, value, is_causal=False, scale=None:
+                          make_gqa()(query, key, value, False, scale), "is_causal ignored"),
 }
 GQA_RIGHT = {"repeat_interleave": make_gqa(), "grouped view": gqa_grouped_view, "loop over heads": gqa_loop}
 

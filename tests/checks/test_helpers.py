@@ -177,6 +177,8 @@ def test_building_on_an_earlier_answer_the_exercise_rules_out_gets_a_notice(caps
         return linear_attention(query, k, v, is_causal=True)
     """)
     check_grouped_causal_linear_attention(ns["grouped_causal_linear_attention"])
-    assert "you called your linear_attention" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "you called your linear_attention" in said and "not your earlier answer" in said
+    assert "write it yourself" not in said  # they did write it
     check_grouped_causal_linear_attention(answers_beyond.grouped_causal_linear_attention)
     assert "you called" not in capsys.readouterr().out

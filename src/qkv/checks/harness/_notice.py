@@ -250,5 +250,9 @@ def notice_text(calls: List[str]) -> str:
     """The notice a result carries, ``""`` when nothing forbidden was called."""
     if not calls:
         return ""
-    return (f"you called {', '.join(calls)}; this exercise asks you to write it yourself "
-            f"(the check compares results only: this is a note for you, and a grader may read it)")
+    # An earlier answer of the student's own is theirs: the exercise asks for another way.
+    asks = ("this exercise asks for another way (read its text), not your earlier answer"
+            if all(c.startswith("your ") for c in calls)
+            else "this exercise asks you to write it yourself")
+    return (f"you called {', '.join(calls)}; {asks} (the check compares results only: this is "
+            f"a note for you, and a grader may read it)")
