@@ -361,6 +361,10 @@ def test_the_ablation_experiment_is_judged_on_a_trained_model(capsys):
     with pytest.raises(AssertionError, match="averages"):  # another head
         checks.check_ablation_rise(lambda m, layer, head, how, g: a.ablation_rise(
             m, 1 - layer, head, how, g))
+    # The settings' two heads raise the loss alike: a swap is told seed for seed.
+    with pytest.raises(AssertionError, match="layer and head swapped"):
+        checks.check_ablation_rise(lambda m, layer, head, how, g: a.ablation_rise(
+            m, head, layer, how, g))
     with pytest.raises(AssertionError, match="identically seeded"):
         checks.check_ablation_rise(lambda *args: a.ablation_rise(*args[:-1], torch.Generator(
             ).manual_seed(int(torch.randint(10**6, ())))))

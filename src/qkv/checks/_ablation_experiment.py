@@ -102,7 +102,14 @@ ABLATION_RISE = Experiment(
                       "how='zero' zeroes the head's output (qkv.ablate_heads), how='mean' "
                       "replaces it by its mean over the batch and the positions",
                       lambda layer, head, how, generator: ablation_rise(
-                          trained_model(), layer, head, "mean", generator))),
+                          trained_model(), layer, head, "mean", generator)),
+              # Both settings' heads raise the loss alike on average: only the numbers seed
+              # for seed tell a swap apart.
+              Mistake("layer and head swapped (head `layer` of layer `head` removed)",
+                      "remove head `head` of layer `layer`: model.layers[layer], "
+                      "and qkv.ablate_heads(model, [(layer, head)])",
+                      lambda layer, head, how, generator: ablation_rise(
+                          trained_model(), head, layer, how, generator))),
     helpers={"mean_ablate": _mean_ablate, "repeat_loss": _repeat_loss},
     quantity="rise of the loss on the repeat",
     hint="draw InductionTask().sample(64, generator); return repeat_loss with the head removed "
