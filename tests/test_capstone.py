@@ -231,3 +231,11 @@ def test_a_right_block_gets_no_notice_for_the_pieces_it_may_use(capsys):
     check_block_forward(answers.make_block())
     check_attention_forward(answers.make_attention())
     assert "note:" not in capsys.readouterr().out
+
+
+def test_the_ablation_check_refuses_a_run_from_another_seed():
+    """Another seed's loss lands a few 1e-3 away, within the 0.01 the check once allowed."""
+    def ablation(seed, steps=200):
+        return {"window": 4}, capstone.ablation_loss({"window": 4}, 7, steps, progress=False)
+    with pytest.raises(AssertionError, match="for the seed and steps you are given"):
+        check_ablation(ablation)
