@@ -234,6 +234,12 @@ def repeat_loss_unshifted(logits, tokens, repeat):
     return F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")[repeat].mean()
 
 
+def repeat_loss_per_sequence(logits, tokens, repeat):
+    """The mean of each sequence's mean, in a loop."""
+    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+    return torch.stack([row[m].mean() for row, m in zip(loss, repeat[:, :-1])]).mean()
+
+
 def alibi_far_weight(head, generator):
     """The ALiBi experiment, with the course's bias in place of a student's alibi_bias."""
     import qkv

@@ -50,6 +50,8 @@ FUNCTIONS = [
      "off by one: the key after the earlier occurrence"),
     ("check_mean_ablate", a.mean_ablate, a.mean_ablate_features, "the mean over the features"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_unshifted, "scored on token t"),
+    ("check_repeat_loss", a.repeat_loss, a.repeat_loss_per_sequence,
+     "the mean of each sequence's mean"),
 ]
 
 EXPERIMENTS = [

@@ -93,6 +93,9 @@ REPEAT_LOSS = Exercise(
                 partial(repeat_loss_variant, shift=False)),
         Mistake("the mean over every position", "average only where repeat is True",
                 partial(repeat_loss_variant, everywhere=True)),
+        Mistake("the mean of each sequence's mean", "one mean over every marked position of "
+                "the batch: sequences with more marked positions weigh more (loss[marks].mean())",
+                partial(repeat_loss_variant, per_sequence=True)),
     ],
 )
 

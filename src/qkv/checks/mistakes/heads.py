@@ -26,12 +26,14 @@ def mean_ablate(head_outputs: Tensor, heads: Sequence[int], num_heads: int, *,
 
 
 def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool = True,
-                everywhere: bool = False) -> Tensor:
+                everywhere: bool = False, per_sequence: bool = False) -> Tensor:
     """Mean cross-entropy of token t + 1 from position t, over the positions ``repeat`` marks;
-    or a known mistake (no shift; every position)."""
+    or a known mistake (no shift; every position; the mean of each sequence's mean)."""
     if shift:
         logits, target, where = logits[:, :-1], tokens[:, 1:], repeat[:, :-1]
     else:
         target, where = tokens, repeat
     loss = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+    if per_sequence:
+        return ((loss * where).sum(-1) / where.sum(-1)).mean()
     return loss.mean() if everywhere else loss[where].mean()
