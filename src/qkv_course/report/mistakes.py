@@ -121,8 +121,8 @@ def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
     last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
     """
     found: Dict[str, Dict[str, List[Question]]] = {}
-    for (assignment, student), (_, questions) in sorted(_latest(folder, True).items()):
-        found.setdefault(assignment, {})[student] = questions
+    for (assignment, student), (_, asked) in sorted(_latest(folder, True).items()):
+        found.setdefault(assignment, {})[student] = asked
     return found
 
 
