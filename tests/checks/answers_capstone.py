@@ -44,7 +44,8 @@ def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="in
 attention_forward = make_attention()  # what the block's answers call (the check swaps in the course's)
 
 
-def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_norms=False, act="gelu"):
+def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_norms=False, act="gelu",
+               normed=()):
     def block_forward(x, params, num_heads, num_kv_heads):
         n1, n2 = params["norm1.weight"], params["norm2.weight"]
         if swap_norms:
@@ -63,9 +64,17 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_no
             return rms_norm(x + mlp(x), n2)
         if arrangement == "parallel":
             return x + attn(rms_norm(x, n1)) + mlp(rms_norm(x, n2))
-        a = attn(rms_norm(x, n1))
+        if "attn" in normed:  # the stream replaced by its normalised copy
+            x = rms_norm(x, n1)
+            a = attn(x)
+        else:
+            a = attn(rms_norm(x, n1))
         x = x + a if attn_residual else a
-        m = mlp(rms_norm(x, n2))
+        if "mlp" in normed:
+            x = rms_norm(x, n2)
+            m = mlp(x)
+        else:
+            m = mlp(rms_norm(x, n2))
         return x + m if mlp_residual else m
     return block_forward
 

@@ -161,6 +161,13 @@ BLOCK_FORWARD = Exercise(
                 _BLK(arrangement="parallel")),
         Mistake("norm1 and norm2 swapped", "norm1.weight before the attention, norm2.weight "
                 "before the MLP", _BLK(swap_norms=True)),
+        *(Mistake(f"the stream replaced by its normalised copy ({where})", "keep the stream "
+                  "as it is and normalise only the sublayer's input: h = rms_norm(x, ...); "
+                  "x = x + sublayer(h), not x = rms_norm(x, ...); x = x + sublayer(x)",
+                  _BLK(normed=normed))
+          for where, normed in (("before both sublayers", ("attn", "mlp")),
+                                ("before the attention", ("attn",)),
+                                ("before the MLP", ("mlp",)))),
         Mistake("ReLU in the MLP instead of GELU", "the MLP is down(gelu(up(h))): F.gelu",
                 _BLK(act="relu")),
         Mistake("no activation in the MLP", "the MLP is down(gelu(up(h))): F.gelu between them",

@@ -59,8 +59,11 @@ def _part(params: Dict[str, Tensor], prefix: str) -> Dict[str, Tensor]:
 
 
 def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
-                  attn_residual=True, mlp_residual=True, swap_norms=False, act="gelu"):
-    """The pre-norm block with one switch turned from the right answer (the defaults)."""
+                  attn_residual=True, mlp_residual=True, swap_norms=False, act="gelu",
+                  normed=()):
+    """The pre-norm block with one switch turned from the right answer (the defaults);
+    ``normed``: the sublayers (``"attn"``, ``"mlp"``) before which the stream is replaced by
+    its normalised copy (``x = rms_norm(x, ...)``), so that the residual adds to it."""
     n1, n2 = params["norm1.weight"], params["norm2.weight"]
     if swap_norms:
         n1, n2 = n2, n1
@@ -74,9 +77,13 @@ def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
         return norm(x + mlp(x), n2)
     if arrangement == "parallel":
         return x + attn(norm(x, n1)) + mlp(norm(x, n2))
-    a = attn(norm(x, n1))
+    if "attn" in normed:
+        x = norm(x, n1)
+    a = attn(x if "attn" in normed else norm(x, n1))
     x = x + a if attn_residual else a
-    m = mlp(norm(x, n2))
+    if "mlp" in normed:
+        x = norm(x, n2)
+    m = mlp(x if "mlp" in normed else norm(x, n2))
     return x + m if mlp_residual else m
 
 
