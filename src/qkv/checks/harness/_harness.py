@@ -6,7 +6,7 @@
   neither the seed nor the reference, and returns ``(result, forbidden calls noticed)``
   as plain data;
 - :func:`judge`: the reference on the same inputs built afresh, the comparison, the known
-  mistake named, a :class:`~.result.CheckResult`.
+  mistake named (by :mod:`._match`), a :class:`~.result.CheckResult`.
 
 The in-kernel checks (:func:`run_check`) and the trusted grader
 (:mod:`qkv.checks.grading`) use these same three steps, so they cannot disagree.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-import warnings
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -29,6 +28,7 @@ from ._errors import first_line, generic_hint, passed_before, your_line
 from ._exercise import Args, Case, Exercise, Mistake
 from ._helpers import on_helpers
 from ._kind import WRONG_DEVICE, kind_problem, returned_words
+from ._match import Passed, match_mistake, quiet
 from ._notice import CallNotice, notice_text, reference_names
 from ..result import CheckResult
 
@@ -240,17 +240,6 @@ def describe_case(case: Case) -> str:
     return f"{kind}{case.label}"
 
 
-def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any
-           ) -> Tuple[Any, Optional[BaseException]]:
-    """Run ``fn`` with warnings recorded (never printed); return (result, exception)."""
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        try:
-            return fn(*args, **kwargs), None
-        except Exception as e:  # noqa: BLE001 (a mistake's variant may raise)
-            return None, e
-
-
 class _Failed(Exception):
     """A verdict reached: carries the fields of a failing result."""
 
@@ -258,56 +247,6 @@ class _Failed(Exception):
                  kind: str = "wrong") -> None:
         super().__init__(what)
         self.what, self.hint, self.mistake, self.kind = what, hint, mistake, kind
-
-
-#: An input the answer passed: (args, kwargs, the reference's result, rtol, atol).
-Passed = Tuple[tuple, dict, Any, float, float]
-
-
-def _fits(exercise: Exercise, m: Mistake, passed: Sequence[Passed]) -> bool:
-    """Whether mistake ``m`` also passes every input the answer passed: a mistake that would
-    have failed one of them is not quite the answer's (four printed bugs and the one left of
-    them both give NaN on the last input; only the one left passes the inputs before it)."""
-    compare = exercise.compare or close
-    for args, kwargs, expected, rtol, atol in passed:
-        out, err = _quiet(m.fn, *_clone(args), **_clone(kwargs))
-        if err is not None or not compare(out, expected, rtol, atol):
-            return False
-    return True
-
-
-def _match_mistake(exercise: Exercise, args: tuple, kwargs: dict, got: Any,
-                   raised: Optional[Raised], expected: Any, rtol: float, atol: float,
-                   passed: Sequence[Passed] = (),
-                   later: Callable[[], Sequence[Passed]] = tuple) -> Optional[Mistake]:
-    """The first mistake that gives the answer's result (or error) here, passes the inputs
-    the answer passed and gives the answer's results on the inputs after this one (``later``:
-    each with the answer's result as its expected one: of two printed bugs left, one may show
-    only there); failing that, the first that gives it here and passes those before; failing
-    that, the first that gives it here (an answer with the mistake on some inputs only: a
-    causal mask aligned to the bottom right once L > S)."""
-    compare = exercise.compare or close
-    first: Optional[Mistake] = None
-    fitting: Optional[Mistake] = None
-    mistakes = exercise.mistakes
-    if raised is not None:  # an error says which bug raised it, not which others are left
-        mistakes = sorted(mistakes, key=lambda m: " bugs of the printed " in m.name)
-    for m in mistakes:
-        out, err = _quiet(m.fn, *_clone(args), **_clone(kwargs))
-        if raised is not None:
-            same = err is not None and type(err).__name__ == raised.type and \
-                str(err) == raised.message
-        elif err is not None or got is None or compare(out, expected, rtol, atol):
-            continue  # raised, or makes no difference on this input (as the answer is judged)
-        else:
-            same = compare(got, out, rtol * 10, atol * 10)
-        if same:
-            if _fits(exercise, m, passed):
-                if _fits(exercise, m, later()):
-                    return m
-                fitting = fitting or m
-            first = first or m
-    return fitting or first
 
 
 def dtype_of(args: Any) -> Optional[torch.dtype]:
@@ -334,7 +273,7 @@ def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict,
         raise _Failed(what, hint or _RULE_HINTS.get(raised.type, ""))
     at = f"\n  at {raised.line}" if raised.line else ""
     shown = f"{raised.type}: {(raised.message.strip().splitlines() or [''])[0]}"
-    m = _match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol, passed_inputs)
+    m = match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol, passed_inputs)
     if m is not None:
         raise _Failed(f"it raised {shown}, as '{m.name}' does{at}", m.hint, m, kind="raised")
     hint = WRONG_DEVICE if any(s in raised.message for s in _DEVICE_ERRORS) else ""
@@ -361,7 +300,7 @@ def _judge_value(exercise: Exercise, got: Any, args: tuple, kwargs: dict, expect
     compare = exercise.compare or close
     if compare(got, expected, rtol, atol):
         return
-    m = _match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol, passed, later)
+    m = match_mistake(exercise, args, kwargs, got, None, expected, rtol, atol, passed, later)
     if m is not None:
         raise _Failed("the result matches a known mistake: " + m.name, m.hint, m)
     if is_tensor(got) and is_tensor(expected):
@@ -444,7 +383,7 @@ def judge(exercise: Exercise, seed: int, outcomes: Sequence[Any], item: Optional
                 "or its process ended)"), hint="an endless loop, or a loop over every element?",
                 kind="timeout", notice=notice_text(notices))
         args, kwargs = case_inputs(case, case_seed)
-        expected, err = _quiet(exercise.reference, *_clone(args), **_clone(kwargs))
+        expected, err = quiet(exercise.reference, *_clone(args), **_clone(kwargs))
         if err is not None:  # a bug in the check itself, not in the student's code
             raise RuntimeError(f"reference failed on {where}: {first_line(err)}") from err
         rtol, atol = _tolerances(case)
