@@ -225,6 +225,14 @@ def mean_ablate_features(head_outputs, heads, num_heads):
     return mean_ablate(head_outputs, heads, num_heads, dims=(-1,))
 
 
+def mean_ablate_batch_only(head_outputs, heads, num_heads):
+    return mean_ablate(head_outputs, heads, num_heads, dims=(0,))
+
+
+def mean_ablate_one_scalar(head_outputs, heads, num_heads):
+    return mean_ablate(head_outputs, heads, num_heads, dims=(0, 1, 2))
+
+
 def repeat_loss(logits, tokens, repeat):
     loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
     return loss[repeat[:, :-1]].mean()

@@ -49,6 +49,8 @@ FUNCTIONS = [
     ("check_duplicate_token_score", a.duplicate_token_score, a.duplicate_token_score_induction,
      "off by one: the key after the earlier occurrence"),
     ("check_mean_ablate", a.mean_ablate, a.mean_ablate_features, "the mean over the features"),
+    ("check_mean_ablate", a.mean_ablate, a.mean_ablate_batch_only, "the mean over the batch only"),
+    ("check_mean_ablate", a.mean_ablate, a.mean_ablate_one_scalar, "one mean per head over all"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_unshifted, "scored on token t"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_per_sequence,
      "the mean of each sequence's mean"),

@@ -63,6 +63,12 @@ MEAN_ABLATE = Exercise(
                 partial(mean_ablate_variant, dims=(-1,))),
         Mistake("the mean over the positions of each sequence only",
                 "average over the batch too: dims (0, 1)", partial(mean_ablate_variant, dims=(1,))),
+        Mistake("the mean over the batch only, one per position",
+                "average over the positions too: dims (0, 1)",
+                partial(mean_ablate_variant, dims=(0,))),
+        Mistake("one mean per head over all its columns (a scalar), not one per feature",
+                "keep one mean per feature: mean over dims (0, 1) only, not over the head's "
+                "columns", partial(mean_ablate_variant, dims=(0, 1, 2))),
         Mistake("head h's columns taken as h .. h + d (a bug of the printed function)",
                 "head h owns columns h * d .. (h + 1) * d, d = D // num_heads",
                 partial(mean_ablate_variant, narrow=True)),
