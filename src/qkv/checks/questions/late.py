@@ -109,6 +109,15 @@ EFFICIENT_Q2 = Choice(
     },
 )
 
+def _either(slips: list) -> dict:
+    """Each wrong number with what it comes from; two slips that land on the same number (bits
+    for bytes, with 4 key/value heads, is the 32 query heads' cache) are both said."""
+    said: dict = {}
+    for number, why in slips:
+        said[number] = f"{said[number]}; or {why}" if number in said else why
+    return said
+
+
 def _kv_cache_bytes(layers: int, kv_heads: int) -> int:
     """Bytes of a GQA model's bfloat16 KV cache per token: keys and values, every layer,
     ``kv_heads`` key/value heads of 128 dims."""
@@ -122,14 +131,15 @@ VARIANTS_Q1 = Computed(
     answer=_kv_cache_bytes,
     why=lambda layers, kv_heads: (f"keys and values (2) in each of {layers} layers, for "
                                   f"{kv_heads} key/value heads of 128 dims, 2 bytes each"),
-    wrong=lambda layers, kv_heads: {
-        2 * layers * 32 * 128 * 2: "that caches all 32 query heads, multi-head attention's "
-                                   "cache; GQA stores only the key/value heads",
-        layers * kv_heads * 128 * 2: "the cache holds the keys and the values: twice that",
-        2 * layers * kv_heads * 128 * 4: "twice the answer: 4 bytes per number is float32; a "
-                                         "16-bit float takes 2",
-        2 * kv_heads * 128 * 2: "that is one layer; every layer has a cache of its own",
-    },
+    wrong=lambda layers, kv_heads: _either([
+        (2 * layers * 32 * 128 * 2, "that caches all 32 query heads, multi-head attention's "
+                                    "cache; GQA stores only the key/value heads"),
+        (layers * kv_heads * 128 * 2, "the cache holds the keys and the values: twice that"),
+        (2 * layers * kv_heads * 128 * 4, "twice the answer: 4 bytes per number is float32; a "
+                                          "16-bit float takes 2"),
+        (2 * layers * kv_heads * 128 * 16, "that counts bits: a 16-bit number takes 2 bytes"),
+        (2 * kv_heads * 128 * 2, "that is one layer; every layer has a cache of its own"),
+    ]),
     hint="bytes per token = 2 (keys and values) x layers x key/value heads x head dim x bytes "
          "per number",
     examples=tuple({"layers": 16 + 4 * (seed % 5), "kv_heads": 2 ** (seed % 3 + 1)}
