@@ -182,9 +182,11 @@ DUPLICATE_TOKEN_SCORE = Exercise(
                 "one average over every (sequence, query) pair that has a duplicate: divide the "
                 "sum over the batch and the queries by their number",
                 partial(_duplicate_score, per_sequence=True)),
-        Mistake("the weights read as [key, query] instead of [query, key]",
-                "weights[b, h, t, j] is query t's weight on key j",
-                partial(_duplicate_score, transposed=True)),
+        # Both read the weights of queries on LATER keys: the same numbers.
+        Mistake("the weights read as [key, query] instead of [query, key], or the later keys "
+                "taken (triu instead of tril)",
+                "weights[b, h, t, j] is query t's weight on key j, and the earlier keys are "
+                "j < t: tril(diagonal=-1)", partial(_duplicate_score, transposed=True)),
     ],
 )
 
