@@ -327,3 +327,23 @@ def test_an_upload_of_several_notebooks_is_refused_by_name_and_still_counted(tmp
     assert results["score"] == 0 and "found 2: draft.ipynb, final.ipynb" in results["output"]
     assert "upload only the assignment's notebook (masking.ipynb)" in results["output"]
     assert list(read_gradescope(tmp_path)) == [MASKING]
+
+
+def test_an_upload_with_a_copy_beside_the_notebook_grades_the_notebook_and_says_so(tmp_path):
+    """A student who uploads masking.ipynb and the masking-Copy1.ipynb Jupyter made is graded on
+    masking.ipynb, and the output they read says which file was graded and which was not."""
+    from qkv_course.gradescope import autograder
+
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions" / MASKING, course / "solutions" / MASKING)
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    for name in ("masking.ipynb", "masking-Copy1.ipynb"):
+        shutil.copy(ROOT / "exercises" / MASKING / "masking.ipynb", upload / name)
+    out = tmp_path / "results" / "results.json"
+    assert autograder.main([str(course), MASKING, str(upload), str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["output"].startswith(
+        "graded masking.ipynb; not graded: masking-Copy1.ipynb"), results["output"][:300]
+    assert results["tests"] and results["extra_data"]["qkv"]["notebook"] == "masking"

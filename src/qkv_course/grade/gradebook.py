@@ -307,8 +307,8 @@ def _late_penalty(gb: Any, late: Any, plan: Plan, student: str) -> None:
     if submission.total_seconds_late > 0:
         penalty = late.plugin_inst.late_submission_penalty(student, notebook.score,
                                                            submission.total_seconds_late)
-        if penalty is not None:
-            notebook.late_submission_penalty = late._check_late_penalty(notebook, penalty)
+        if penalty is not None:  # as nbgrader bounds it: from 0 to the notebook's score
+            notebook.late_submission_penalty = min(max(float(penalty), 0.0), notebook.score)
 
 
 def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,

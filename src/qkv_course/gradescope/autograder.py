@@ -76,10 +76,11 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
     found = sorted(p for p in submission_dir.rglob("*.ipynb")
                    if not any(part.startswith(".") for part in p.relative_to(submission_dir).parts))
     named = [f for f in found if f.stem in plans]
+    said = ""
     if len(found) > 1 and len(named) == 1:  # a copy uploaded beside it (scaling-Copy1.ipynb)
         others = [f.name for f in found if f not in named]
-        print(f"graded {named[0].name}; not graded: {', '.join(others)} (upload only "
-              f"{named[0].name} to have no doubt)", file=sys.stderr)
+        said = (f"graded {named[0].name}; not graded: {', '.join(others)} (upload only "
+                f"{named[0].name} to have no doubt)\n")
         found = named
     if len(found) != 1:
         names = ", ".join(f.relative_to(submission_dir).as_posix() for f in found[:10])
@@ -97,15 +98,19 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
         run.limit_submissions(pool, {p.notebook: p}, None)
         return run.grade_one(pool, job, key, limits or judge.Timeouts())
 
+    def said_first(result: Dict[str, Any]) -> Dict[str, Any]:
+        """The student reads the results' output: which of their files was graded, first."""
+        return {**result, "output": said + result.get("output", "")}
+
     try:
         with Pool(1, hide=[str(course)]) as pool:
-            return results_json(grade(pool), True)
+            return said_first(results_json(grade(pool), True))
     except SandboxUnavailable as e:
         if not unsafe_fallback:
             raise
         why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
     with Pool(1, unsafe=True) as pool:
-        return results_json(grade(pool), False, why)
+        return said_first(results_json(grade(pool), False, why))
 
 
 def main(argv: Optional[list] = None) -> int:
