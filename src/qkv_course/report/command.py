@@ -55,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{course} has no autograded/ folder (nor qkv-grades/, nor Gradescope "
                          "results.json files): run `qkv grade <assignment>` in it first")
     out = outdir.prepare(Path(args.out), OUTPUTS, args.force)  # before the work, not after
-    assignments = mistakes.summarise(mistakes.read_course(course, autograded))
+    # A folder of Gradescope results: its records are read once, for the counts and the
+    # copies alike (a course's copies are read from its autograded notebooks).
+    records = None if mistakes.is_course(course) else mistakes.gradescope_records(course)
+    assignments = mistakes.summarise(mistakes.read_course(course, autograded, records))
     if not assignments:
         raise UsageError(f"{autograded} holds no autograded notebooks yet")
     from .page import write_html  # matplotlib: only once there is something to draw
@@ -67,11 +70,9 @@ def run(args: argparse.Namespace) -> int:
             write_html(tmp, assignments)
         from . import similarity  # copydetect: only when a report is made
 
-        # A course's autograded notebooks; a folder of Gradescope results keeps each
-        # submission's answers in its record instead.
-        codes = (similarity.codes_in(autograded) if mistakes.is_course(course) else
+        codes = (similarity.codes_in(autograded) if records is None else
                  {a: {s: similarity.record_code(r) for s, r in students.items()}
-                  for a, students in mistakes.gradescope_records(course).items()})
+                  for a, students in records.items()})
         with outdir.atomic(out / "similarity.html") as tmp:
             similarity.write_html(tmp, similarity.find(codes))
         outdir.record(out, OUTPUTS)

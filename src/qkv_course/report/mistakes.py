@@ -55,14 +55,16 @@ def is_course(folder: Path) -> bool:
     return (folder / "autograded").is_dir() or (folder / GRADES).is_dir()
 
 
-def read_course(course: Path, autograded: Path) -> Dict[str, Dict[str, List[Question]]]:
+def read_course(course: Path, autograded: Path, records: Optional[Dict] = None
+                ) -> Dict[str, Dict[str, List[Question]]]:
     """The class as ``qkv grade``'s result files record it, and, for a submission without
     one, as its autograded notebook says; or, in a folder that is no course, as the Gradescope
-    ``results.json`` files under it say. Not both: a course folder also holds ``results.json``
-    files that are not the class's (the instructors' page's local try of the autograder, an
-    export kept beside it), and another folder may hold several courses."""
+    ``results.json`` files under it say (``records``: those of :func:`gradescope_records`,
+    when the caller has read them already). Not both: a course folder also holds
+    ``results.json`` files that are not the class's (the instructors' page's local try of the
+    autograder, an export kept beside it), and another folder may hold several courses."""
     if not is_course(course):
-        return read_gradescope(course)
+        return read_gradescope(course, records)
     graded = read_results(course)
     done = {(s, a) for a, students in graded.items() for s in students}
     found = read_class(autograded, done) if autograded.is_dir() else {}
@@ -113,50 +115,44 @@ def gradescope_files(folder: Path) -> Iterator[Path]:
             yield path
 
 
-def read_gradescope(folder: Path) -> Dict[str, Dict[str, List[Question]]]:
+def read_gradescope(folder: Path, records: Optional[Dict] = None
+                    ) -> Dict[str, Dict[str, List[Question]]]:
     """Every Gradescope ``results.json`` under ``folder`` that ``qkv gradescope``'s autograder
-    wrote (its record in ``extra_data.qkv``): ``{assignment: {student: questions}}``.
+    wrote (its record in ``extra_data.qkv``): ``{assignment: {student: questions}}``, from
+    :func:`gradescope_records` (or ``records``, read from it already)."""
+    records = gradescope_records(folder) if records is None else records
+    return {assignment: {student: _questions(record) for student, record in students.items()}
+            for assignment, students in records.items()}
+
+
+def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
+    """Each student's latest record under ``folder``: ``{assignment: {student: record}}``.
 
     A student's latest record (by ``graded_at``) counts, as a resubmission replaces the
     last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
     """
-    found: Dict[str, Dict[str, List[Question]]] = {}
-    for (assignment, student), (_, asked) in sorted(_latest(folder, True).items()):
-        found.setdefault(assignment, {})[student] = asked
-    return found
-
-
-def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
-    """The records :func:`read_gradescope` counts: ``{assignment: {student: record}}``."""
-    found: Dict[str, Dict[str, Dict]] = {}
-    for (assignment, student), (record, _) in sorted(_latest(folder, False).items()):
-        found.setdefault(assignment, {})[student] = record
-    return found
-
-
-def _latest(folder: Path, warn: bool) -> Dict[Tuple[str, str], Tuple[Dict, List[Question]]]:
-    """Each student's latest record under ``folder`` and its questions (``warn``: say on
-    stderr what was skipped)."""
-    latest: Dict[Tuple[str, str], Tuple[Dict, List[Question]]] = {}
+    latest: Dict[Tuple[str, str], Dict] = {}
     anonymous = 0
     for path in gradescope_files(folder):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
             key = (str(record["assignment"]), str(record["student"]))
-            questions = _questions(record)  # read whole here: a malformed one is skipped
+            _questions(record)  # read whole here: a malformed one is skipped
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            if warn:
-                print(f"qkv report: skipped {path}: not a results.json of qkv gradescope "
-                      f"({e!r})", file=sys.stderr)
+            print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
+                  file=sys.stderr)
             continue
         anonymous += key[1] == "anonymous"
         if key not in latest or str(record.get("graded_at", "")) >= str(
-                latest[key][0].get("graded_at", "")):
-            latest[key] = record, questions
-    if anonymous > 1 and warn:  # graded without Gradescope's submission_metadata.json
+                latest[key].get("graded_at", "")):
+            latest[key] = record
+    if anonymous > 1:  # graded without Gradescope's submission_metadata.json (a local try)
         print(f"qkv report: {anonymous} results.json files name no student ('anonymous'): "
               "they count as one student; Gradescope's own runs name each", file=sys.stderr)
-    return latest
+    found: Dict[str, Dict[str, Dict]] = {}
+    for (assignment, student), record in sorted(latest.items()):
+        found.setdefault(assignment, {})[student] = record
+    return found
 
 
 def read_class(autograded: Path, skip: Collection[Tuple[str, str]] = ()
