@@ -64,13 +64,18 @@ class Match:
 
 def answer_code(nb: nbformat.NotebookNode) -> str:
     """The code of a notebook's answer cells, one after another."""
-    parts = []
+    answers = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("solution") and not _SKIPPED.match(
-                str(meta.get("grade_id", ""))):
-            parts.append(cell.source.strip())
-    return "\n\n".join(parts) + "\n"
+        if cell.cell_type == "code" and meta.get("solution"):
+            answers.append((str(meta.get("grade_id", "")), cell.source))
+    return _joined(answers)
+
+
+def _joined(answers: Iterable[Tuple[str, str]]) -> str:
+    """``(grade id, code)`` pairs as one text, the one-line answers (:data:`_SKIPPED`) left out."""
+    return "\n\n".join(str(code).strip() for gid, code in answers
+                       if not _SKIPPED.match(gid)) + "\n"
 
 
 def _fingerprint(code: str, name: str, boilerplate: Iterable[int] = ()):
@@ -124,10 +129,8 @@ def _given(root: Path, assignment: str) -> str:
 def record_code(record: Dict) -> str:
     """The code of a result record's answer cells (``qkv grade``'s, or the one a Gradescope
     ``results.json`` keeps), one after another, as :func:`answer_code` reads a notebook's."""
-    answers = record.get("answers") or {}
-    parts = [str(code).strip() for gid, code in answers.items()
-             if isinstance(gid, str) and not _SKIPPED.match(gid)]
-    return "\n\n".join(parts) + "\n"
+    return _joined((gid, code) for gid, code in (record.get("answers") or {}).items()
+                   if isinstance(gid, str))
 
 
 def codes_in(autograded: Path) -> Dict[str, Dict[str, str]]:
