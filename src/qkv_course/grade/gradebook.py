@@ -205,25 +205,25 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
         gid = meta.get("grade_id")
         if not gid:
             continue
-        if utils.is_grade(cell):
+        if utils.is_grade(cell) or utils.is_task(cell):
             grade = gb.find_grade(gid, plan.notebook, plan.assignment, student)
+            # Scored by a person, for this very text, and not flagged since (formgrader clears
+            # the flag when a person saves a score; a flag waits for that person, whatever
+            # this regrade finds).
+            reviewed = grade.manual_score is not None and gid in same and \
+                not grade.needs_manual_grade
+        if utils.is_grade(cell):
             score = (None if gid in plan.manual_tests
                      else utils.determine_grade(cell, None)[0])
             grade.auto_score = score
-            # Flagged before and not graded since (formgrader clears the flag when a person
-            # saves a score): still waiting for that person, whatever this regrade finds.
-            kept = score is None and grade.manual_score is not None and gid in same and \
-                not grade.needs_manual_grade
-            grade.needs_manual_grade = not kept and (grade.manual_score is not None
-                                                     or score is None)
+            grade.needs_manual_grade = not (score is None and reviewed) and (
+                grade.manual_score is not None or score is None)
         elif utils.is_task(cell):
             # A task's answer is the student's text below it, which no check reads: a person
             # grades it, and reviews it again when that text changed (as a written answer),
             # rather than keep a score given to other text.
-            grade = gb.find_grade(gid, plan.notebook, plan.assignment, student)
             grade.auto_score = None
-            grade.needs_manual_grade = not (grade.manual_score is not None and gid in same
-                                            and not grade.needs_manual_grade)
+            grade.needs_manual_grade = not reviewed
         if utils.is_solution(cell) or utils.is_task(cell):
             comment = gb.find_comment(gid, plan.notebook, plan.assignment, student)
             unchanged = (meta.get("checksum") == utils.compute_checksum(cell)
