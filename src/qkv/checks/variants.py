@@ -110,10 +110,6 @@ _SCALE_HINT = ("scale by 1/sqrt(E), E = query.shape[-1] the width of each head; 
 _SHARED_QUERIES_HINT = ("the keys and values are shared, not the queries: every one of the Hq query "
                         "heads attends and gives its own output, (B, Hq, L, Ev)")
 
-#: The attention mistakes only a given attn_mask can show (grouped_query_attention takes none).
-_GIVEN_MASK = ("a bool mask added to the scores as 0/1", "mask ignored",
-               "a float mask multiplied with the scores instead of added")
-
 GROUPED_QUERY_ATTENTION = Exercise(
     name="grouped_query_attention", reference=via_float32(qkv.grouped_query_attention),
     cases=_gqa_cases(),
@@ -128,9 +124,8 @@ GROUPED_QUERY_ATTENTION = Exercise(
                 partial(gqa_variant, scale_by="Hq")),
         Mistake("scaled by 1/sqrt(Hkv), the number of key/value heads, instead of 1/sqrt(E)",
                 _SCALE_HINT, partial(gqa_variant, scale_by="Hkv")),
-        # No attn_mask here: the mistakes of a given mask would name is_causal ignored.
-        *(Mistake(m.name, m.hint, gqa_attention_mistake(m.fn)) for m in attention_mistakes()
-          if m.name not in _GIVEN_MASK),
+        *(Mistake(m.name, m.hint, gqa_attention_mistake(m.fn))
+          for m in attention_mistakes(attn_mask=False)),
     ],
     forbid=TORCH_ATTENTION,  # SDPA (enable_gqa), flex_attention: any name with "attention"
     # A wrong repeat_kv costs only its own test: the reference's stands in while this one runs.

@@ -174,8 +174,16 @@ def _scale_mistakes(a: Callable[..., Any], with_value: bool) -> List[Mistake]:
     return out
 
 
-def _mask_mistakes(a: Callable[..., Any]) -> List[Mistake]:
+def _mask_mistakes(a: Callable[..., Any], attn_mask: bool = True) -> List[Mistake]:
+    """The masks' mistakes; ``attn_mask=False``: of a function with is_causal and no attn_mask,
+    where the mistakes only a given mask shows would name is_causal ignored instead."""
     mask_hint = "a bool attn_mask is True where attention is allowed (SDPA's convention)"
+    given_only = ("added", "ignored", "multiply_float")
+    return [m for m in _every_mask_mistake(a, mask_hint)
+            if attn_mask or m.fn.keywords.get("mask_mode") not in given_only]
+
+
+def _every_mask_mistake(a: Callable[..., Any], mask_hint: str) -> List[Mistake]:
     return [
         Mistake("inverted bool mask",
                 mask_hint + ": fill the scores with -inf where the mask is False "
@@ -220,12 +228,14 @@ def _softmax_mistakes(a: Callable[..., Any]) -> List[Mistake]:
     ]
 
 
-def attention_mistakes(give: str = "output", with_value: bool = True) -> List[Mistake]:
+def attention_mistakes(give: str = "output", with_value: bool = True,
+                       attn_mask: bool = True) -> List[Mistake]:
     """The named mistakes of scaled dot-product attention, as :class:`Mistake` objects.
 
     Args:
         give: what the exercise returns: ``"output"`` or ``"scores"``.
         with_value: whether it takes a value (and so can be scaled by its size).
+        attn_mask: whether it takes an attn_mask (else is_causal alone).
 
     Returns:
         The mistakes, most specific first.
@@ -241,7 +251,7 @@ def attention_mistakes(give: str = "output", with_value: bool = True) -> List[Mi
                     "apply the softmax to the scores, then take the weighted sum weights @ value",
                     partial(attend, give="scores")),
         ]
-    out += _scale_mistakes(a, with_value) + _mask_mistakes(a)
+    out += _scale_mistakes(a, with_value) + _mask_mistakes(a, attn_mask)
     if give != "scores":
         out += _softmax_mistakes(a)
     key_hint = ("transpose only the last two axes of key: key.transpose(-2, -1) (key.T reverses "
