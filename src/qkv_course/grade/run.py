@@ -153,9 +153,9 @@ def strays(course: Path, assignment: str, plans: Dict[str, Plan],
 
 def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             tests: List[judge.TestResult], cells: List[Dict[str, str]],
-            sandbox: str, seconds: float) -> Dict[str, Any]:
+            sandbox: str, seconds: float, answers: Optional[Dict[str, Any]] = None,
+            answers_problem: str = "") -> Dict[str, Any]:
     tests_json = [t.to_json() for t in tests]
-    calls = {t.grade_id: [(c.check, c.answer) for c in t.calls] for t in p.tests}
     return {"student": student, "assignment": p.assignment, "notebook": p.notebook,
             "plan": p.digest(), "submission_sha256": sha, "graded_at": records.now(),
             "seconds": round(seconds, 3), "tests": tests_json,
@@ -165,10 +165,28 @@ def _record(student: str, p: Plan, sha: str, sub: submission.Submission,
             "edited": {k: list(v) for k, v in sub.edited.items()}, "problems": sub.problems,
             "cells": cells,
             "sandbox": sandbox,
-            "flags": flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
-                                     given=_given(p), setup=p.setup)
-            + [{"test": "", "source": "static", "detail": problem} for problem in sub.problems
-               if problem.startswith("the answer cell")]}
+            "flags": _flags(p, sub, tests_json, answers or {}, answers_problem)}
+
+
+def _flags(p: Plan, sub: submission.Submission, tests_json: List[Dict[str, Any]],
+           answers: Dict[str, Any], answers_problem: str) -> List[Dict[str, str]]:
+    """Every flag of one submission, for a person to look at: what the tests and the static
+    reading saw, an answer cell the student changed the kind of, and a record of answers
+    (``qkv_answers.json``) that could not be read or holds what is no answer."""
+    calls = {t.grade_id: [(c.check, c.answer) for c in t.calls] for t in p.tests}
+    found = flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
+                            given=_given(p), setup=p.setup)
+    found += [{"test": "", "source": "static", "detail": problem} for problem in sub.problems
+              if problem.startswith("the answer cell")]
+    asked = {c.question for t in p.tests for c in t.calls if c.check == judge.QUESTION}
+    if answers_problem and asked:
+        found.append({"test": "", "source": "record", "detail": answers_problem})
+    for question in sorted(asked & set(answers)):  # an entry edited by hand, say
+        if not checks_api.is_answer(question, answers[question]):
+            found.append({"test": "", "source": "record", "detail": (
+                f"{records.ANSWERS_FILE} holds {str(answers[question])[:40]!r} for {question}, "
+                "which is not an answer: judged on the notebook's answer")})
+    return found
 
 
 def _given(p: Plan) -> Dict[str, str]:
@@ -211,17 +229,9 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     cells = [{"cell": label, "outcome": str(o)[:300]}
              for (label, _), o in zip(run, outcomes)]
     _say_why_undefined(tests, run, outcomes)
-    record = _record(student, p, sha, sub, tests, cells,
-                     _cell_named(str(stopped or ""), run)[:300], time.monotonic() - start)
-    asked = {c.question for t in p.tests for c in t.calls if c.check == judge.QUESTION}
-    if answers_problem and asked:
-        record["flags"].append({"test": "", "source": "record", "detail": answers_problem})
-    for question in sorted(asked & set(answers)):  # an entry edited by hand, say
-        if not checks_api.is_answer(question, answers[question]):
-            record["flags"].append({"test": "", "source": "record", "detail": (
-                f"{records.ANSWERS_FILE} holds {str(answers[question])[:40]!r} for {question}, "
-                "which is not an answer: judged on the notebook's answer")})
-    return record
+    return _record(student, p, sha, sub, tests, cells,
+                   _cell_named(str(stopped or ""), run)[:300], time.monotonic() - start,
+                   answers, answers_problem)
 
 
 def _cell_named(reason: str, run: List[Tuple[str, str]]) -> str:
