@@ -141,6 +141,24 @@ def test_corpus_is_deterministic_real_text_split_by_module(corpus):
     assert "JSON" in docs["json"]
 
 
+def test_the_set_up_cells_warning_hook_leaves_the_corpus_as_it_was(corpus):
+    # Every exercise's set-up cell calls warnings_to_stdout, which replaces
+    # warnings.showwarning; `qkv grade` measures the reference's ablation loss outside that
+    # kernel. A hook that changed the text (it dropped showwarning's docstring) made every
+    # student's loss differ from the grader's by 1e-3: each right ablation scored 0.
+    import warnings
+
+    from qkv.checks import warnings_to_stdout
+    before = warnings.showwarning
+    try:
+        warnings_to_stdout()
+        assert warnings.showwarning is not before
+        again = load_corpus()
+    finally:
+        warnings.showwarning = before
+    assert torch.equal(corpus.train, again.train) and torch.equal(corpus.valid, again.valid)
+
+
 def test_tokenizer_round_trips_and_refuses_what_it_cannot_encode():
     tok = CharTokenizer()
     assert tok.vocab_size == V and tok.decode(tok.encode("def f(x):\n    return x")) == "def f(x):\n    return x"

@@ -7,6 +7,7 @@ themselves install nothing: only this explicit call does.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
@@ -14,6 +15,7 @@ import warnings
 __all__ = ["warnings_to_stdout"]
 
 _dup2 = os.dup2
+_ORIGINAL_SHOWWARNING = warnings.showwarning
 
 
 def warnings_to_stdout() -> None:
@@ -26,6 +28,11 @@ def warnings_to_stdout() -> None:
     Python's ``sys.stderr`` and file descriptor 2 (``os.write(2, ...)``, C libraries),
     which the kernel would otherwise show as stderr. Everything still shows.
     """
+    # The original's name, module and docstring are kept (functools.wraps): the capstone's
+    # text is the standard library's docstrings, read from the modules as they are (see
+    # qkv.text_data), and a hook that changed warnings' functions would change that text, and
+    # every loss trained on it, in this process only (a grader's outside it would differ).
+    @functools.wraps(_ORIGINAL_SHOWWARNING)
     def show(message, category, filename, lineno, file=None, line=None):
         text = warnings.formatwarning(message, category, filename, lineno, line)
         sys.stdout.write(text)
