@@ -191,3 +191,25 @@ def test_the_summary_line_shows_a_submission_s_control_characters_escaped():
     line = summary_line(record)
     assert line.isprintable() and "\\x1b" in line and "\\u202e" in line
     assert line.startswith("eve\\x1b[2K 04-scaling/scaling: 0/15") and "FLAGGED" in line
+
+
+def test_a_cell_the_parser_fails_on_is_a_flag_and_grading_goes_on():
+    # CPython's parser raises MemoryError (not SyntaxError) on deep unary nesting: the static
+    # reader must not stop grading, it names the cell for a person.
+    crafted = "x = " + "-" * 100_000 + "1\n"
+    tests = [{"grade_id": "t", "notices": []}]
+    calls = {"t": [("check_softmax", "softmax")]}
+    own = "def softmax(x, dim=-1):\n    return torch.softmax(x, dim)\n"
+    found = flags.flags_for(tests, {"softmax": own}, [crafted], calls)
+    details = [f["detail"] for f in found]
+    assert any(d.startswith("a cell could not be read: an added cell, MemoryError")
+               for d in details), details
+    assert any("torch.softmax" in d for d in details)  # what could be read still is
+    found = flags.flags_for(tests, {"softmax": crafted}, [], calls)
+    assert [f["detail"] for f in found] == [
+        "a cell could not be read: the answer cell softmax, MemoryError (the parser failed on "
+        "it; what it calls was not looked at: read it)"]
+    assert flags.static_flags("check_softmax", crafted, [])[0].startswith(
+        "a cell could not be read")
+    assert flags.given_by_setup(crafted) == set()
+    assert flags.names_in("def f(:\n") == set()  # a syntax error is no flag: it defines nothing

@@ -34,12 +34,31 @@ FORBIDDEN = {"softmax": SOFTMAX, "question": (), "dot_product_variance": (),
              "causal_mask_bottom_right": ("lower_right", "upper_left", "subsequent_mask")}
 
 
+class NotRead(Exception):
+    """The parser itself failed on a piece of code (not a syntax error: ``MemoryError`` on
+    ``"-" * 100000``, ``RecursionError``, ...): what it names is unknown, a person reads it."""
+
+
+def _parse(source: str) -> Optional[ast.AST]:
+    """The code's tree; ``None`` for code that does not compile (it defines nothing in the
+    sandbox either); :class:`NotRead` when the parser fails in any other way."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    except Exception as e:  # MemoryError, RecursionError, anything else of the parser's
+        raise NotRead(f"{type(e).__name__}: {str(e)[:100]}".rstrip(": ")) from None
+
+
 def names_in(source: str) -> Set[str]:
     """Every dotted name and imported module a piece of code mentions (empty if it does not
-    parse: a cell that does not parse defines nothing)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
+    parse: a cell that does not parse defines nothing).
+
+    Raises:
+        NotRead: the parser failed on it (not a syntax error).
+    """
+    tree = _parse(source)
+    if tree is None:
         return set()
     found: Set[str] = set()
     shadowed: Set[str] = set()
@@ -106,23 +125,42 @@ def _delegates(check: str, names: Iterable[str]) -> List[str]:
 STATIC_CHARS = 1 << 20
 
 
-def _added_names(added: Iterable[str]) -> Tuple[Set[str], bool]:
-    """The names the added cells use, read up to :data:`STATIC_CHARS` characters in all; and
-    whether some were left unread."""
+def _added_names(added: Iterable[str]) -> Tuple[Set[str], bool, List[str]]:
+    """The names the added cells use, read up to :data:`STATIC_CHARS` characters in all;
+    whether some were left unread; and why each cell the parser failed on was not read."""
     names: Set[str] = set()
+    failed: List[str] = []
     budget = STATIC_CHARS
     for source in added:
         if len(source) > budget:
-            return names, True
+            return names, True, failed
         budget -= len(source)
-        names |= names_in(source)
-    return names, False
+        try:
+            names |= names_in(source)
+        except NotRead as e:
+            failed.append(f"an added cell, {e}")
+    return names, False, failed
 
 
-def _answer_names(answer_source: str, added_names: Set[str], given: str) -> Set[str]:
+def _names_or_none(source: str, failed: List[str]) -> Set[str]:
+    """:func:`names_in`, or no names with why appended to ``failed``."""
+    try:
+        return names_in(source)
+    except NotRead as e:
+        failed.append(str(e))
+        return set()
+
+
+def _answer_names(answer_source: str, added_names: Set[str], given: str,
+                  failed: Optional[List[str]] = None) -> Set[str]:
     """The names the code that can define an answer uses (its cell and the added cells), less
-    those the release itself wrote in the answer cell (``given``)."""
-    return (names_in(answer_source) | added_names) - names_in(given)
+    those the release itself wrote in the answer cell (``given``); an answer cell the parser
+    fails on names nothing, and why is appended to ``failed``."""
+    why: List[str] = []
+    names = (_names_or_none(answer_source, why) | added_names) - _names_or_none(given, [])
+    if failed is not None:
+        failed += why
+    return names
 
 
 def static_flags(check: str, answer_source: str, added: Iterable[str],
@@ -130,15 +168,26 @@ def static_flags(check: str, answer_source: str, added: Iterable[str],
     """What a static reading finds in the code that can define an exercise's answer; the
     names the release itself wrote in the answer cell (``given``: the assignment hands the
     student ``qkv.ablation_loss`` to call) are the instructor's, not delegation."""
-    return _delegates(check, _answer_names(answer_source, _added_names(added)[0], given))
+    added_names, _, failed = _added_names(added)
+    why: List[str] = []
+    found = _delegates(check, _answer_names(answer_source, added_names, given, why))
+    failed += [f"the answer cell, {w}" for w in why]
+    return found + [_unread(why) for why in failed]
+
+
+def _unread(why: str) -> str:
+    return (f"a cell could not be read: {why} (the parser failed on it; what it calls was not "
+            "looked at: read it)")
 
 
 def given_by_setup(setup: str) -> Set[str]:
     """``{"qkv.split_heads", ...}``: what the instructor's set-up cell imports from ``qkv``
     (an answer that reaches it as ``qkv.split_heads`` uses what the assignment gives)."""
     try:
-        tree = ast.parse(setup)
-    except (SyntaxError, ValueError, RecursionError):
+        tree = _parse(setup)
+    except NotRead:
+        tree = None  # the instructor's own cell: then nothing is given
+    if tree is None:
         return set()
     return {f"qkv.{a.name}" for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.module == "qkv" for a in node.names}
@@ -170,7 +219,7 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
     """
     from_setup = given_by_setup(setup)
     flags = []
-    added_names, unread = _added_names(added)
+    added_names, unread, failed = _added_names(added)
     if unread:
         flags.append({"test": "", "source": "static", "detail": (
             f"the added cells hold more than {STATIC_CHARS:,} characters: the rest was not "
@@ -183,11 +232,15 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
             if check == "check_question":
                 continue
             if answer not in names:
+                why: List[str] = []
                 names[answer] = _less_given(_answer_names(
-                    answers.get(answer, ""), added_names, (given or {}).get(answer, "")),
+                    answers.get(answer, ""), added_names, (given or {}).get(answer, ""), why),
                     from_setup)
+                failed += [f"the answer cell {answer}, {w}" for w in why]
             for detail in _delegates(check, names[answer]):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})
+    # A cell the parser failed on is a flag for a person, never the end of grading.
+    flags += [{"test": "", "source": "static", "detail": _unread(why)} for why in failed]
     unique = {(f["test"], f["source"], f["detail"]): f for f in flags}
     return list(unique.values())
