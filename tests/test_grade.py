@@ -497,7 +497,8 @@ def test_hostile_files_cost_only_their_own_grade(empty_course, tmp_path, fake_sa
     for student, data in files.items():
         gc.submit(course, student, json.dumps(data).encode() if not isinstance(data, bytes)
                   else data)
-    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    # Two notebooks could not be read: not graded, said, and the run's exit status says so.
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
     out = capsys.readouterr().out
     got = {s: v["score"] for s, v in gc.scores(course).items()}
     full = class_.expected("model")[0]
@@ -505,7 +506,37 @@ def test_hostile_files_cost_only_their_own_grade(empty_course, tmp_path, fake_sa
     assert lost > 0
     assert got == {"newer": full, "pasted": full, "huge": full, "broken": full - lost,
                    "honest": full, "garbage": 0, "list": 0}
-    assert f"garbage 04-scaling/scaling: 0/{full:g} (UNREADABLE" in out
+    assert "garbage 04-scaling/scaling: NOT GRADED, the notebook could not be read" in out
+    assert "2 submission(s) NOT GRADED because the notebook could not be read" in out
+
+
+def test_a_byte_not_utf8_is_read_graded_and_flagged(empty_course, tmp_path, fake_sandbox,
+                                                     capsys):
+    course = _copy(empty_course, tmp_path / "course")
+    text = nbformat.writes(class_.submission("model")).replace(
+        "def attention_scores(", "# caf\u00e9\\ndef attention_scores(", 1)
+    assert "caf\u00e9" in text
+    latin1 = text.encode().replace("caf\u00e9".encode(), b"caf\xe9")  # one Latin-1 byte
+    gc.submit(course, "judy", latin1)
+    gc.submit(course, "odd", b"{\"cells\": [")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1  # odd is not graded
+    out = capsys.readouterr().out
+    full = class_.expected("model")[0]
+    got = gc.scores(course)
+    assert got["judy"]["score"] == full  # read, with U+FFFD in a comment, and graded
+    line = next(x for x in out.splitlines() if x.startswith("judy "))
+    assert f"judy 04-scaling/scaling: {full:g}/" in line
+    assert "FLAGGED for review (1: the notebook is not all UTF-8: byte 0xe9" in line
+    record = json.loads(records.path_of(course, "judy", gc.ASSIGNMENT, "scaling").read_text())
+    flag = record["flags"][0]
+    assert flag["source"] == "file" and "unreadable" not in record
+    assert '"# caf\'' in flag["detail"] and "saved as UTF-8" in flag["detail"], flag
+    # A notebook that truly cannot be read: not graded, flagged, said with how to fix it, and
+    # its written answer waits for a person (it was never read, so not "left as released").
+    assert "odd 04-scaling/scaling: NOT GRADED, the notebook could not be read: not a notebook" \
+        " (JSONDecodeError" in out and "hand in the notebook as Jupyter saves it" in out
+    assert got["odd"]["grades"][class_.WRITTEN] == (None, True)
+    assert "1 flagged for review" not in out and "2 flagged for review" in out
 
 
 def test_a_grader_failure_records_nothing_and_says_so(empty_course, tmp_path, fake_sandbox,

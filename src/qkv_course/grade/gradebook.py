@@ -188,13 +188,16 @@ def _previous_answers(path: Path) -> Dict[str, str]:
 
 
 def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
-                   before: Optional[Dict[str, str]] = None) -> None:
+                   before: Optional[Dict[str, str]] = None, unread: bool = False) -> None:
     """nbgrader's SaveAutoGrades on the autograded notebook (checkless tests: for a person).
 
     ``before``: what a person graded last time (:func:`answer_texts` of the notebook written
     then): a written answer or task whose text is the same keeps its grade without being sent
     back for review (a regrade for a fixed check, or a changed record of first answers,
     flagged every hand grade of the class again); one whose text changed is flagged.
+
+    ``unread``: the notebook could not be read, so its written answers are not "left as
+    released" (scored 0, "No response."): they wait for a person, as its tasks do.
     """
     from nbgrader import utils
 
@@ -213,7 +216,7 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
             reviewed = grade.manual_score is not None and gid in same and \
                 not grade.needs_manual_grade
         if utils.is_grade(cell):
-            score = (None if gid in plan.manual_tests
+            score = (None if gid in plan.manual_tests or (unread and utils.is_solution(cell))
                      else utils.determine_grade(cell, None)[0])
             grade.auto_score = score
             grade.needs_manual_grade = not (score is None and reviewed) and (
@@ -227,7 +230,7 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
         if utils.is_solution(cell) or utils.is_task(cell):
             comment = gb.find_comment(gid, plan.notebook, plan.assignment, student)
             unchanged = (meta.get("checksum") == utils.compute_checksum(cell)
-                         and not utils.is_task(cell))
+                         and not utils.is_task(cell) and not unread)
             comment.auto_comment = "No response." if unchanged else None
 
 
@@ -349,7 +352,8 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 when = _timestamp(stamp)
                 gb.update_or_create_submission(assignment, student,
                                                **({"timestamp": when} if when else {}))
-                _record_grades(gb, node, plan, student, before)
+                _record_grades(gb, node, plan, student, before,
+                               unread=bool(record.get("unreadable")))
                 if record.get("flags"):  # formgrader's flag column shows it to whoever grades
                     gb.find_submission_notebook(plan.notebook, assignment, student).flagged = True
                 gb.db.flush()

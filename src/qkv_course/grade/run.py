@@ -174,8 +174,11 @@ def _flags(p: Plan, sub: submission.Submission, tests_json: List[Dict[str, Any]]
     reading saw, an answer cell the student changed the kind of, and a record of answers
     (``qkv_answers.json``) that could not be read or holds what is no answer."""
     calls = {t.grade_id: [(c.check, c.answer) for c in t.calls] for t in p.tests}
-    found = flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
-                            given=_given(p), setup=p.setup)
+    # What the file itself holds wrong first (the line of the run shows the first flag).
+    found = [{"test": "", "source": "file", "detail": problem} for problem in sub.problems
+             if problem.startswith(submission.NOT_UTF8)]
+    found += flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
+                             given=_given(p), setup=p.setup)
     found += [{"test": "", "source": "static", "detail": problem} for problem in sub.problems
               if problem.startswith("the answer cell")]
     asked = {c.question for t in p.tests for c in t.calls if c.check == judge.QUESTION}
@@ -202,6 +205,10 @@ def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
                               f"the submitted notebook could not be read: {why}") for t in p.tests]
     record = _record(student, p, sha, submission.Submission(problems=[why]), tests, [], "", 0.0)
     record["unreadable"] = why
+    # For a person: formgrader marks it, and its hand-graded answers wait (never read, so
+    # not "left as released").
+    record["flags"] = [{"test": "", "source": "file",
+                        "detail": f"the submitted notebook could not be read: {why}"}]
     return record
 
 
@@ -214,10 +221,12 @@ def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[s
 def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
     student, p, path = job
     sha = records.submission_sha(path)
+    read_as: List[str] = []  # what was odd about the file itself (bytes not UTF-8)
     try:
-        sub = submission.read(submission.load(path), p)
+        sub = submission.read(submission.load(path, read_as), p)
     except submission.Unreadable as e:
         return _unreadable(student, p, sha, str(e))
+    sub.problems[:0] = read_as
     run = submission.cells_to_run(p, sub)
     answers, answers_problem = submission.first_answers(path.parent)
     start = time.monotonic()
@@ -439,9 +448,10 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
 
 
 def main(course: Path, assignment: str, **options: Any) -> int:
-    """Grade and print the summary; exit status 0, or 1 when the grader failed on some
-    submission (a student's code failing is a grade, not an error)."""
+    """Grade and print the summary; exit status 0, or 1 when some submission was not graded
+    (the grader failed, a notebook could not be read, one was left out): a student's code
+    failing is a grade, not an error."""
     shard = options.get("shard")
     summary = grade_class(course, assignment, **options)
     print(report(summary, assignment, shard, course), file=sys.stdout)
-    return 1 if summary.errors or summary.left_out else 0
+    return 1 if summary.errors or summary.left_out or summary.unreadable else 0

@@ -99,9 +99,35 @@ def read_regular(path: Path, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-def load(path: Path) -> Any:
-    """The file's JSON, or :class:`Unreadable` (too large, not UTF-8, not JSON, too many cells,
-    not a regular file)."""
+#: How a problem with the file's encoding starts (a flag for a person: :func:`load`).
+NOT_UTF8 = "the notebook is not all UTF-8"
+
+
+def _decoded(raw: bytes, problems: Optional[List[str]]) -> str:
+    """The file's text: UTF-8, or (an editor that saved it as Latin-1, say) UTF-8 with each
+    byte that is not replaced by U+FFFD, as a person reading it would see it; then the
+    problem, with where, is appended to ``problems`` (None: such a file is :class:`Unreadable`)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if problems is None:
+            raise
+        text = raw.decode("utf-8", errors="replace")
+        bad = text.count("\ufffd") - raw.count("\ufffd".encode())
+        before = raw[max(0, e.start - 40):e.start].decode("utf-8", errors="replace")
+        before = (before.splitlines() or [""])[-1].strip()
+        more = f", and {bad - 1:,} more" if bad > 1 else ""
+        problems.append(
+            f"{NOT_UTF8}: byte 0x{raw[e.start]:02x} at byte {e.start:,}, after "
+            f"{before[-30:]!r}{more}, is not UTF-8; read with \ufffd in its place and graded: "
+            "check the code around it (the student's editor saved it in another encoding: "
+            "saved as UTF-8 and handed in again, it is graded as written)")
+        return text
+
+
+def load(path: Path, problems: Optional[List[str]] = None) -> Any:
+    """The file's JSON, or :class:`Unreadable` (too large, not JSON, too many cells, not a
+    regular file; not UTF-8 when ``problems`` is None, else read as :func:`_decoded` says)."""
     try:
         raw = read_regular(path, MAX_BYTES)
         if len(raw) > MAX_BYTES:
@@ -111,7 +137,7 @@ def load(path: Path) -> Any:
             raise Unreadable(f"the file opens over {MAX_CONTAINERS:,} JSON objects and lists; a "
                              "notebook of this course opens a few thousand (hand in the "
                              "released notebook, filled in, with its outputs cleared)")
-        text = raw.decode("utf-8")
+        text = _decoded(raw, problems)
         data = json.loads(text)
         cells = data.get("cells") if isinstance(data, dict) else None
         if isinstance(cells, list) and len(cells) > MAX_CELLS:
@@ -120,7 +146,9 @@ def load(path: Path) -> Any:
     except NotRegular as e:
         raise Unreadable(f"not a notebook: {e} (hand in the notebook itself)") from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise Unreadable(f"not a notebook ({type(e).__name__}: {str(e)[:120]})") from None
+        raise Unreadable(f"not a notebook ({type(e).__name__}: {str(e)[:120]}): hand in the "
+                         "notebook as Jupyter saves it (File > Save), not a copy edited or cut "
+                         "short") from None
     # It becomes U+FFFD (see no_lone_surrogates).
     return no_lone_surrogates(data) if _SURROGATE.search(text) else data
 

@@ -44,7 +44,9 @@ def _line(record: Dict[str, Any]) -> str:
     name = f"{record['student']} {record['assignment']}/{record['notebook']}"
     line = f"{name}: {record['score']:g}/{record['max_score']:g}"
     if record.get("unreadable"):
-        return line + f" (UNREADABLE: {record['unreadable']})"
+        return (f"{name}: NOT GRADED, the notebook could not be read: {record['unreadable']}; "
+                f"recorded as 0/{record['max_score']:g} and flagged for review until a "
+                "readable notebook is collected and graded")
     failed = [f"{t['grade_id']} ({t.get('mistake') or what_failed(t) or t['status']})"
               for t in record["tests"] if t["status"] != PASS]
     if failed:
@@ -90,6 +92,10 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
              f"graded (--force grades them again); of those graded, {summary.unreadable} "
              f"unreadable, {summary.sandbox_failed} stopped by the sandbox, {summary.flagged} "
              f"flagged for review; {summary.seconds:.1f} s ({rate:.2f} notebooks/s)"]
+    if summary.unreadable:
+        lines.append(f"{summary.unreadable} submission(s) NOT GRADED because the notebook could "
+                     "not be read (above, with how to fix it): each is recorded as 0 and "
+                     "flagged until a readable notebook is collected and graded")
     if summary.errors:
         lines.append(f"{summary.errors} submission(s) NOT graded because the grader failed: "
                      "run the same command again")
