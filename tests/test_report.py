@@ -351,3 +351,41 @@ def test_a_course_folder_reads_its_own_results_not_every_results_json_below_it(t
     assert read_course(tmp_path, tmp_path / "autograded") == {}
     # The same file in a folder that is no course is what the report reads.
     assert list(read_course(tmp_path / "ag", tmp_path / "ag" / "autograded")) == ["04-scaling"]
+
+
+def test_a_results_json_inside_a_students_upload_is_never_read(tmp_path, capsys):
+    """A student's upload keeps its folders: a results.json of their own inside it could claim
+    a classmate and a later time, and replace the classmate's record (and accuse them of
+    copying). Only where the autograder writes counts; several records of one student are
+    said; with Gradescope's metadata, a record must name a submitter of its folder."""
+    import json
+
+    from qkv_course.report.mistakes import gradescope_records
+
+    def results(folder, student, status, graded_at):
+        record = dict(_record([(CAUSAL, status, "inverted mask" if status == "fail" else None)]),
+                      student=student, assignment=ASSIGNMENT, graded_at=graded_at)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "results.json").write_text(json.dumps({"extra_data": {"qkv": record}}))
+
+    export = tmp_path / "export"
+    results(export / "submission_1", "ann", "pass", "2026-01-01")
+    results(export / "submission_2", "bob", "pass", "2026-01-01")
+    results(export / "submission_2" / "extra", "ann", "fail", "9999-12-31")  # bob's upload
+    results(export / "submission_2" / "results", "ann", "fail", "9999-12-31")
+    results(export / "gs" / "ann" / "results", "ann", "pass", "2026-01-02")  # the autograder's
+    found = gradescope_records(export)[ASSIGNMENT]
+    err = capsys.readouterr().err
+    assert found["ann"]["graded_at"] == "2026-01-02" and found["bob"]["graded_at"] == "2026-01-01"
+    assert err.count("a results.json inside a student's upload is theirs") == 2
+    assert f"2 records name ann in {ASSIGNMENT} (" in err  # said, not silently preferred
+    # Bob forges ann at the top of his own submission folder: the export's metadata says whose
+    # submission that folder is.
+    (export / "gs" / "ann" / "results" / "results.json").unlink()
+    results(export / "submission_2", "ann", "fail", "9999-12-31")
+    (export / "submission_metadata.yml").write_text(
+        "submission_1:\n  :submitters:\n  - :name: Ann\n    :sid: ann\n"
+        "submission_2:\n  :submitters:\n  - :name: Bob\n    :sid: bob\n")
+    found = gradescope_records(export)[ASSIGNMENT]
+    assert found["ann"]["graded_at"] == "2026-01-01" and "bob" not in found
+    assert "names 'ann', who is not a submitter" in capsys.readouterr().err

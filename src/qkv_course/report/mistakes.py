@@ -24,6 +24,7 @@ from ..nbgrader.graded import (BY_HAND, ERROR, FAIL, PASS, TIMEOUT, Outcome, Que
                                questions, read_notebook)
 from ..grade.summary import what_failed as _what
 from ..usage import UsageError
+from . import exported
 
 COLUMNS = ("assignment", "test", "mistake", "students")
 GRADES = "qkv-grades"  # qkv grade's result files (qkv_course.grade.records.FOLDER)
@@ -108,11 +109,10 @@ def _questions(record: Dict) -> List[Question]:
     return qs
 
 
-def gradescope_files(folder: Path) -> Iterator[Path]:
-    """Every ``results.json`` under ``folder`` (outside ``qkv-grades/``)."""
-    for path in sorted(folder.rglob("results.json")):
-        if GRADES not in path.relative_to(folder).parts:
-            yield path
+def gradescope_files(folder: Path, say: bool = False) -> Iterator[Path]:
+    """Every ``results.json`` under ``folder`` where the autograder writes one (outside
+    ``qkv-grades/``; never one inside a student's upload: :mod:`.exported`)."""
+    return exported.results_files(folder, GRADES, say)
 
 
 def read_gradescope(folder: Path, records: Optional[Dict] = None
@@ -129,11 +129,16 @@ def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
     """Each student's latest record under ``folder``: ``{assignment: {student: record}}``.
 
     A student's latest record (by ``graded_at``) counts, as a resubmission replaces the
-    last on Gradescope. Other ``results.json`` files are skipped with a warning on stderr.
+    last on Gradescope, and when there are several that is said on stderr, with their files
+    (a time is what the record claims). Other ``results.json`` files are skipped with a
+    warning on stderr, and so is a record that names a student the export's metadata does
+    not list for its submission folder.
     """
     latest: Dict[Tuple[str, str], Dict] = {}
+    seen: Dict[Tuple[str, str], List[Path]] = {}
     anonymous = 0
-    for path in gradescope_files(folder):
+    who = exported.submitters(folder)
+    for path in gradescope_files(folder, say=True):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
             key = (str(record["assignment"]), str(record["student"]))
@@ -142,13 +147,25 @@ def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
             print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
                   file=sys.stderr)
             continue
+        if exported.claims_another(folder, path, key[1], who):
+            print(f"qkv report: skipped {path}: it names {key[1]!r}, who is not a submitter "
+                  f"of its submission in {exported.METADATA}", file=sys.stderr)
+            continue
         anonymous += key[1] == "anonymous"
+        seen.setdefault(key, []).append(path)
         if key not in latest or str(record.get("graded_at", "")) >= str(
                 latest[key].get("graded_at", "")):
             latest[key] = record
     if anonymous > 1:  # graded without Gradescope's submission_metadata.json (a local try)
         print(f"qkv report: {anonymous} results.json files name no student ('anonymous'): "
               "they count as one student; Gradescope's own runs name each", file=sys.stderr)
+    for (assignment, student), paths in sorted(seen.items()):
+        if len(paths) > 1 and student != "anonymous":
+            print(f"qkv report: {len(paths)} records name {student} in {assignment} ("
+                  + ", ".join(str(p.relative_to(folder)) for p in paths[:5])
+                  + f"): the one that says it was graded last "
+                  f"({latest[(assignment, student)].get('graded_at', '?')}) counts; check "
+                  "they are all the autograder's (one per submission)", file=sys.stderr)
     found: Dict[str, Dict[str, Dict]] = {}
     for (assignment, student), record in sorted(latest.items()):
         found.setdefault(assignment, {})[student] = record
