@@ -213,3 +213,15 @@ def test_a_cell_the_parser_fails_on_is_a_flag_and_grading_goes_on():
         "a cell could not be read")
     assert flags.given_by_setup(crafted) == set()
     assert flags.names_in("def f(:\n") == set()  # a syntax error is no flag: it defines nothing
+
+
+def test_a_notebook_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path):
+    # 127 MiB of short strings took 12 s of the interpreter's lock (every grading thread) and
+    # 2 GB to parse; the limit refuses it unread, and says how to fix it.
+    assert submission.MAX_BYTES == 64 << 20
+    path = tmp_path / "scaling.ipynb"
+    with path.open("w") as f:
+        f.write('{"cells": [], "metadata": {"pad": [')
+        f.write('"ab",' * ((65 << 20) // 5))
+        f.write('"ab"]}, "nbformat": 4, "nbformat_minor": 5}')
+    _refused(path, "is 65 MiB, over the limit of 64 MiB (clear its outputs")

@@ -26,7 +26,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from .plan import SETUP, Plan, text
 from .records import answers_path
 
-MAX_BYTES = 128 << 20  # a notebook past this is not read (outputs never matter here)
+#: A notebook past this is refused before it is parsed (outputs never matter here): parsing
+#: holds the interpreter's lock, so a file of short strings stalls every other grading
+#: thread for seconds per 10 MiB and costs over ten times its size in memory. An honest
+#: notebook is well under (the course's largest, with plots and a 60 MB output, is graded).
+MAX_BYTES = 64 << 20
 MAX_CELL = 1 << 20  # characters of one cell's source kept
 MAX_CELLS = 5000  # cells a notebook may have to be read
 #: JSON objects and arrays a notebook may open (counted as its "{" and "[" before parsing, those
@@ -131,8 +135,10 @@ def load(path: Path, problems: Optional[List[str]] = None) -> Any:
     try:
         raw = read_regular(path, MAX_BYTES)
         if len(raw) > MAX_BYTES:
-            raise Unreadable(f"the file is over {MAX_BYTES >> 20} MiB, the limit (clear its "
-                             "outputs and hand it in again)")
+            size = max(len(raw), path.stat().st_size)
+            raise Unreadable(f"the file is {size / (1 << 20):.0f} MiB, over the limit of "
+                             f"{MAX_BYTES >> 20} MiB (clear its outputs: Edit > Clear Outputs "
+                             "of All Cells, save, and hand it in again)")
         if raw.count(b"{") + raw.count(b"[") > MAX_CONTAINERS:
             raise Unreadable(f"the file opens over {MAX_CONTAINERS:,} JSON objects and lists; a "
                              "notebook of this course opens a few thousand (hand in the "
