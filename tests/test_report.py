@@ -389,3 +389,22 @@ def test_a_results_json_inside_a_students_upload_is_never_read(tmp_path, capsys)
     found = gradescope_records(export)[ASSIGNMENT]
     assert found["ann"]["graded_at"] == "2026-01-01" and "bob" not in found
     assert "names 'ann', who is not a submitter" in capsys.readouterr().err
+
+
+def test_answers_that_are_none_of_the_choices_count_as_one_mistake():
+    """Each wrong string ("z", "e") was its own row, named by the raw message; counted
+    together, the class sees how many answered outside the choices."""
+    from qkv_course.report.mistakes import NOT_A_CHOICE, _described
+
+    def test(what):
+        return {"grade_id": "test_lookup_q2", "status": "fail", "calls": [
+            {"passed": False, "what": what}]}
+
+    said = {_described(test(f'expected one of "a", "b", "c", "d" (a str), got str {x!r}'))
+            for x in ("z", "e", "A!")}
+    assert said == {NOT_A_CHOICE}
+    assert _described(test("expected a number (an int or a float), got str 'ten'")) == \
+        _described(test("expected a number (an int or a float), got list [1]")) == \
+        "expected a number (an int or a float)"
+    assert _described(test("the mask is transposed (rows and columns swapped)")) == \
+        "the mask is transposed (rows and columns swapped)"

@@ -95,7 +95,16 @@ def _described(test: Dict) -> Optional[str]:
     what = _what(test)
     if not what or what.startswith(("it raised", "largest difference", "the result differs")):
         return None
+    if what.startswith("expected one of"):  # a question's answer that is none of its letters
+        return NOT_A_CHOICE
+    # "expected a number ..., got str 'ten'": what was expected, not each student's answer.
+    what = re.sub(r",? got .*$", "", what) if what.startswith("expected ") else what
     return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", re.split(r"[:;]", what)[0]).strip()
+
+
+#: How ``qkv report`` counts an answer to a multiple-choice question that is none of its
+#: letters ("z", "e"): one row, not one per string.
+NOT_A_CHOICE = "not one of the choices"
 
 
 def _questions(record: Dict) -> List[Question]:
