@@ -230,7 +230,10 @@ def test_the_ablation_check_passes_a_measurement():
     (_ablation({"window": 4}, loss="2.5"), "a number"),
     (_ablation({"window": 4}, shape="loss"), "return \\(options, loss\\)"),
     (_ablation({"window": 4}, loss=2.5), "measures"),  # a number typed in
-], ids=["empty", "no change", "unknown", "string", "loss only", "typed"])
+    (_ablation({"position": "none"}, loss=None), "the chapter's own ablation"),
+    (_ablation({"window": 8, "scale": True}, loss=None), "the chapter's own ablation"),
+], ids=["empty", "no change", "unknown", "string", "loss only", "typed", "chapter's",
+        "chapter's, with a baseline value"])
 def test_the_ablation_check_refuses_what_is_no_measurement(ablation, message):
     with pytest.raises(AssertionError, match=message):
         check_ablation(ablation)

@@ -199,8 +199,15 @@ def _options_problem(options: Any) -> str:
     if unknown:
         return (f"the options have settings the model does not have: {unknown}; choose among "
                 f"{sorted(baseline)}")
-    if all(baseline[k] == val for k, val in options.items()):
+    changed = {k: val for k, val in options.items() if baseline[k] != val}
+    if not changed:
         return f"the options {options} change nothing: every value is the baseline's"
+    made = [label for label, chapter in qkv.capstone.CHAPTER_ABLATIONS.items()
+            if chapter == changed]
+    if made:
+        return (f"the options {options} are the chapter's own ablation \"{made[0]}\"; choose "
+                "a change the chapter did not make (it made "
+                f"{', '.join(map(str, qkv.capstone.CHAPTER_ABLATIONS.values()))})")
     return ""
 
 
