@@ -296,6 +296,36 @@ def test_a_slip_that_keeps_the_mean_is_refused_by_its_spread():
             checks.check_padding_leak(padding_leak, seed=seed)
 
 
+def _one_row_overflow(spread, generator):
+    x = (torch.randn(1, 64, generator=generator) * spread).half()
+    w = x.exp() / x.exp().sum(-1, keepdim=True)
+    return (~torch.isfinite(w)).any(-1).float().mean().item()
+
+
+def _one_query_entropy(temperature, generator):
+    q, k = torch.randn(1, 8, generator=generator), torch.randn(32, 8, generator=generator)
+    w = torch.softmax(q @ k.T / temperature, -1)
+    return -(w * w.clamp_min(1e-30).log()).sum(-1).mean().item()
+
+
+def _one_query_max_weight(d_k, scaled, generator):
+    q, k = torch.randn(1, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
+    return torch.softmax(q @ k.T / (d_k ** 0.5 if scaled else 1.0), -1).max(-1).values.mean().item()
+
+
+@pytest.mark.parametrize("check,few", [
+    (checks.check_fp16_overflow_rate, _one_row_overflow),
+    (checks.check_lookup_entropy, _one_query_entropy),
+    (checks.check_max_weight, _one_query_max_weight),
+], ids=["fp16_overflow_rate", "lookup_entropy", "max_weight"])
+def test_an_experiment_on_one_row_instead_of_many_is_refused_by_its_spread(check, few):
+    """Found by a student walk: one row of 64 logits instead of 256 rows (one query instead
+    of 16 or 32) has the right mean, so the mean alone passed it on every seed."""
+    for seed in (0, 1):
+        with pytest.raises(AssertionError, match="its spread is not|not a measurement"):
+            check(few, seed=seed)
+
+
 @pytest.mark.parametrize("name,right", OTHERWISE, ids=[f"{o[0]}-{o[1].__name__}" for o in OTHERWISE])
 def test_a_right_answer_written_otherwise_passes(name, right):
     getattr(checks, name)(right)
