@@ -160,6 +160,34 @@ CHUNKED_WRONG.update({
     "loop stops at S - chunk_size": (make_chunked(stop="minus"), "the last keys left out"),
     "every chunk's mask from column 0": (make_chunked(mask_from0=True), "sliced from key 0"),
 })
+
+
+def chunked_mask_cut_2d(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                        chunk_size=256):
+    """Right for an (L, S) mask; a mask with batch axes, (B, 1, L, S), is cut on the wrong axis
+    (found by a student walk: every mask the check used was (L, S))."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype)
+    for j0 in range(0, S, chunk_size):
+        j1 = min(j0 + chunk_size, S)
+        s = query @ key[..., j0:j1, :].transpose(-2, -1) * scale
+        if is_causal:
+            s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(L)[:, None],
+                              float("-inf"))
+        if attn_mask is not None:
+            mk = attn_mask[:, j0:j1]
+            s = s.masked_fill(~mk, float("-inf")) if mk.dtype == torch.bool else s + mk
+        new = torch.maximum(m, s.amax(-1, keepdim=True))
+        safe = torch.where(torch.isinf(new), torch.zeros_like(new), new)
+        p, c = torch.exp(s - safe), torch.exp(m - safe)
+        l, acc, m = l * c + p.sum(-1, keepdim=True), acc * c + p @ value[..., j0:j1, :], new
+    return torch.where(l > 0, acc / l.clamp_min(1e-300), torch.zeros_like(acc))
+
+
+CHUNKED_WRONG["mask cut as (L, S) only"] = (chunked_mask_cut_2d, "attn_mask[..., j0:j1]")
 KV_WRONG.update({
     "scaled by 1/sqrt(Ev)": (make_kv(scale_by="Ev"), "1/sqrt(Ev)"),
     "returns the output only": (make_kv(give="output"), "expected a tuple of 3"),

@@ -121,6 +121,9 @@ def _cases() -> List[Case]:
             kwargs = dict(kw, chunk_size=chunk)
             if mask == "bool":
                 kwargs["attn_mask"] = bool_mask(gen, L, S, device=device)
+            elif mask == "bool per sequence":  # (B, 1, L, S): the chunks cut its last axis
+                kwargs["attn_mask"] = torch.stack(
+                    [bool_mask(gen, L, S, device=device) for _ in range(batch[0])])[:, None]
             elif mask == "float":
                 kwargs["attn_mask"] = torch.randn(L, S, generator=gen, dtype=torch.float64).to(
                     device=device, dtype=dtype)
@@ -141,6 +144,9 @@ def _cases() -> List[Case]:
         Case("batched input (B=2) with L=7 queries, S=4 keys, chunk_size=3 and is_causal=True "
              "(top left: queries 3..6 see every key)", make((2,), 7, 4, 4, 3, 3, is_causal=True),
              f64),
+        Case("batched input (B=2, H=3) with L=5, S=7, E=4, Ev=3, chunk_size=3 and a bool mask "
+             "of shape (B, 1, L, S), one per sequence", make((2, 3), 5, 7, 4, 3, 3,
+                                                             "bool per sequence"), f64),
         Case("batched input (B=2) with L=6, S=7, E=5, Ev=2, chunk_size=3 and a float mask",
              make((2,), 6, 7, 5, 2, 3, "float"), f64),
         Case("unbatched input with L=5, S=6, E=8, Ev=3, chunk_size=2 and scale=0.4",
@@ -209,7 +215,10 @@ CHUNKED_ATTENTION = Exercise(
     mistakes=_MISTAKES, forbid=TORCH_ATTENTION,
     compare=_close_or_empty_row, legend="(..., L, Ev)",
     run_student=chunk_by_chunk(lambda args, kwargs: kwargs.get("chunk_size", 256), "chunk_size"),
-    error_hints=[("without overflow", FILL_HINT)],
+    error_hints=[("without overflow", FILL_HINT),
+                 ("must match the size", "index the keys' axis from the end, whatever the "
+                  "batch axes: key[..., j0:j1, :], and a mask (which may be (B, 1, L, S)) "
+                  "attn_mask[..., j0:j1], not attn_mask[:, j0:j1]")],
 )
 
 
