@@ -85,6 +85,7 @@ def _loss_case(B, T, V):
         tokens = torch.randint(0, V, (B, T), generator=gen).to(device)
         repeat = torch.rand(B, T, generator=gen) < 0.4
         repeat[:, 0] = True  # every sequence has a position to score
+        repeat[:, -1] = True  # unscored (no next token): a target rolled around would count it
         return (logits, tokens, repeat.to(device)), {}
     return build
 
@@ -102,6 +103,13 @@ REPEAT_LOSS = Exercise(
         Mistake("the mean of each sequence's mean", "one mean over every marked position of "
                 "the batch: sequences with more marked positions weigh more (loss[marks].mean())",
                 partial(repeat_loss_variant, per_sequence=True)),
+        Mistake("the last position scored, on a target rolled around (tokens.roll(-1))",
+                "the last position has no next token: score positions 0 .. T-2, logits[:, :-1] "
+                "against tokens[:, 1:], marks repeat[:, :-1]",
+                partial(repeat_loss_variant, roll=True)),
+        Mistake("the marks of the target token (repeat[:, 1:]), not of the position scored",
+                "repeat marks the positions whose next token is scored: repeat[:, :-1]",
+                partial(repeat_loss_variant, marks_of_target=True)),
     ],
 )
 

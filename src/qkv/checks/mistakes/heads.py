@@ -26,11 +26,17 @@ def mean_ablate(head_outputs: Tensor, heads: Sequence[int], num_heads: int, *,
 
 
 def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool = True,
-                everywhere: bool = False, per_sequence: bool = False) -> Tensor:
+                everywhere: bool = False, per_sequence: bool = False, roll: bool = False,
+                marks_of_target: bool = False) -> Tensor:
     """Mean cross-entropy of token t + 1 from position t, over the positions ``repeat`` marks;
-    or a known mistake (no shift; every position; the mean of each sequence's mean)."""
-    if shift:
-        logits, target, where = logits[:, :-1], tokens[:, 1:], repeat[:, :-1]
+    or a known mistake (no shift; every position; the mean of each sequence's mean; ``roll``:
+    the targets ``tokens.roll(-1)``, so the last position is scored on token 0;
+    ``marks_of_target``: the marks of the target, ``repeat[:, 1:]``)."""
+    if roll:
+        logits, target, where = logits, tokens.roll(-1, dims=1), repeat
+    elif shift:
+        logits, target = logits[:, :-1], tokens[:, 1:]
+        where = repeat[:, 1:] if marks_of_target else repeat[:, :-1]
     else:
         target, where = tokens, repeat
     loss = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
