@@ -560,6 +560,37 @@ def test_a_grader_failure_records_nothing_and_says_so(empty_course, tmp_path, fa
     assert gc.scores(course)["ann"]["score"] == class_.expected("model")[0]
 
 
+def test_the_grading_threads_judge_one_at_a_time(monkeypatch):
+    """References that seed torch's global random state (the ablation's training, the dropout
+    block's) are judged one at a time: two grading threads judging at once moved each other's
+    draws (the dropout reference once failed its own "same entries" rule under qkv grade)."""
+    import threading
+    import time
+    import types
+
+    from qkv_course.grade import checks_api
+
+    inside, most = [0], [0]
+
+    def judge(check, seed, outcomes, **options):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.05)  # a reference that takes a while (and lets the GIL go)
+        inside[0] -= 1
+        return "verdict"
+
+    fake = types.SimpleNamespace(judge=judge, calls=lambda check, seed, **o: [],
+                                 prepare=lambda check: None, Raised=Exception)
+    monkeypatch.setattr(checks_api, "_grading", lambda: fake)
+    threads = [threading.Thread(target=checks_api.judge, args=("check_x", s, [], {}))
+               for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1
+
+
 def test_a_submission_s_time_grows_with_the_checks_that_train():
     """The default limit of a whole submission: 120 s, plus each call's own limit for a check
     that trains or samples; the capstone (whose ablation trains models) gets that time, a

@@ -15,6 +15,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 Args = Tuple[tuple, Dict[str, Any]]
 OUTPUT = threading.Lock()  # held while sys.stdout is swapped, and while the run prints
+#: Held while a check draws inputs, prepares or judges: the references of some checks use
+#: torch's global random state (the ablation's training seeds it with torch.manual_seed,
+#: the dropout block's reference is run on a seed), which one process's grading threads
+#: share. Judged two at a time, one thread's seed moved the other's draws: a right ablation
+#: measured against a corrupted reference, or the dropout reference said to drop "the same
+#: entries whatever torch's random state was".
+JUDGE = threading.Lock()
 
 
 def _grading() -> Any:
@@ -27,14 +34,16 @@ def _grading() -> Any:
 
 def calls(check: str, seed: Optional[int], options: Dict[str, Any]) -> List[Args]:
     """The ``(args, kwargs)`` of each call of the student's code a check makes with this seed."""
-    return list(_grading().calls(check, seed, **options))
+    with JUDGE:
+        return list(_grading().calls(check, seed, **options))
 
 
 def prepare(check: str) -> None:
     """The check's trusted work done once, before any submission's wall clock runs (the
     ablation experiment of assignment 10 trains the model it measures)."""
     if check != "check_question":
-        _grading().prepare(check)
+        with JUDGE:
+            _grading().prepare(check)
 
 
 def _as_check_outcome(outcome: Any) -> Any:
@@ -50,7 +59,9 @@ def _as_check_outcome(outcome: Any) -> Any:
 def judge(check: str, seed: Optional[int], outcomes: List[Any], options: Dict[str, Any]) -> Any:
     """The check's verdict (a ``CheckResult``) on the student's outcomes, one per call: what
     ``run_student`` returned in the sandbox, or what the student's code raised."""
-    return _grading().judge(check, seed, [_as_check_outcome(o) for o in outcomes], **options)
+    with JUDGE:
+        return _grading().judge(check, seed, [_as_check_outcome(o) for o in outcomes],
+                                **options)
 
 
 def question(name: str, answer: Any) -> Any:
