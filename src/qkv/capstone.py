@@ -25,8 +25,8 @@ from .transformer import Block, CausalSelfAttention, DecoderLM
 
 # TrainLog is a record that train_lm returns (users read it, never build it): it stays in
 # this module, not in the package's API, as the other result records do.
-__all__ = ["ablation_baseline", "ablation_loss", "attention_forward", "block_forward", "evaluate",
-           "random_block_params", "random_windows", "train_lm"]
+__all__ = ["CHAPTER_ABLATIONS", "ablation_baseline", "ablation_loss", "attention_forward",
+           "block_forward", "evaluate", "random_block_params", "random_windows", "train_lm"]
 
 #: The capstone's model and training: small enough for a minute on one CPU core.
 BASELINE: Dict[str, Any] = dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, d_ff=None,

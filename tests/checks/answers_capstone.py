@@ -44,12 +44,14 @@ def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="in
 attention_forward = make_attention()  # what the block's answers call (the check swaps in the course's)
 
 
-def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_norms=False, act="gelu",
+def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, norms="own", act="gelu",
                normed=()):
     def block_forward(x, params, num_heads, num_kv_heads):
         n1, n2 = params["norm1.weight"], params["norm2.weight"]
-        if swap_norms:
+        if norms == "swapped":
             n1, n2 = n2, n1
+        elif norms in ("norm1", "norm2"):  # one gain copied for both
+            n1 = n2 = params[f"{norms}.weight"]
         attn_params = {n[5:]: t for n, t in params.items() if n.startswith("attn.")}
         f = {"gelu": F.gelu, "relu": F.relu, "none": lambda t: t}[act]
 
@@ -81,12 +83,15 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, swap_no
 
 # ----------------------------------------------------------------------------- beyond the page
 def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropout=(),
-                       own_dropout=False, rescale=True, no_dropout=(), keep_with_p=False):
+                       own_dropout=False, rescale=True, no_dropout=(), keep_with_p=False,
+                       drop_at=("attn", "mlp")):
     """The debugging exercise's block, written as a student would, with the printed bugs (and a
     few wrong fixes) as switches; ``own_dropout``: an honest variant that drops with
     ``torch.rand`` itself (``if training``) instead of ``F.dropout``; ``rescale=False`` the
     same without dividing the kept entries by ``1 - dropout``; ``keep_with_p``: its own
-    dropout with the comparison turned round (each entry kept with probability dropout)."""
+    dropout with the comparison turned round (each entry kept with probability dropout);
+    ``drop_at``: where each sublayer's dropout goes (its output, "weights", "hidden", or the
+    stream after its residual addition, "attn stream" / "mlp stream")."""
     def dropout_block_forward(x, params, num_heads, dropout=0.1, training=False):
         L, E = x.shape[-2], x.shape[-1] // num_heads
         h = rms_norm(x, params["norm1.weight"])
@@ -102,10 +107,9 @@ def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropou
         if scale:
             scores = scores / math.sqrt(E)
         weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-        a = merge_heads(weights @ v) @ params["attn.out_proj.weight"].T
 
         def drop(t, where):
-            if where in no_dropout:
+            if where in no_dropout or where not in drop_at + ("attn", "mlp"):
                 return t
             if not rescale and training:
                 return t * (torch.rand(t.shape, device=t.device) >= dropout)
@@ -118,11 +122,24 @@ def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropou
                 return t * keep / (1 - dropout) if dropout < 1 else t * 0
             return F.dropout(t, dropout, training or where in eval_dropout)
 
-        x = x + drop(a, "attn")
+        if "weights" in drop_at:
+            weights = drop(weights, "weights")
+        a = merge_heads(weights @ v) @ params["attn.out_proj.weight"].T
+        if "attn stream" in drop_at:
+            x = drop(x + a, "attn stream")
+        else:
+            x = x + (drop(a, "attn") if "attn" in drop_at else a)
         if residual == "post":
             x = rms_norm(x, params["norm1.weight"])
         h = x if residual == "post" else rms_norm(x, params["norm2.weight"])
-        x = x + drop(F.gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T, "mlp")
+        hidden = F.gelu(h @ params["mlp.up.weight"].T)
+        if "hidden" in drop_at:
+            hidden = drop(hidden, "hidden")
+        m = hidden @ params["mlp.down.weight"].T
+        if "mlp stream" in drop_at:
+            x = drop(x + m, "mlp stream")
+        else:
+            x = x + (drop(m, "mlp") if "mlp" in drop_at else m)
         return rms_norm(x, params["norm2.weight"]) if residual == "post" else x
     return dropout_block_forward
 

@@ -117,6 +117,16 @@ DROPOUT_BLOCK_FORWARD = Exercise(
                 "normalise the sublayer's INPUT and leave the stream alone: "
                 "x = x + attention(norm1(x)), not x = norm1(x + attention(x))",
                 _variant(residual="post")),
+        *(Mistake(f"dropout {where}, not on {whose} output", f"drop what {whose} adds to the "
+                  "stream, nothing else: x = x + F.dropout(a, dropout, training=training), "
+                  "likewise for the MLP's m", _variant(drop_at=at))
+          for where, whose, at in (
+              ("on the attention weights", "the attention's", ("weights", "mlp")),
+              ("on the stream after the attention's residual addition", "the attention's",
+               ("attn stream", "mlp")),
+              ("on the stream after each residual addition", "each sublayer's",
+               ("attn stream", "mlp stream")),
+              ("on the MLP's hidden layer", "the MLP's", ("attn", "hidden")))),
         Mistake("no causal mask (each position sees the positions after it)",
                 "position i may see keys 0 .. i: mask with torch.ones(L, L, dtype=torch.bool).tril()",
                 _variant(mask="none")),

@@ -160,7 +160,10 @@ BLOCK_FORWARD = Exercise(
                 "the MLP comes after the attention: its input is norm2 of x + attention(...)",
                 _BLK(arrangement="parallel")),
         Mistake("norm1 and norm2 swapped", "norm1.weight before the attention, norm2.weight "
-                "before the MLP", _BLK(swap_norms=True)),
+                "before the MLP", _BLK(norms="swapped")),
+        *(Mistake(f"{gain} used for both norms", "norm1.weight before the attention, "
+                  "norm2.weight before the MLP", _BLK(norms=gain.split(".")[0]))
+          for gain in ("norm1.weight", "norm2.weight")),
         *(Mistake(f"the stream replaced by its normalised copy ({where})", "keep the stream "
                   "as it is and normalise only the sublayer's input: h = rms_norm(x, ...); "
                   "x = x + sublayer(h), not x = rms_norm(x, ...); x = x + sublayer(x)",
@@ -202,12 +205,12 @@ def _options_problem(options: Any) -> str:
     changed = {k: val for k, val in options.items() if baseline[k] != val}
     if not changed:
         return f"the options {options} change nothing: every value is the baseline's"
-    made = [label for label, chapter in qkv.capstone.CHAPTER_ABLATIONS.items()
+    made = [label for label, chapter in qkv.CHAPTER_ABLATIONS.items()
             if chapter == changed]
     if made:
         return (f"the options {options} are the chapter's own ablation \"{made[0]}\"; choose "
                 "a change the chapter did not make (it made "
-                f"{', '.join(map(str, qkv.capstone.CHAPTER_ABLATIONS.values()))})")
+                f"{', '.join(map(str, qkv.CHAPTER_ABLATIONS.values()))})")
     return ""
 
 

@@ -59,14 +59,14 @@ def _part(params: Dict[str, Tensor], prefix: str) -> Dict[str, Tensor]:
 
 
 def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
-                  attn_residual=True, mlp_residual=True, swap_norms=False, act="gelu",
+                  attn_residual=True, mlp_residual=True, norms="own", act="gelu",
                   normed=()):
     """The pre-norm block with one switch turned from the right answer (the defaults);
+    ``norms``: ``"swapped"``, or one norm's gain for both (``"norm1"``, ``"norm2"``);
     ``normed``: the sublayers (``"attn"``, ``"mlp"``) before which the stream is replaced by
     its normalised copy (``x = rms_norm(x, ...)``), so that the residual adds to it."""
     n1, n2 = params["norm1.weight"], params["norm2.weight"]
-    if swap_norms:
-        n1, n2 = n2, n1
+    n1, n2 = {"own": (n1, n2), "swapped": (n2, n1), "norm1": (n1, n1), "norm2": (n2, n2)}[norms]
     norm = qkv.rms_norm
     sub = _part(params, "attn.")
     attn = lambda h: qkv.attention_forward(h, sub, num_heads, num_kv_heads)[0]  # noqa: E731
@@ -154,7 +154,8 @@ def viewed_block_variant(x, params, num_heads, dropout=0.1, training=False, **sw
 
 def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
                           residual="stream", mask="causal", scale=True, eval_dropout=(),
-                          rescale=True, no_dropout=(), keep_with_p=False):
+                          rescale=True, no_dropout=(), keep_with_p=False,
+                          drop_at=("attn", "mlp")):
     """The pre-norm block without positions, with dropout, with bugs put back (the defaults
     are the right answer): ``residual="normed"`` (the stream replaced by its normalised copy
     before the attention), ``"post"`` (post-norm); ``mask="inverted"`` (``triu``),
@@ -162,7 +163,10 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
     whose dropout stays on in eval; ``rescale=False`` (the kept entries not divided by
     ``1 - dropout``); ``no_dropout``, the sublayers whose dropout is left out (in training
     too; both: dropout removed); ``keep_with_p``: each entry kept with probability
-    ``dropout`` (and divided by 1 - dropout) instead of dropped with it."""
+    ``dropout`` (and divided by 1 - dropout) instead of dropped with it; ``drop_at``, where
+    each sublayer's dropout goes: ``"attn"``/``"mlp"`` its output (right), ``"weights"`` the
+    attention weights, ``"hidden"`` the MLP's hidden layer, ``"attn stream"``/``"mlp stream"``
+    the stream after its residual addition."""
     E = x.shape[-1] // num_heads
     L = x.shape[-2]
     w = params
@@ -175,21 +179,23 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
     allowed = {"causal": ones.tril(), "inverted": ones.triu(), "none": ones}[mask]
     scores = q @ k.transpose(-2, -1) / (math.sqrt(E) if scale else 1.0)
     weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-    a = qkv.merge_heads(weights @ val) @ w["attn.out_proj.weight"].T
 
-    def drop(t, sublayer):
+    def drop(t, sublayer, at=None):
+        if (at or sublayer) not in drop_at:
+            return t
         on = (training or sublayer in eval_dropout) and sublayer not in no_dropout
         if keep_with_p and on:
             return t * (torch.rand_like(t) < dropout) / (1 - dropout)
         kept = F.dropout(t, dropout, training=on)
         return kept if rescale or not on else kept * (1 - dropout)
 
-    x = x + drop(a, "attn")
+    a = qkv.merge_heads(drop(weights, "attn", "weights") @ val) @ w["attn.out_proj.weight"].T
+    x = drop(x + drop(a, "attn"), "attn", "attn stream")
     if residual == "post":
         x = qkv.rms_norm(x, w["norm1.weight"])
     h = x if residual == "post" else qkv.rms_norm(x, w["norm2.weight"])
-    m = F.gelu(h @ w["mlp.up.weight"].T) @ w["mlp.down.weight"].T
-    x = x + drop(m, "mlp")
+    m = drop(F.gelu(h @ w["mlp.up.weight"].T), "mlp", "hidden") @ w["mlp.down.weight"].T
+    x = drop(x + drop(m, "mlp"), "mlp", "mlp stream")
     return qkv.rms_norm(x, w["norm2.weight"]) if residual == "post" else x
 
 
