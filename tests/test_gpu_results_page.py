@@ -51,12 +51,14 @@ def _results(date: str, device: str) -> dict:
     return dict(results, goals=gpu_goals(results))
 
 
-def _run_cell(tmp_path: pathlib.Path, capsys) -> str:
-    (tmp_path / "book").mkdir()
+def _run_cell(tmp_path: pathlib.Path, capsys, where: str = "book") -> str:
+    (tmp_path / "book").mkdir(exist_ok=True)
     # What the chapter's first cell imported, for this cell.
     namespace = {"json": json, "pathlib": pathlib, "plot_gpu_results": plot_gpu_results}
     cwd = os.getcwd()
-    os.chdir(tmp_path / "book")  # the chapter runs in book/ and reads ../benchmarks/results
+    # The book is built in book/ (the cell reads ../benchmarks/results); a reader may run
+    # the notebook from the repository's root, or from a folder with no repository (Colab).
+    os.chdir(tmp_path / where)
     try:
         exec(_gpu_cell(), namespace)
     finally:
@@ -65,9 +67,25 @@ def _run_cell(tmp_path: pathlib.Path, capsys) -> str:
 
 
 def test_without_results_the_page_says_so(tmp_path, capsys):
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     out = _run_cell(tmp_path, capsys)
     assert "No GPU results file" in out and "benchmarks/gpu_run.sh" in out
     assert not plt.get_fignums()
+
+
+def test_outside_the_repository_the_page_says_where_the_figure_is(tmp_path, capsys):
+    out = " ".join(_run_cell(tmp_path, capsys).split())  # no benchmarks/ anywhere: Colab
+    assert "outside the course repository" in out and "book's page" in out, out
+    assert "No GPU results file" not in out and "rebuild" not in out
+    assert not plt.get_fignums()
+
+
+def test_run_from_the_repository_root_the_results_are_found(tmp_path, capsys):
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "a.json").write_text(json.dumps(_results("2026-11-23T00:00:00+00:00", "NVIDIA H100")))
+    _run_cell(tmp_path, capsys, where=".")
+    assert "a.json" in plt.figure(plt.get_fignums()[-1])._suptitle.get_text()
 
 
 def test_with_results_the_newest_is_plotted_with_its_provenance(tmp_path, capsys):
