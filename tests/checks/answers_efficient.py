@@ -188,6 +188,27 @@ def chunked_mask_cut_2d(query, key, value, attn_mask=None, is_causal=False, scal
 
 
 CHUNKED_WRONG["mask cut as (L, S) only"] = (chunked_mask_cut_2d, "attn_mask[..., j0:j1]")
+
+
+def chunked_whole_when_masked(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                              chunk_size=256):
+    """Chunked without a mask; with one, or is_causal, the whole (L, S) scores "to keep it
+    simple" (found by a student walk: the watch only looked at calls without a mask)."""
+    if attn_mask is None and not is_causal:
+        return chunked_mask_cut_2d(query, key, value, scale=scale, chunk_size=chunk_size)
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    s = query @ key.transpose(-2, -1) * scale
+    if is_causal:
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+            else s + attn_mask
+    return torch.softmax(s, -1).nan_to_num(0.0) @ value
+
+
+CHUNKED_WRONG["the whole scores when masked"] = (chunked_whole_when_masked,
+                                                 "score matrix, which this exercise never makes")
 KV_WRONG.update({
     "scaled by 1/sqrt(Ev)": (make_kv(scale_by="Ev"), "1/sqrt(Ev)"),
     "returns the output only": (make_kv(give="output"), "expected a tuple of 3"),

@@ -17,9 +17,10 @@ from .attention import row_softmax
 
 
 def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callable[..., Any]:
-    """How a chunked exercise calls the student: refused when, with no mask, the answer built
-    the whole ``(L, S)`` score matrix (the chunk size ignored gives the right numbers, and
-    none of the memory the exercise is about).
+    """How a chunked exercise calls the student: refused when the answer built the whole
+    ``(L, S)`` score matrix (the chunk size ignored gives the right numbers, and none of the
+    memory the exercise is about), with a mask or without: a mask, or a bias made whole from
+    it, may be ``(L, S)``; scores may not (see :func:`whole_scores`).
 
     Args:
         chunk_of: the chunk size from the call's ``(args, kwargs)``.
@@ -28,8 +29,8 @@ def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callabl
     def run(student: Any, query: Any, key: Any, *rest: Any, **kwargs: Any) -> Any:
         args = (query, key, *rest)
         chunk, L, S = chunk_of(args, kwargs), query.shape[-2], key.shape[-2]
-        if kwargs.get("attn_mask") is not None or kwargs.get("is_causal") or S <= chunk:
-            return student(*args, **kwargs)  # a mask may honestly be made (L, S) first
+        if S <= chunk:
+            return student(*args, **kwargs)
         out, seen = whole_scores(lambda: student(*args, **kwargs), L, S)
         if seen:
             raise ExerciseRule(
