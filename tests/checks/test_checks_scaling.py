@@ -12,7 +12,7 @@ from answers_scaling import SDPA_RIGHT, SDPA_WRONG, VARIANCE_RIGHT, VARIANCE_WRO
 from catalogue import catalogue_tests
 from qkv.checks import (check_attention_scores, check_dot_product_variance,
                         check_scaled_dot_product_attention)
-from qkv.checks.scaling import VARIANCE_SAMPLES, variance_tolerance
+from qkv.checks._variance import VARIANCE_SAMPLES, variance_tolerance
 
 GROUPS = {
     "scaled_dot_product_attention": (check_scaled_dot_product_attention, SDPA_WRONG, SDPA_RIGHT),

@@ -1,0 +1,193 @@
+"""``dot_product_variance``'s check (assignment 4): a measurement, judged as one.
+
+The estimate must lie within a stated tolerance of ``d_k`` at three widths, come from the
+generator passed in (the same seed, the same number; another seed, another), and vary from
+seed to seed as a sample variance of ``n_samples`` dot products does; an estimate near a known
+wrong quantity (the mean, the standard deviation, q·q...) is named after it.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, List, Optional, Sequence, Tuple
+
+import torch
+
+from .harness import (Check, Raised, notice_text, number_of, plain_number, reference_names,
+                      shown, split_outcome, NOTHING)
+from .result import CheckResult, mistake_id
+
+__all__: list = []
+
+# --------------------------------------------------------------------------- variance
+
+#: Widths and sample count the variance check uses.
+VARIANCE_DIMS = (4, 64, 256)
+VARIANCE_SAMPLES = 20_000
+#: The estimate must lie within this many standard errors of d_k.
+VARIANCE_SIGMAS = 5.0
+
+
+def variance_tolerance(d_k: int, n_samples: int) -> float:
+    """Allowed distance of an estimate from ``d_k``: 5 standard errors.
+
+    ``Var((q·k)^2) = 2 d_k^2 + 6 d_k``, so the sample variance of ``n`` dot products
+    has a standard error of about ``d_k * sqrt((2 + 6 / d_k) / n)``.
+    """
+    return VARIANCE_SIGMAS * d_k * math.sqrt((2 + 6 / d_k) / n_samples)
+
+
+# (what the estimate is near, name, hint[, how near]): each a known wrong answer's expected
+# value. The mean of the dot products is 0 within a few sqrt(d_k / n): a wider window would
+# also take in small variances that are no mean (of uniform draws, say).
+def _variance_mistakes(d: int):
+    return [
+        (0.0, "the mean of the dot products instead of their variance",
+         "return the variance (e.g. dots.var()), not the mean",
+         VARIANCE_SIGMAS * math.sqrt(d / VARIANCE_SAMPLES)),
+        (d * 7 / 144, "q and k drawn uniformly from [0, 1) (torch.rand) instead of from N(0, 1)",
+         "draw from the standard normal distribution: torch.randn, not torch.rand"),
+        (math.sqrt(d), "the standard deviation instead of the variance",
+         "return the variance (std squared)"),
+        (1.0, "the variance of the single products q_i * k_i (or of q·k / sqrt(d_k))",
+         "sum the d_k products of each pair first ((q * k).sum(-1)), then take the variance"),
+        (1.0 / d, "the variance of q·k / d_k (the dot products divided by d_k)",
+         "take the variance of the dot products themselves: (q * k).sum(-1).var()"),
+        (2.0 * d, "the variance of q·q (k is not drawn independently of q)",
+         "draw q and k as two separate torch.randn calls"),
+    ]
+
+
+_VARIANCE = "dot_product_variance"
+#: The spread tests: how many seeds each uses, at how many samples, and the spread it accepts
+#: (in standard errors). At 500 samples an answer that ignores n_samples (a fixed 20,000 pairs,
+#: or the formula plus noise of a fixed size) spreads far too little. At the estimates' 20,000,
+#: an answer that uses fewer pairs spreads too much (a cap of 1,000 pairs passes the estimates
+#: about 4 times in 10, and spreads sqrt(20) times too much). A right answer's 16 values
+#: spread outside a range by chance less than once in a million (15 degrees of freedom,
+#: chi-squared; at 500 samples the tails are heavier, hence the wider range).
+SPREAD_TESTS = ((16, 500, (0.25, 3.0)), (16, VARIANCE_SAMPLES, (0.25, 2.0)))
+_GENERATOR_HINT = ("draw every random number from the generator passed in: "
+                   "torch.randn(..., generator=generator)")
+_MEASURE_HINT = ("measure: draw n_samples pairs (q, k) from the generator and return the "
+                 "variance of their dot products, not the formula")
+
+
+def _where(d: int, n: int = VARIANCE_SAMPLES) -> str:
+    return f"d_k={d}, n_samples={n}"
+
+
+class _VarianceCheck(Check):
+    """``dot_product_variance(d_k, n_samples, generator)``: a measurement, judged as one.
+
+    Its inputs are ``(d_k, n_samples, generator seed)``; :meth:`run_student` makes the
+    generator. The verdict: each estimate within 5 standard errors of ``d_k``; the same
+    seed gives the same number and another seed another; over 16 seeds the answers spread
+    as a sample variance does (:data:`SPREAD_TESTS`: a formula plus a little noise is too
+    steady, an answer that uses fewer pairs than asked too wild).
+    """
+
+    def __init__(self) -> None:
+        super().__init__("check_dot_product_variance", every_device=False)
+
+    def plan(self, seed: int) -> List[Tuple[int, int, int]]:
+        """The calls' ``(d_k, n_samples, generator seed)``: the estimates, the same seed again
+        and another seed, then each spread test's seeds."""
+        s, d, n = 1000 * seed, VARIANCE_DIMS[0], VARIANCE_SAMPLES
+        plan = [(w, n, s + i) for i, w in enumerate(VARIANCE_DIMS)]
+        plan += [(d, n, s), (d, n, s + 1)]  # reproducible, not fixed
+        for t, (seeds, samples, _) in enumerate(SPREAD_TESTS):
+            plan += [(d, samples, s + 100 * (t + 1) + k) for k in range(seeds)]
+        return plan
+
+    def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
+        self.resolve(options)
+        return [(args, {}) for args in self.plan(seed)]
+
+    def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
+        d, n, s = args
+        got = student(d, n, torch.Generator().manual_seed(s))
+        return plain_number(got), tuple(reference_names(student, _VARIANCE, NOTHING,
+                                                            dict.fromkeys(self.given)))
+
+    def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
+        plan, values, notices = self.plan(seed), [], []
+        for i, (d, n, _) in enumerate(plan):
+            where = _where(d, n)
+            fail = partial(CheckResult, _VARIANCE, False, seed, where)
+            if i >= len(outcomes):
+                return fail(what=f"your {_VARIANCE} did not finish on {where}", kind="timeout")
+            out = outcomes[i]
+            if isinstance(out, Raised):
+                return out.failure(fail, hint=(
+                    "draw on the generator's device: torch.randn(..., generator=generator, "
+                    "device=generator.device)" if any(
+                        w in out.message.lower() for w in ("generator", "device")) else ""))
+            got, noticed = split_outcome(out)
+            notices += [n for n in noticed if n not in notices]
+            value = number_of(got)
+            if value is None or not math.isfinite(value):
+                return fail(what=f"it returned {shown(got)}, expected one finite number",
+                            hint="return the variance as a float (e.g. dots.var().item()) or a "
+                                 "one-element tensor")
+            values.append(value)
+        k = len(VARIANCE_DIMS)
+        measured = [(d, value) for (d, _, _), value in zip(plan, values[:k])]
+        # A named mistake first; an estimate that is merely off is said after the tests below,
+        # which say why (too few pairs used, a generator ignored).
+        off = None
+        for d, value in measured:
+            found = _judge_estimate(value, d, measured)
+            if found and "mistake" in found:
+                return CheckResult(_VARIANCE, False, seed, _where(d), **found)
+            off = off or (found and CheckResult(_VARIANCE, False, seed, _where(d), **found))
+        where = _where(VARIANCE_DIMS[0])
+        if values[k] != values[0]:
+            return CheckResult(_VARIANCE, False, seed, where, what="two calls with identically "
+                               "seeded generators gave different answers", hint=_GENERATOR_HINT)
+        if values[k + 1] == values[0]:
+            return CheckResult(_VARIANCE, False, seed, where, what="generators with different "
+                               "seeds gave exactly the same answer", hint=_MEASURE_HINT)
+        start = k + 2
+        for seeds, samples, (low, high) in SPREAD_TESTS:
+            spread, start = values[start:start + seeds], start + seeds
+            se = variance_tolerance(VARIANCE_DIMS[0], samples) / VARIANCE_SIGMAS
+            mean = sum(spread) / seeds
+            sd = math.sqrt(sum((v - mean) ** 2 for v in spread) / (seeds - 1))
+            where = _where(VARIANCE_DIMS[0], samples)
+            if not low * se <= sd <= high * se:
+                return CheckResult(_VARIANCE, False, seed, where, what=(
+                    f"over {seeds} seeds the answers spread by {sd:.3g}, where a sample variance "
+                    f"of n_samples dot products spreads by about {se:.3g}: " + (
+                        "too steady for that many samples: is n_samples used?" if sd < low * se
+                        else "more than that many pairs would: are all n_samples pairs used?")),
+                    hint="measure: return the variance of the dot products of all n_samples "
+                         "pairs q, k you drew, nothing added or rounded")
+        return off or CheckResult(_VARIANCE, True, seed, notice=notice_text(notices))
+
+
+def _near(value: float, d: int, index: int) -> bool:
+    """Whether ``value``, measured at width ``d``, is near known mistake ``index``'s value:
+    within 15% (a mistake's own estimate is off by a few percent at most over 20,000 samples;
+    the right answer's tolerance, d_k's, would take in the small values of other mistakes)."""
+    near, _, _, *within = _variance_mistakes(d)[index]
+    return abs(value - near) <= (within[0] if within else max(0.15 * abs(near), 0.05))
+
+
+def _judge_estimate(value: float, d: int,
+                    measured: Sequence[Tuple[int, float]] = ()) -> Optional[dict]:
+    """The fields of a failure unless ``value`` is within the tolerance of ``d``, naming the
+    mistake it is near at every width ``measured`` (at d_k = 4 alone, a uniform draw's 0.19 and
+    q·k / d_k's 0.25 lie within the sampling error: the other widths tell them apart)."""
+    tol = variance_tolerance(d, VARIANCE_SAMPLES)
+    if abs(value - d) <= tol:
+        return None
+    for i, (_, mistake, hint, *_) in enumerate(_variance_mistakes(d)):
+        if _near(value, d, i) and all(_near(v, w, i) for w, v in measured):
+            return dict(what=f"got {value:.4g}, which looks like {mistake}", hint=hint,
+                        mistake=mistake, mistake_id=mistake_id(mistake))
+    return dict(what=f"got {value:.4g}, expected d_k = {d} within {tol:.3g} (5 standard errors)")
+
+
+VARIANCE_CHECK = _VarianceCheck()
