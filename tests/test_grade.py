@@ -677,6 +677,25 @@ def test_the_code_an_answer_cell_is_given_is_not_flagged_but_a_student_s_own_use
         "uses the course's reference (qkv.Block)"]
 
 
+def test_what_the_release_runs_for_the_student_is_given_and_no_flag():
+    """Assignment 11 says "the baseline's settings are ``qkv.ablation_baseline()``" and prints
+    it in a cell of its own: an ablation that starts from it uses what it was handed (it was
+    flagged "uses the course's reference"); the course's code the release never runs still is."""
+    from qkv_course.grade import submission
+
+    root = Path(__file__).resolve().parents[1]
+    p = plan_mod.plan(root / "solutions" / "11-capstone" / "capstone.ipynb")
+    tests = [{"grade_id": "test_ablation", "notices": []}]
+    answer = ("def ablation(seed, steps=200):\n    options = qkv.ablation_baseline()\n"
+              "    options['window'] = 16\n"
+              "    return options, qkv.ablation_loss(options, seed, steps, progress=False)\n")
+    sub = submission.Submission(answers={"ablation": answer})
+    assert run._flags(p, sub, tests, {}, "") == []
+    sub = submission.Submission(answers={"ablation": answer + "qkv.Block\n"})
+    assert [f["detail"] for f in run._flags(p, sub, tests, {}, "")] == [
+        "ablation: uses the course's reference (qkv.Block)"]
+
+
 def test_the_checks_own_references_are_flagged_but_a_check_called_to_try_an_answer_is_not():
     from qkv_course.grade import flags
 

@@ -193,6 +193,21 @@ def given_by_setup(setup: str) -> Set[str]:
             if isinstance(node, ast.ImportFrom) and node.module == "qkv" for a in node.names}
 
 
+def given_by_release(cells: Iterable[str]) -> Set[str]:
+    """``{"qkv.ablation_baseline", ...}``: what of ``qkv`` the release's own code cells use
+    (its set-up, and the cells it runs for the student: neither answers nor tests). The
+    assignment hands these to the student (assignment 11 prints ``qkv.ablation_baseline()``
+    and says to change it): an answer's use of one is no delegation."""
+    found: Set[str] = set()
+    for source in cells:
+        found |= given_by_setup(source)
+        try:
+            found |= {n for n in names_in(source) if n.startswith("qkv.")}
+        except NotRead:
+            pass  # the instructor's own cell: then it gives nothing
+    return found
+
+
 def _less_given(names: Set[str], given: Set[str]) -> Set[str]:
     """``names`` without the set-up's given pieces (and without ``qkv`` itself when every use
     of it was one of them)."""
@@ -205,7 +220,8 @@ def _less_given(names: Set[str], given: Set[str]) -> Set[str]:
 
 def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str],
               calls_by_test: Dict[str, List[tuple]],
-              given: Optional[Dict[str, str]] = None, setup: str = "") -> List[Dict[str, str]]:
+              given: Optional[Dict[str, str]] = None, setup: str = "",
+              handed: Iterable[str] = ()) -> List[Dict[str, str]]:
     """Every flag of a submission: ``{"test", "source", "detail"}``.
 
     Args:
@@ -216,8 +232,10 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
         given: answer id -> the code the release wrote in that answer cell (not flagged).
         setup: the instructor's set-up cell: what it imports from ``qkv`` is given, not
             delegation, however the answer reaches it (``qkv.split_heads``).
+        handed: the release's other code cells that are neither answers nor tests: what of
+            ``qkv`` they use is given too (:func:`given_by_release`).
     """
-    from_setup = given_by_setup(setup)
+    from_setup = given_by_setup(setup) | given_by_release(handed)
     flags = []
     added_names, unread, failed = _added_names(added)
     if unread:
