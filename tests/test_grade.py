@@ -591,6 +591,58 @@ def test_the_grading_threads_judge_one_at_a_time(monkeypatch):
     assert most[0] == 1
 
 
+def test_a_submission_not_graded_keeps_its_earlier_grade_flagged_until_it_is(
+        empty_course, tmp_path, fake_sandbox, monkeypatch, capsys):
+    """instr8: ann handed in again and the grader failed on it (or a merge found no result for
+    it): the gradebook still holds her earlier submission's grade, and the export gave it as
+    current with nothing marking it. It is kept (a score given by hand too), flagged in
+    formgrader and in the export, and said; grading the new submission lifts the flag."""
+    from nbgrader.api import Gradebook
+
+    from qkv_course.grade import checks_api
+    from qkv_course.nbgrader import provisional
+
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db) as gb:  # a person grades the written answer, as formgrader saves it
+        grade = gb.find_grade(class_.WRITTEN, "scaling", gc.ASSIGNMENT, "ann")
+        grade.manual_score, grade.needs_manual_grade = 1.0, False
+        gb.db.commit()
+        before = gb.find_submission(gc.ASSIGNMENT, "ann").score
+
+    def state():
+        with Gradebook(db) as gb:
+            row = provisional.rows(gb, [gc.ASSIGNMENT], ["ann"])[0]
+            nb = gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "ann")
+            manual = gb.find_grade(class_.WRITTEN, "scaling", gc.ASSIGNMENT, "ann").manual_score
+            return nb.score, nb.flagged, row["flagged"], manual
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in a check")
+
+    gc.submit(course, "ann", class_.submission("blank"))
+    monkeypatch.setattr(checks_api, "judge", broken)
+    capsys.readouterr()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert "1 submission(s) in gradebook.db still hold the grade of an EARLIER submission " \
+           f"(ann {gc.ASSIGNMENT}/scaling)" in out
+    assert state() == (before, True, True, 1.0)
+    monkeypatch.undo()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    score, flagged, exported, manual = state()
+    assert score == 1.0 and not flagged and not exported and manual == 1.0  # blank, + by hand
+    # A merge that finds no result for the submission as it is now: the same.
+    gc.submit(course, "ann", class_.submission("model"))
+    capsys.readouterr()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--merge"]) == 1
+    out = capsys.readouterr().out
+    assert "NOT MERGED" in out and "the grade of an EARLIER submission" in out
+    assert state() == (1.0, True, True, 1.0)
+
+
 def test_a_submission_s_time_grows_with_the_checks_that_train():
     """The default limit of a whole submission: 120 s, plus each call's own limit for a check
     that trains or samples; the capstone (whose ablation trains models) gets that time, a

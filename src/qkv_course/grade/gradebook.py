@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..nbgrader.graded import ERROR_ON_TIMEOUT, nbgrader_meta
 from ..usage import UsageError
-from . import records
+from . import outdated, records
 from .judge import PASS, TIMEOUT
 from .plan import Plan, text
 from .submission import read_regular
@@ -356,6 +356,8 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                                unread=bool(record.get("unreadable")))
                 if record.get("flags"):  # formgrader's flag column shows it to whoever grades
                     gb.find_submission_notebook(plan.notebook, assignment, student).flagged = True
+                # A grade flagged as an earlier submission's is current again.
+                outdated_mark = outdated.lift(gb, course, student, assignment, notebook, record)
                 gb.db.flush()
                 _late_penalty(gb, late, plan, student)
                 gb.db.commit()  # one submission's grades together
@@ -367,6 +369,8 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 continue
             # After the commit: an interrupted write is done again by the next run.
             mark.write_text(f"{digest} {records.sha256(written_nb)}", encoding="utf-8")
+            if outdated_mark is not None:
+                outdated_mark.unlink(missing_ok=True)
             written += 1
     return written
 

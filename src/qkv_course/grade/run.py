@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..usage import UsageError, did_you_mean
-from . import checks_api, flags, gradebook, judge, records, submission
+from . import checks_api, flags, gradebook, judge, outdated, records, submission
 from .summary import Summary, course_option, printable, report, summary_line
 from .plan import SETUP, Plan, course_key, notebooks, plan, text
 
@@ -372,8 +372,11 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         echo(f"--compare: {len(lines)} disagreement(s) with nbgrader's gradebook; "
              "gradebook.db and autograded/ left as they were")
     elif shard is None:
-        skip = {(j[0], j[1].notebook) for j in stale} if merge else set()
+        # Not graded now: an earlier submission's result is not written as if current, and
+        # the gradebook's grade of it is flagged.
+        skip = {(j[0], j[1].notebook) for j in stale} if merge else set(summary.not_graded)
         summary.written = gradebook.write(course, plans, skip=skip, failed=summary.left_out)
+        summary.outdated = outdated.flag(course, assignment, skip)
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -397,6 +400,7 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
         except Exception as e:  # noqa: BLE001 (the grader's own failure: record nothing, say it)
             with lock, checks_api.OUTPUT:
                 summary.errors += 1
+                summary.not_graded.append((student, p.notebook))
                 line = printable(f"{student} {p.assignment}/{p.notebook}: NOT GRADED, the "
                                  f"grader failed ({type(e).__name__}: {e}); nothing recorded, a "
                                  "rerun grades it")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import outdated
 from .judge import PASS
 
 
@@ -24,6 +25,10 @@ class Summary:
     #: Lines about submissions left out of the gradebook: a notebook under another name, a
     #: submission a merge found no current result file for.
     left_out: List[str] = field(default_factory=list)
+    #: ``(student, notebook)`` of each submission the grader failed on.
+    not_graded: List[Tuple[str, str]] = field(default_factory=list)
+    #: The gradebook's grades left from an earlier submission, flagged (:mod:`.outdated`).
+    outdated: List[str] = field(default_factory=list)
 
 
 def printable(text: str) -> str:
@@ -100,6 +105,8 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
         lines.append(f"{summary.errors} submission(s) NOT graded because the grader failed: "
                      "run the same command again")
     lines += map(printable, summary.left_out)
+    if summary.outdated:
+        lines.append(printable(outdated.summary_line(summary.outdated)))
     if shard is None:
         lines.append(f"gradebook.db and autograded/: {summary.written} submission(s) written "
                      "(the others unchanged since the last run)"

@@ -13,7 +13,9 @@ model answer, and ``grades.csv`` holds a total that will still change, with noth
   quoted, plus ``needs_manual_grading`` (nbgrader's flag, as formgrader shows it: an answer waits
   for a person, or a hand-given score is to be reviewed after autograding again) and
   ``ungraded_points`` (the points of the answers nobody has scored: while it is above 0, the
-  total is provisional).
+  total is provisional), and ``flagged`` (formgrader's flag on one of its notebooks: for a
+  person to read before the total is used; ``qkv grade`` sets it on a flag of its own and on a
+  grade that is of an earlier submission than the current one, which could not be graded).
 
 Enable both in ``nbgrader_config.py``::
 
@@ -47,7 +49,7 @@ TEMPLATE = "feedback_qkv"
 # nbgrader's columns, in its order (LMS imports set up for nbgrader's file keep working), then ours.
 COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
            "raw_score", "late_submission_penalty", "score", "max_score",
-           "needs_manual_grading", "ungraded_points"]
+           "needs_manual_grading", "ungraded_points", "flagged"]
 
 
 def template_dirs() -> List[str]:
@@ -139,7 +141,7 @@ def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterab
                    "first_name": student.first_name, "email": student.email,
                    "max_score": assignment.max_score, "timestamp": "", "raw_score": 0.0,
                    "late_submission_penalty": 0.0, "score": 0.0, "needs_manual_grading": False,
-                   "ungraded_points": 0.0}
+                   "ungraded_points": 0.0, "flagged": False}
             try:
                 submission = gradebook.find_submission(assignment.name, student.id)
             except MissingEntry:
@@ -151,7 +153,8 @@ def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterab
                        late_submission_penalty=penalty,
                        score=max(0.0, submission.score - penalty),
                        needs_manual_grading=bool(submission.needs_manual_grade),
-                       ungraded_points=ungraded)
+                       ungraded_points=ungraded,
+                       flagged=any(nb.flagged for nb in submission.notebooks))
             out.append(row)
     return out
 
@@ -172,3 +175,8 @@ class ProvisionalCsvExport(ExportPlugin):
         if pending:
             self.log.warning("%d of %d totals in %s are provisional: answers wait for grading "
                              "by hand (column ungraded_points)", pending, len(table), dest)
+        flagged = sum(1 for row in table if row["flagged"])
+        if flagged:
+            self.log.warning("%d of %d rows in %s are flagged for review in formgrader (column "
+                             "flagged; `qkv grade` says why): read them before using their "
+                             "totals", flagged, len(table), dest)
