@@ -49,6 +49,27 @@ def test_a_folder_s_copies_of_a_notebook_are_left_out_unless_named(tmp_path):
     assert [p for p, _ in find_notebooks([named])] == [named]
 
 
+def test_a_folder_s_notebook_that_cannot_be_read_is_said_with_how_to_fix_it(tmp_path, capsys):
+    """instr8: a notebook with a byte that is not UTF-8 was skipped without a word (and a folder
+    of only that one said "no assignment notebooks"): the student never learnt that their own
+    notebook cannot be read."""
+    from qkv_course.progress import find_notebooks
+
+    folder = tmp_path / "06-masking"
+    folder.mkdir()
+    text = nbformat.writes(submission({})).replace("def ", "# caf\u00e9\ndef ", 1)
+    (folder / "masking.ipynb").write_bytes(text.encode().replace(b"caf\xc3\xa9", b"caf\xe9"))
+    code, out, err = _progress(capsys, folder)
+    assert code == 2 and "no assignment notebooks (with graded cells) in this folder that can " \
+        "be read (1 cannot: above)" in err
+    assert f"{folder / 'masking.ipynb'}: not a notebook ('utf-8' codec can't decode" in out
+    assert "NOT RUN" in out and "save it as UTF-8" in out and "iconv" in out, out
+    nbformat.write(submission({}), str(folder / "mine.ipynb"))
+    unread = []
+    assert [p.name for p, _ in find_notebooks([folder], unread)] == ["mine.ipynb"]
+    assert unread == [folder / "masking.ipynb"] and "NOT RUN" in capsys.readouterr().out
+
+
 def test_blank_exercise_fails_and_says_what_is_not_written(capsys):
     code, out, _ = _progress(capsys, EXERCISE.parent, "--timeout", 60)
     assert code == 1

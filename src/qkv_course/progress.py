@@ -47,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     """Run and report every notebook named; 0 if all autograded tests pass, else 1."""
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive whole number of seconds")
-    notebooks = find_notebooks([Path(p) for p in args.paths])
-    all_pass = True
+    unread: List[Path] = []
+    notebooks = find_notebooks([Path(p) for p in args.paths], unread)
+    all_pass = not unread  # a notebook that cannot be read cannot be graded either
     for path, nb in notebooks:
         executed = execute(nb, path.parent, args.timeout, args.kernel)
         found = questions(executed)
@@ -57,11 +58,14 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all_pass else 1
 
 
-def find_notebooks(paths: Iterable[Path]) -> List[Tuple[Path, Any]]:
+def find_notebooks(paths: Iterable[Path],
+                   unread: Optional[List[Path]] = None) -> List[Tuple[Path, Any]]:
     """The assignment notebooks (those with graded cells) among ``paths``, read.
 
     Args:
         paths: notebooks, or folders searched (recursively) for notebooks.
+        unread: where a folder's notebooks that cannot be read are appended (each is said,
+            with how to fix it).
 
     Returns:
         ``(path, notebook)`` pairs, in the order given (a folder's sorted).
@@ -88,10 +92,14 @@ def find_notebooks(paths: Iterable[Path]) -> List[Tuple[Path, Any]]:
         for p in copies:
             print(f"{p}: skipped, a copy of {_copy_of(p).name} (name it to run it)")
         inside = [p for p in inside if p not in copies]
-        graded = [(p, nb) for p in inside for nb in [_read_quietly(p)]
+        bad: List[Path] = []
+        graded = [(p, nb) for p in inside for nb in [_read_quietly(p, bad)]
                   if nb is not None and any(is_graded(c) for c in nb.cells)]
+        if unread is not None:
+            unread += bad
         if not graded:
-            raise UsageError(f"{path}: no assignment notebooks (with graded cells) in this folder")
+            raise UsageError(f"{path}: no assignment notebooks (with graded cells) in this folder"
+                             + (f" that can be read ({len(bad)} cannot: above)" if bad else ""))
         found.extend(graded)
     return found
 
@@ -109,11 +117,20 @@ def _skipped(relative: Path) -> bool:
     return any(part.startswith(".") or part in _SKIP for part in relative.parts[:-1])
 
 
-def _read_quietly(path: Path) -> Any:
+def _read_quietly(path: Path, bad: List[Path]) -> Any:
+    """The notebook, or None; one that cannot be read is said (it may be the student's
+    assignment: the grader cannot read it either) and appended to ``bad``."""
     try:
         return read_notebook(path)
-    except UsageError:
-        return None  # in a folder, a broken file is not what the student asked about
+    except UsageError as e:
+        fix = ("save it as UTF-8 in the editor that last saved it, or with `iconv -f latin1 -t "
+               "utf-8`" if "codec" in str(e) else "open it in Jupyter and save it; if Jupyter "
+               "cannot open it either, go back to your last good copy (File > Revert Notebook "
+               "to Checkpoint, or .ipynb_checkpoints/)")
+        print(f"{e}: NOT RUN, and the grader cannot read it as it is "
+              f"either (if it is your assignment): {fix}; then run `qkv progress` again")
+        bad.append(path)
+        return None
 
 
 def execute(nb: Any, folder: Path, timeout: int, kernel: str) -> Any:
