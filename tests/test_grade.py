@@ -244,6 +244,11 @@ def test_a_merge_says_which_submissions_have_no_current_result(empty_course, tmp
     out = capsys.readouterr().out
     assert "ben 04-scaling/scaling: NOT MERGED" in out and "cat 04-scaling/scaling: NOT MERGED" in out
     assert "2 LEFT OUT" in out
+    # What the merge did, not "0 graded ... (--force grades them again)" (instr8: an invitation
+    # to grade the whole class again).
+    assert f"qkv grade {gc.ASSIGNMENT} --merge: 1 submission(s) with a current result file, " \
+           "2 NOT MERGED (below); nothing graded here;" in out
+    assert "--force" not in out and "0 graded" not in out
     # What it suggests runs as printed, from wherever the merge was run.
     assert f"run `qkv grade {gc.ASSIGNMENT} --student ben --course {course}`" in out
     assert sorted(gc.scores(course)) == ["ann"]

@@ -346,13 +346,14 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
     stale = found if force and not merge else [j for j in found if not records.current(
         records.path_of(course, j[0], assignment, j[1].notebook), records.submission_sha(j[2]),
         j[1].digest())]
+    summary.current, summary.merged = len(found) - len(stale), merge
     if not merge:
-        summary.current = len(found) - len(stale)
         if stale:
             _grade_all(course, plans, stale, jobs, unsafe, limits or judge.Timeouts(),
                        submission_s, summary, echo)
     else:
         check_plans(plans)
+        summary.not_merged = len(stale)
         # A shard that did not finish, or a submission changed since it was graded: its old
         # result (if any) is not written as if it were the grade.
         for student, p, _ in stale:

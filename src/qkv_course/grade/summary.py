@@ -29,6 +29,9 @@ class Summary:
     not_graded: List[Tuple[str, str]] = field(default_factory=list)
     #: The gradebook's grades left from an earlier submission, flagged (:mod:`.outdated`).
     outdated: List[str] = field(default_factory=list)
+    #: ``--merge``: nothing was graded; how many submissions had no current result file.
+    merged: bool = False
+    not_merged: int = 0
 
 
 def printable(text: str) -> str:
@@ -93,10 +96,16 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
            course: Any = ".") -> str:
     """The run's closing lines."""
     rate = summary.graded / summary.seconds if summary.seconds and summary.graded else 0.0
-    lines = [f"qkv grade {assignment}: {summary.graded} graded, {summary.current} already "
-             f"graded (--force grades them again); of those graded, {summary.unreadable} "
-             f"unreadable, {summary.sandbox_failed} stopped by the sandbox, {summary.flagged} "
-             f"flagged for review; {summary.seconds:.1f} s ({rate:.2f} notebooks/s)"]
+    if summary.merged:  # graded nothing: what it merged, and what it could not
+        lines = [f"qkv grade {assignment} --merge: {summary.current} submission(s) with a "
+                 f"current result file, {summary.not_merged} NOT MERGED (below); nothing graded "
+                 f"here; {summary.seconds:.1f} s"]
+    else:
+        lines = [f"qkv grade {assignment}: {summary.graded} graded, {summary.current} already "
+                 f"graded (--force grades them again); of those graded, {summary.unreadable} "
+                 f"unreadable, {summary.sandbox_failed} stopped by the sandbox, "
+                 f"{summary.flagged} flagged for review; {summary.seconds:.1f} s "
+                 f"({rate:.2f} notebooks/s)"]
     if summary.unreadable:
         lines.append(f"{summary.unreadable} submission(s) NOT GRADED because the notebook could "
                      "not be read (above, with how to fix it): each is recorded as 0 and "
