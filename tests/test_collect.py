@@ -66,3 +66,24 @@ def test_a_file_that_maps_to_no_student_stops_the_collection(tmp_path, stray):
     proc = _zip_collect(course)
     assert proc.returncode != 0
     assert stray in proc.stderr and "zip_collect:" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_the_error_says_where_a_rename_works_and_doing_so_collects_the_file(tmp_path):
+    """instr8: the error said "rename or remove the file" at its extracted path, where a rename
+    is undone (each run extracts the archive again, and without --force stops at the folder).
+    It names the archive folder; doing what it says collects the file."""
+    stray = f"frank_{NOTEBOOK[:-6]} (1).ipynb"
+    course = _course(tmp_path, [f"alice_{NOTEBOOK}", stray])
+    proc = _zip_collect(course)
+    archive = course / "downloaded" / ASSIGNMENT / "archive"
+    assert proc.returncode != 0 and stray in proc.stderr
+    assert f"rename or remove it in {archive}, not in the extracted folder" in proc.stderr
+    assert f"nbgrader zip_collect --force {ASSIGNMENT}" in proc.stderr
+    with zipfile.ZipFile(archive / "download.zip") as zf:  # as it says: unzip there, rename
+        zf.extractall(archive)
+    (archive / "download.zip").rename(archive.parent / "download.zip")
+    (archive / "submissions" / stray).rename(archive / "submissions" / f"frank_{NOTEBOOK}")
+    proc = _zip_collect(course)
+    assert proc.returncode == 0, proc.stderr
+    assert (course / "submitted" / "frank" / ASSIGNMENT / NOTEBOOK).is_file()

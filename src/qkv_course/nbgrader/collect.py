@@ -54,9 +54,21 @@ class StudentFileCollector(FileNameCollectorPlugin):
                 student = name[: -len(notebook) - 1]
                 if not _ID.fullmatch(student):
                     self._fail(f"{submitted_file}: {student!r} is not a usable student id (letters, "
-                               "digits, '.', '_' and '-', starting with a letter or digit); rename the file")
+                               "digits, '.', '_' and '-', starting with a letter or digit); "
+                               + self._how_to_rename())
                 return {"student_id": student, "file_id": notebook}
         self._fail(f"{submitted_file} cannot be mapped to a student: expected <student id>_<notebook>, "
-                   f"where <notebook> is one of {', '.join(released)} (or {ANSWERS}); rename or "
-                   "remove the file")
+                   f"where <notebook> is one of {', '.join(released)} (or {ANSWERS}); "
+                   + self._how_to_rename())
         return None
+
+    def _how_to_rename(self) -> str:
+        """What works: zip_collect extracts the archive again on every run (with --force; without,
+        it stops at the folder it extracted before), so a rename in the extracted folder is undone."""
+        app = self.parent
+        archive = app._format_collect_path(app.archive_directory)
+        return (f"rename or remove it in {archive}, not in the extracted folder (each run extracts "
+                f"the archive again): unzip the archive there (`cd {archive} && unzip <file>.zip "
+                "&& mv <file>.zip ..`), rename or remove the file, and run `nbgrader zip_collect "
+                f"--force {app.coursedir.assignment_id}`; or leave it out of the archive and copy "
+                f"it by hand to submitted/<student id>/{app.coursedir.assignment_id}/<notebook>")
