@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -388,6 +389,7 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
                echo: Callable[[str], None]) -> None:
     sandbox = importlib.import_module(SANDBOX)
     Pool, SandboxUnavailable = sandbox.Pool, sandbox.SandboxUnavailable
+    quiet_libraries()
     key = course_key(course)
     lock = threading.Lock()
     stopping = threading.Event()  # set on Ctrl-C: what the killed sandboxes give is not a grade
@@ -450,6 +452,14 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
         raise UsageError(f"the sandbox cannot run here ({e}); install bubblewrap "
                          "(apt-get install bubblewrap) or, on a machine of your own with no "
                          "student code you distrust, pass --unsafe") from None
+
+
+def quiet_libraries() -> None:
+    """urllib3's warnings (its "SOCKS support ... requires PySocks", from nbgrader's import
+    in a thread during grading) are no student's: kept out of the per-student lines. Set before
+    any thread starts: requests' own filter for it, added during that import, is lost when a
+    check's ``warnings.catch_warnings()`` in another thread ends, and the warning came out."""
+    warnings.filterwarnings("ignore", module=r"urllib3(\.|$)")
 
 
 def main(course: Path, assignment: str, **options: Any) -> int:
