@@ -23,7 +23,7 @@ import grade_class as gc
 import scaling_submissions as class_
 from qkv_course.cli import main as qkv
 from qkv_course.grade import plan as plan_mod
-from qkv_course.grade import records, run
+from qkv_course.grade import one, records, run
 from qkv_course.nbgrader.graded import questions
 
 pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
@@ -725,7 +725,7 @@ def test_the_code_an_answer_cell_is_given_is_not_flagged_but_a_student_s_own_use
 
     root = Path(__file__).resolve().parents[1]
     p = plan_mod.plan(root / "solutions" / "11-capstone" / "capstone.ipynb")
-    given = run._given(p)
+    given = one._given(p)
     assert "qkv.ablation_loss" in given["ablation"]
     assert flags.static_flags("check_ablation", given["ablation"], [], given["ablation"]) == []
     assert flags.static_flags("check_ablation", given["ablation"], [], "")  # without: flagged
@@ -747,9 +747,9 @@ def test_what_the_release_runs_for_the_student_is_given_and_no_flag():
               "    options['window'] = 16\n"
               "    return options, qkv.ablation_loss(options, seed, steps, progress=False)\n")
     sub = submission.Submission(answers={"ablation": answer})
-    assert run._flags(p, sub, tests, {}, "") == []
+    assert one._flags(p, sub, tests, {}, "") == []
     sub = submission.Submission(answers={"ablation": answer + "qkv.Block\n"})
-    assert [f["detail"] for f in run._flags(p, sub, tests, {}, "")] == [
+    assert [f["detail"] for f in one._flags(p, sub, tests, {}, "")] == [
         "ablation: uses the course's reference (qkv.Block)"]
 
 
@@ -808,7 +808,7 @@ def test_the_model_answers_are_not_flagged(source):
     p = plan_mod.plan(source)
     model = {nbgrader_id(c): "".join(c["source"]) for c in json.loads(source.read_text())["cells"]
              if nbgrader_id(c) in p.answers}
-    given = run._given(p)
+    given = one._given(p)
     for test in p.tests:
         for call in test.calls:
             if call.answer in model:
@@ -978,7 +978,7 @@ def test_a_notebook_saved_without_cell_ids_is_read_as_the_release():
 
 
 def test_the_cell_a_sandbox_stopped_in_is_named_as_the_instructor_sees_it():
-    from qkv_course.grade.run import _cell_named
+    from qkv_course.grade.one import _cell_named
 
     run_list = [("setup", ""), ("masked_scores", ""), ("instructor:cell-13", ""), ("added", "")]
     said = [_cell_named(f"the submission's process ended during cell {i}: SIGKILL", run_list)

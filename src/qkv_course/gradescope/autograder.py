@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from ..grade import judge, run
+from ..grade import judge, one, run
 from ..grade.plan import course_key
 from ..usage import UsageError
 
@@ -41,7 +41,7 @@ def results_json(record: Dict[str, Any], sandboxed: bool, why: str = "") -> Dict
     """Gradescope's ``results.json`` from a result record.
 
     Args:
-        record: what the engine decided (:func:`qkv_course.grade.run.grade_one`), kept whole in
+        record: what the engine decided (:func:`qkv_course.grade.one.grade_one`), kept whole in
             ``extra_data.qkv`` for ``qkv report``.
         sandboxed: whether the submission's code ran in bubblewrap's sandbox.
         why: when it did not, what stopped the sandbox (said in the output).
@@ -96,7 +96,7 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
     def grade(pool: Any) -> Dict[str, Any]:
         run.warm(pool, 1)  # the sandbox starts while this process imports the checks
         run.limit_submissions(pool, {p.notebook: p}, None)
-        return run.grade_one(pool, job, key, limits or judge.Timeouts())
+        return one.grade_one(pool, job, key, limits or judge.Timeouts())
 
     def said_first(result: Dict[str, Any]) -> Dict[str, Any]:
         """The student reads the results' output: which of their files was graded, first."""
