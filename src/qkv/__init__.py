@@ -13,6 +13,7 @@ from .bottleneck import (  # noqa: F401
     bahdanau_attention,
 )
 from .capstone import (  # noqa: F401
+    CHAPTER_ABLATIONS,
     ablation_baseline,
     ablation_loss,
     attention_forward,
@@ -122,6 +123,7 @@ __all__ = [
     "AdditiveAttention",
     "AttentionOnlyTransformer",
     "Block",
+    "CHAPTER_ABLATIONS",
     "CausalSelfAttention",
     "CharTokenizer",
     "DecoderLM",
