@@ -646,6 +646,19 @@ def test_a_submission_not_graded_keeps_its_earlier_grade_flagged_until_it_is(
     out = capsys.readouterr().out
     assert "NOT MERGED" in out and "the grade of an EARLIER submission" in out
     assert state() == (1.0, True, True, 1.0)
+    # A flag a person set before the grade was marked outdated is theirs: grading the current
+    # submission lifts the mark's flag, not that one.
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert not state()[1]
+    with Gradebook(db) as gb:
+        gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "ann").flagged = True
+        gb.db.commit()
+    gc.submit(course, "ann", class_.submission("blank"))
+    monkeypatch.setattr(checks_api, "judge", broken)
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    monkeypatch.undo()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert state()[1] and state()[2]
 
 
 def test_a_submission_s_time_grows_with_the_checks_that_train():

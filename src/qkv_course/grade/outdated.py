@@ -6,8 +6,9 @@ handed in before. Nothing of it is removed (a score given by hand stays), but it
 for the current grade: the submission's notebook is flagged (formgrader's flag column, and the
 ``flagged`` column of ``nbgrader export`` with :mod:`qkv_course.nbgrader.provisional`), and a
 mark beside its autograded notebook says why. The next time a result for it is written to the
-gradebook, :func:`lift` takes that flag away again (unless the new result has flags of its
-own).
+gradebook, :func:`lift` takes that flag away again, unless the new result has flags of its
+own or the notebook was flagged already when it was marked (a person's flag stays; one a
+person sets while the mark is there cannot be told from the mark's, and is lifted with it).
 """
 
 from __future__ import annotations
@@ -38,14 +39,18 @@ def flag(course: Path, assignment: str, pairs: Iterable[Tuple[str, str]]) -> Lis
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student, notebook in pairs:
             try:
-                gb.find_submission_notebook(notebook, assignment, student).flagged = True
+                nb = gb.find_submission_notebook(notebook, assignment, student)
             except MissingEntry:
                 continue
-            gb.db.commit()
             mark = mark_path(course, student, assignment, notebook)
+            # Flagged before (by a person, or for what the grade itself holds): the flag is
+            # theirs, and stays when the current submission is graded.
+            theirs = bool(nb.flagged) and not mark.is_file() or _kept(mark)
+            nb.flagged = True
+            gb.db.commit()
             mark.parent.mkdir(parents=True, exist_ok=True)
             mark.write_text("the gradebook's grade is of an earlier submission: the current one "
-                            "was not graded\n", encoding="utf-8")
+                            "was not graded\n" + (_KEEP if theirs else ""), encoding="utf-8")
             flagged.append(f"{student} {assignment}/{notebook}")
     return flagged
 
@@ -58,9 +63,21 @@ def lift(gb: Any, course: Path, student: str, assignment: str, notebook: str,
     mark = mark_path(course, student, assignment, notebook)
     if not mark.is_file():
         return None
-    if not record.get("flags"):
+    if not record.get("flags") and not _kept(mark):
         gb.find_submission_notebook(notebook, assignment, student).flagged = False
     return mark
+
+
+#: The mark's line saying the notebook was flagged before it was marked outdated.
+_KEEP = "it was flagged before: that flag stays\n"
+
+
+def _kept(mark: Path) -> bool:
+    """Whether the notebook was flagged before :func:`flag` marked it (its flag is kept)."""
+    try:
+        return _KEEP in mark.read_text(encoding="utf-8")
+    except OSError:
+        return False
 
 
 def summary_line(names: List[str]) -> str:
