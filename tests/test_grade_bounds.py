@@ -16,7 +16,7 @@ import torch
 
 from qkv.checks.harness import split_outcome
 from qkv_course.calls import Call
-from qkv_course.grade import flags, judge, submission
+from qkv_course.grade import flags, judge, notebook_file, submission
 
 
 def test_a_flood_of_notices_is_cut_to_a_few_short_ones():
@@ -75,7 +75,7 @@ def test_a_lone_surrogate_becomes_a_character_utf8_can_write(tmp_path: Path):
     path = tmp_path / "scaling.ipynb"
     path.write_text('{"cells": [{"cell_type": "markdown", "source": "a \\ud800 b \\ud83d\\ude00"}],'
                     ' "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
-    data = submission.load(path)
+    data = notebook_file.load(path)
     source = data["cells"][0]["source"]
     assert source == "a \ufffd b \U0001F600"
     json.dumps(data, ensure_ascii=False).encode("utf-8")  # what writing the notebook needs
@@ -99,16 +99,16 @@ def test_a_path_that_is_not_a_regular_file_is_never_read(tmp_path: Path):
     (folder / "timestamp.txt").symlink_to("/dev/zero")
     start = time.perf_counter()
     try:
-        submission.load(folder / "scaling.ipynb")
+        notebook_file.load(folder / "scaling.ipynb")
         raise AssertionError("a link was read as the notebook")
-    except submission.Unreadable as e:
+    except notebook_file.Unreadable as e:
         assert "is a link" in str(e)
-    answers, problem = submission.first_answers(folder)
+    answers, problem = notebook_file.first_answers(folder)
     assert answers == {} and "is a link" in problem
     assert gradebook._stamp_text(tmp_path, "eve", "04-scaling") == ""
     os.unlink(folder / "qkv_answers.json")
     os.mkfifo(folder / "qkv_answers.json")  # the FIFO itself, no link
-    answers, problem = submission.first_answers(folder)
+    answers, problem = notebook_file.first_answers(folder)
     assert answers == {} and "not a regular file" in problem
     assert time.perf_counter() - start < 5
 
@@ -123,9 +123,9 @@ def _notebook(tmp_path: Path, cells: str, key: str = "cell_type") -> Path:
 def _refused(path: Path, words: str) -> None:
     start = time.perf_counter()
     try:
-        submission.load(path)
+        notebook_file.load(path)
         raise AssertionError("read")
-    except submission.Unreadable as e:
+    except notebook_file.Unreadable as e:
         assert words in str(e), str(e)
     assert time.perf_counter() - start < 5
 
@@ -166,7 +166,7 @@ def test_a_record_keeps_no_lone_surrogate_from_what_the_student_s_code_said():
     and the autograded notebook must still be writable."""
     record = {"tests": [{"message": "it raised ValueError: bad \ud800 char"}],
               "answers": {"f": "x = '\udc80'"}}
-    clean = submission.no_lone_surrogates(record)
+    clean = notebook_file.no_lone_surrogates(record)
     json.dumps(clean, ensure_ascii=False).encode("utf-8")
     assert clean["tests"][0]["message"] == "it raised ValueError: bad \ufffd char"
 
@@ -218,7 +218,7 @@ def test_a_cell_the_parser_fails_on_is_a_flag_and_grading_goes_on():
 def test_a_notebook_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path):
     # 127 MiB of short strings took 12 s of the interpreter's lock (every grading thread) and
     # 2 GB to parse; the limit refuses it unread, and says how to fix it.
-    assert submission.MAX_BYTES == 64 << 20
+    assert notebook_file.MAX_BYTES == 64 << 20
     path = tmp_path / "scaling.ipynb"
     with path.open("w") as f:
         f.write('{"cells": [], "metadata": {"pad": [')

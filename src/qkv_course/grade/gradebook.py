@@ -38,7 +38,7 @@ from ..usage import UsageError
 from . import outdated, records
 from .judge import PASS, TIMEOUT
 from .plan import Plan, text
-from .submission import read_regular
+from .notebook_file import read_regular
 
 WAITS = ("qkv grade judges only the checks' calls: this test cell calls none, so a person "
          "grades it in formgrader")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import checks_api, flags, judge, records, submission
+from . import checks_api, flags, judge, notebook_file, records, submission
 from .plan import SETUP, Plan, text
 
 Job = Tuple[str, Plan, Path]  # student, the notebook's plan, the submitted file
@@ -43,7 +43,7 @@ def _flags(p: Plan, sub: submission.Submission, tests_json: List[Dict[str, Any]]
     calls = {t.grade_id: [(c.check, c.answer) for c in t.calls] for t in p.tests}
     # What the file itself holds wrong first (the line of the run shows the first flag).
     found = [{"test": "", "source": "file", "detail": problem} for problem in sub.problems
-             if problem.startswith(submission.NOT_UTF8)]
+             if problem.startswith(notebook_file.NOT_UTF8)]
     found += flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
                              given=_given(p), setup=p.setup, handed=p.handed())
     found += [{"test": "", "source": "static", "detail": problem} for problem in sub.problems
@@ -82,7 +82,7 @@ def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
 def grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
     """Grade one submitted notebook in a fresh sandbox; its record (not yet written), every
     string of it writable as UTF-8 (what the student's code said may hold a lone surrogate)."""
-    return submission.no_lone_surrogates(_grade_one(pool, job, key, limits))
+    return notebook_file.no_lone_surrogates(_grade_one(pool, job, key, limits))
 
 
 def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[str, Any]:
@@ -90,12 +90,12 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     sha = records.submission_sha(path)
     read_as: List[str] = []  # what was odd about the file itself (bytes not UTF-8)
     try:
-        sub = submission.read(submission.load(path, read_as), p)
-    except submission.Unreadable as e:
+        sub = submission.read(notebook_file.load(path, read_as), p)
+    except notebook_file.Unreadable as e:
         return _unreadable(student, p, sha, str(e))
     sub.problems[:0] = read_as
     run = submission.cells_to_run(p, sub)
-    answers, answers_problem = submission.first_answers(path.parent)
+    answers, answers_problem = notebook_file.first_answers(path.parent)
     start = time.monotonic()
     with pool.submission([source for _, source in run]) as box:
         tests = judge.grade(box, p, key, student, limits, answers)
