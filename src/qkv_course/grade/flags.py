@@ -34,6 +34,12 @@ FORBIDDEN = {"softmax": SOFTMAX, "question": (), "dot_product_variance": (),
              "causal_mask_bottom_right": ("lower_right", "upper_left", "subsequent_mask")}
 
 
+#: What an exercise's text tells the student to call, by exercise: an answer's use of it is
+#: no delegation (assignment 11's ablation starts from ``qkv.ablation_baseline()``, measures
+#: with ``qkv.ablation_loss`` and may avoid the chapter's own changes).
+HANDED = {"ablation": {"qkv.ablation_baseline", "qkv.ablation_loss", "qkv.CHAPTER_ABLATIONS"}}
+
+
 class NotRead(Exception):
     """The parser itself failed on a piece of code (not a syntax error: ``MemoryError`` on
     ``"-" * 100000``, ``RecursionError``, ...): what it names is unknown, a person reads it."""
@@ -193,21 +199,6 @@ def given_by_setup(setup: str) -> Set[str]:
             if isinstance(node, ast.ImportFrom) and node.module == "qkv" for a in node.names}
 
 
-def given_by_release(cells: Iterable[str]) -> Set[str]:
-    """``{"qkv.ablation_baseline", ...}``: what of ``qkv`` the release's own code cells use
-    (its set-up, and the cells it runs for the student: neither answers nor tests). The
-    assignment hands these to the student (assignment 11 prints ``qkv.ablation_baseline()``
-    and says to change it): an answer's use of one is no delegation."""
-    found: Set[str] = set()
-    for source in cells:
-        found |= given_by_setup(source)
-        try:
-            found |= {n for n in names_in(source) if n.startswith("qkv.")}
-        except NotRead:
-            pass  # the instructor's own cell: then it gives nothing
-    return found
-
-
 def _less_given(names: Set[str], given: Set[str]) -> Set[str]:
     """``names`` without the set-up's given pieces (and without ``qkv`` itself when every use
     of it was one of them)."""
@@ -220,8 +211,7 @@ def _less_given(names: Set[str], given: Set[str]) -> Set[str]:
 
 def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str],
               calls_by_test: Dict[str, List[tuple]],
-              given: Optional[Dict[str, str]] = None, setup: str = "",
-              handed: Iterable[str] = ()) -> List[Dict[str, str]]:
+              given: Optional[Dict[str, str]] = None, setup: str = "") -> List[Dict[str, str]]:
     """Every flag of a submission: ``{"test", "source", "detail"}``.
 
     Args:
@@ -232,30 +222,29 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
         given: answer id -> the code the release wrote in that answer cell (not flagged).
         setup: the instructor's set-up cell: what it imports from ``qkv`` is given, not
             delegation, however the answer reaches it (``qkv.split_heads``).
-        handed: the release's other code cells that are neither answers nor tests: what of
-            ``qkv`` they use is given too (:func:`given_by_release`).
     """
-    from_setup = given_by_setup(setup) | given_by_release(handed)
+    from_setup = given_by_setup(setup)
     flags = []
     added_names, unread, failed = _added_names(added)
     if unread:
         flags.append({"test": "", "source": "static", "detail": (
             f"the added cells hold more than {STATIC_CHARS:,} characters: the rest was not "
             "read for flags")})
-    names: Dict[str, Set[str]] = {}  # answer id -> the names its code uses, read once
+    names: Dict[Tuple[str, str], Set[str]] = {}  # (answer id, check) -> the names it uses
     for test in record_tests:
         for notice in list(dict.fromkeys(test.get("notices", [])))[:_NOTICES]:
             flags.append({"test": test["grade_id"], "source": "sandbox", "detail": notice[:300]})
         for check, answer in calls_by_test.get(test["grade_id"], []):
             if check == "check_question":
                 continue
-            if answer not in names:
+            if (answer, check) not in names:
                 why: List[str] = []
-                names[answer] = _less_given(_answer_names(
+                handed = HANDED.get(check[len("check_"):], set())
+                names[answer, check] = _less_given(_answer_names(
                     answers.get(answer, ""), added_names, (given or {}).get(answer, ""), why),
-                    from_setup)
+                    from_setup | handed)
                 failed += [f"the answer cell {answer}, {w}" for w in why]
-            for detail in _delegates(check, names[answer]):
+            for detail in _delegates(check, names[answer, check]):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})
     # A cell the parser failed on is a flag for a person, never the end of grading.

@@ -45,7 +45,7 @@ def _flags(p: Plan, sub: submission.Submission, tests_json: List[Dict[str, Any]]
     found = [{"test": "", "source": "file", "detail": problem} for problem in sub.problems
              if problem.startswith(notebook_file.NOT_UTF8)]
     found += flags.flags_for(tests_json, sub.answers, [s for _, s in sub.added], calls,
-                             given=_given(p), setup=p.setup, handed=p.handed())
+                             given=_given(p), setup=p.setup)
     found += [{"test": "", "source": "static", "detail": problem} for problem in sub.problems
               if problem.startswith("the answer cell")]
     asked = {c.question for t in p.tests for c in t.calls if c.check == judge.QUESTION}

@@ -85,13 +85,6 @@ class Plan:
                             for t in self.tests], sorted(self.manual_tests.items())])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def handed(self) -> List[str]:
-        """The release's code cells that are neither answers nor tests (the set-up, a cell
-        that prints ``qkv.ablation_baseline()``): the instructor's code, run for the student."""
-        return [text(c.get("source")) for c in _cells(self.skeleton)
-                if c.get("cell_type") == "code" and not nbgrader_meta(c).get("solution")
-                and not nbgrader_meta(c).get("grade")]
-
 
 def _cells(nb: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [c for c in nb.get("cells", []) if isinstance(c, dict)]
