@@ -777,6 +777,21 @@ def test_the_checks_own_references_are_flagged_but_a_check_called_to_try_an_answ
         "check_softmax", delegates, [])
 
 
+def test_a_cell_in_ipython_s_syntax_is_read_for_flags_as_the_sandbox_runs_it():
+    """The sandbox runs cells through IPython: a cell magic's body (%%capture) or a line
+    magic's code (%time) defines answers there, and hid them from the static reading, which
+    took the cell for a syntax error that defines nothing (found by an attack walk)."""
+    from qkv_course.grade import flags
+
+    hidden = ("%%capture\nimport qkv.scaling as _s\n"
+              "def attention_scores(q, k, scale=None):\n    return _s.attention_scores(q, k)\n")
+    assert "uses the course's reference (qkv.scaling)" in flags.static_flags(
+        "check_attention_scores", hidden, [])
+    timed = "!echo hi\n%time attention_scores = qkv.attention_scores\n"
+    assert "uses the course's reference (qkv.attention_scores)" in flags.static_flags(
+        "check_attention_scores", "", [timed])
+
+
 def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_course, tmp_path,
                                                                        fake_sandbox):
     """A task's answer is written in the markdown cell below it ("*Your list of bugs:*") or in a

@@ -16,6 +16,7 @@ the student, the test and what was seen, from two sources:
 from __future__ import annotations
 
 import ast
+import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 SOFTMAX = ("softmax",)
@@ -46,14 +47,39 @@ class NotRead(Exception):
 
 
 def _parse(source: str) -> Optional[ast.AST]:
-    """The code's tree; ``None`` for code that does not compile (it defines nothing in the
-    sandbox either); :class:`NotRead` when the parser fails in any other way."""
+    """The code's tree, read as Python after :func:`_without_magics`; ``None`` for code that
+    does not compile even so (it defines nothing in the sandbox either); :class:`NotRead` when
+    the parser fails in any other way."""
     try:
-        return ast.parse(source)
+        try:
+            return ast.parse(source)
+        except SyntaxError:
+            return ast.parse(_without_magics(source))
     except (SyntaxError, ValueError):
         return None
     except Exception as e:  # MemoryError, RecursionError, anything else of the parser's
         raise NotRead(f"{type(e).__name__}: {str(e)[:100]}".rstrip(": ")) from None
+
+
+_MAGIC = re.compile(r"^(\s*)(%%?|!)(.*)$")
+
+
+def _without_magics(source: str) -> str:
+    """The Python of a cell that uses IPython's syntax, which the sandbox runs through IPython:
+    a cell magic's body is read as code (``%%capture`` or ``%%writefile`` hides nothing), a
+    line magic's arguments too (``%time f()`` reads ``f()``), a shell line (``!ls``) is none."""
+    lines = source.splitlines()
+    out = []
+    for line in lines:
+        found = _MAGIC.match(line)
+        if not found:
+            out.append(line)
+        elif found.group(2) == "%" and not found.group(3).startswith("%"):
+            rest = found.group(3).split(None, 1)  # the magic's name, then what it runs
+            out.append(found.group(1) + (rest[1] if len(rest) > 1 else "pass"))
+        else:  # a cell magic's first line, or a shell command
+            out.append(found.group(1) + "pass")
+    return "\n".join(out)
 
 
 def names_in(source: str) -> Set[str]:
