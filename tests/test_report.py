@@ -389,6 +389,11 @@ def test_a_results_json_inside_a_students_upload_is_never_read(tmp_path, capsys)
     found = gradescope_records(export)[ASSIGNMENT]
     assert found["ann"]["graded_at"] == "2026-01-01" and "bob" not in found
     assert "names 'ann', who is not a submitter" in capsys.readouterr().err
+    # The export unzipped into a folder of its own (assignment_<id>_export/submission_<id>/),
+    # read from the folder above: the same records, its metadata beside its submissions.
+    found = gradescope_records(tmp_path)[ASSIGNMENT]
+    assert found["ann"]["graded_at"] == "2026-01-01" and "bob" not in found
+    assert "names 'ann', who is not a submitter" in capsys.readouterr().err
 
 
 def test_answers_that_are_none_of_the_choices_count_as_one_mistake():

@@ -29,9 +29,11 @@ def _upload(name: str) -> bool:
 
 def where_autograder_writes(rel: Tuple[str, ...]) -> bool:
     """Whether a ``results.json`` at ``rel`` (its path's parts below the folder read) is where
-    the autograder writes one: at the top of a submission's folder, or in a ``results``
-    folder; and in no folder of a student's upload but its own submission folder."""
-    if len(rel) > 2 and rel[-2] != "results":
+    the autograder writes one: at the top of a submission's folder (``submission_<id>`` at any
+    depth, an export unzipped into a folder of its own; or any folder right below the one
+    read), or in a ``results`` folder; and in no folder of a student's upload but its own
+    submission folder."""
+    if len(rel) > 2 and rel[-2] != "results" and not _upload(rel[-2]):
         return False
     return not any(_upload(part) for part in rel[:-2])
 
@@ -74,11 +76,15 @@ def submitters(folder: Path) -> Optional[Dict[str, Set[str]]]:
         return None
 
 
-def claims_another(folder: Path, path: Path, student: str,
-                   who: Optional[Dict[str, Set[str]]]) -> bool:
+def claims_another(path: Path, student: str,
+                   known: Dict[Path, Optional[Dict[str, Set[str]]]]) -> bool:
     """Whether the record at ``path`` names a student who is not a submitter of its
-    submission folder, as the export's metadata lists them (no metadata: it cannot tell)."""
-    if who is None:
+    submission folder (``submission_<id>``), as the export's metadata beside that folder lists
+    them (no metadata: it cannot tell). ``known`` keeps each export's metadata, read once."""
+    folder = path.parent
+    if not _upload(folder.name):
         return False
-    rel = path.relative_to(folder).parts
-    return len(rel) < 2 or student not in who.get(rel[0], set())
+    if folder.parent not in known:
+        known[folder.parent] = submitters(folder.parent)
+    who = known[folder.parent]
+    return who is not None and student not in who.get(folder.name, set())

@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Dict, Iterator, List, Optional, Tuple
+from typing import Collection, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..nbgrader.graded import (BY_HAND, ERROR, FAIL, PASS, TIMEOUT, Outcome, Question, notebooks_in,
                                questions, read_notebook)
@@ -146,7 +146,7 @@ def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
     latest: Dict[Tuple[str, str], Dict] = {}
     seen: Dict[Tuple[str, str], List[Path]] = {}
     anonymous = 0
-    who = exported.submitters(folder)
+    exports: Dict[Path, Optional[Dict[str, Set[str]]]] = {}  # each export's submitters
     for path in gradescope_files(folder, say=True):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))["extra_data"]["qkv"]
@@ -156,7 +156,7 @@ def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
             print(f"qkv report: skipped {path}: not a results.json of qkv gradescope ({e!r})",
                   file=sys.stderr)
             continue
-        if exported.claims_another(folder, path, key[1], who):
+        if exported.claims_another(path, key[1], exports):
             print(f"qkv report: skipped {path}: it names {key[1]!r}, who is not a submitter "
                   f"of its submission in {exported.METADATA}", file=sys.stderr)
             continue
