@@ -25,7 +25,7 @@ from torch import Tensor
 
 import qkv
 
-from ._experiment import Experiment
+from ._experiment import SPREAD, Experiment
 from .harness import Case, Exercise, Mistake, half_case, via_float32
 from .mistakes.efficient import chunk_by_chunk
 from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs, row_softmax
@@ -230,7 +230,7 @@ def padding_leak(length: int, S: int, generator: torch.Generator, *, scale: floa
 
 PADDING_LEAK = Experiment(
     name="padding_leak", reference=padding_leak, settings=((4, 16), (12, 16), (4, 64)),
-    quantity="weight on the padding", spread=True,
+    quantity="weight on the padding", spread=SPREAD,
     mistakes=(
         # Every key gets 1/S on average whatever the scale: these two change only the spread.
         Mistake("scores not divided by 4", "the scores are q @ k.T / 4 (4 = sqrt(16))",

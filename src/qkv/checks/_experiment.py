@@ -17,8 +17,8 @@ reference on as many other seeds, then asks, per setting:
   means: a right measurement drawn in another order fails by chance about never (none in 3,000
   tries of the most heavy-tailed experiment), a measurement of something else fails (named
   after a known mistake whose mean it has, when one has it and the reference's does not);
-- where an experiment says so (``spread``), their spread agrees with the reference's within a
-  factor of 4 (the median absolute deviations; a right answer's ratio stayed within 0.40-2.34
+- where an experiment says so (``spread``), their spread agrees with the reference's within
+  its factor, 4 as a rule (the median absolute deviations; a right answer's ratio stayed within 0.40-2.34
   over 1,200 tries of padding_leak): a mistake whose mean is right by symmetry (every key gets
   1/S on average, whatever the scale) still changes how much the numbers vary.
 
@@ -78,8 +78,9 @@ class Experiment:
             helper costs only its own test (see :mod:`._helpers`).
         mistakes: the experiment with one slip (same signature), named when the student's
             numbers are its numbers on the same seeds, or have its mean.
-        spread: compare the spread too (only for quantities measured to be light-tailed enough
-            that a right answer's spread is never off by :data:`SPREAD`).
+        spread: compare the spread too, to within this factor either way (0: not compared;
+            :data:`SPREAD` for quantities measured to be light-tailed enough that a right
+            answer's spread is never off by it, more for one whose values are coarse).
         floor: differences of means below it are rounding, not the measurement (a setting
             whose answer is 0 but for float32's rounding: an answer in float64, or exactly 0
             every seed, is right there).
@@ -93,7 +94,7 @@ class Experiment:
     seeds: int = 48
     helpers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     mistakes: Tuple[Mistake, ...] = ()
-    spread: bool = False
+    spread: float = 0.0
     floor: float = 0.0
 
 
@@ -176,7 +177,7 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
         return said, exp.hint, ""
     if exp.spread and ref_sd > 0:
         ratio = _mad(mine) / max(_mad(reference), 1e-12)
-        if not 1 / SPREAD <= ratio <= SPREAD:
+        if not 1 / exp.spread <= ratio <= exp.spread:
             return (f"over {n} seeds your {exp.quantity} varies {ratio:.2g} times as much as the "
                     "experiment as described (its mean is right, its spread is not)", exp.hint, "")
     return None
