@@ -661,6 +661,28 @@ def test_a_submission_not_graded_keeps_its_earlier_grade_flagged_until_it_is(
     assert state()[1] and state()[2]
 
 
+def test_a_resubmission_under_another_name_flags_the_earlier_grade(empty_course, tmp_path,
+                                                                  fake_sandbox):
+    """A student graded before hands in again as ``scaling (1).ipynb``: nothing is graded for
+    them, and the gradebook's grade, of the earlier notebook, is flagged as outdated (it was
+    kept unflagged, as if current: found by an attack walk)."""
+    import shutil
+
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    folder = course / "submitted" / "ann" / gc.ASSIGNMENT
+    shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    nbformat.write(class_.submission("blank"), str(folder / "scaling (1).ipynb"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "ann").flagged
+
+
 def test_a_submission_s_time_grows_with_the_checks_that_train():
     """The default limit of a whole submission: 120 s, plus each call's own limit for a check
     that trains or samples; the capstone (whose ablation trains models) gets that time, a

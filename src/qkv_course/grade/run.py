@@ -122,6 +122,17 @@ def find_jobs(course: Path, assignment: str, plans: Dict[str, Plan],
             if (folder / s / assignment / f"{name}.ipynb").is_file()]
 
 
+def handed_in_otherwise(course: Path, assignment: str, plans: Dict[str, Plan],
+                        only: Optional[Sequence[str]]) -> set:
+    """``(student, notebook)`` of each submission folder without that notebook: what the
+    student handed in now (``scaling (1).ipynb``, or nothing) is not graded, so a grade of an
+    earlier one is not current."""
+    return {(folder.parent.name, name)
+            for folder in (course / "submitted").glob(f"*/{assignment}")
+            if not folder.parent.name.startswith(".") and (not only or folder.parent.name in only)
+            for name in plans if not (folder / f"{name}.ipynb").is_file()}
+
+
 def strays(course: Path, assignment: str, plans: Dict[str, Plan],
            only: Optional[Sequence[str]]) -> List[str]:
     """A line for each submitted notebook whose name is none of the assignment's (``scaling
@@ -249,6 +260,7 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         # Not graded now: an earlier submission's result is not written as if current, and
         # the gradebook's grade of it is flagged.
         skip = {(j[0], j[1].notebook) for j in stale} if merge else set(summary.not_graded)
+        skip |= handed_in_otherwise(course, assignment, plans, students)
         summary.written = gradebook.write(course, plans, skip=skip, failed=summary.left_out)
         summary.outdated = outdated.flag(course, assignment, skip)
     summary.seconds = time.monotonic() - started
