@@ -64,6 +64,7 @@ def test_a_folder_s_notebook_that_cannot_be_read_is_said_with_how_to_fix_it(tmp_
         "be read (1 cannot: above)" in err
     assert f"{folder / 'masking.ipynb'}: not a notebook ('utf-8' codec can't decode" in out
     assert "NOT RUN" in out and "save it as UTF-8" in out and "iconv" in out, out
+    assert "replaced, and flag it" in out and "cannot read it" not in out  # as qkv grade does
     nbformat.write(submission({}), str(folder / "mine.ipynb"))
     unread = []
     assert [p.name for p, _ in find_notebooks([folder], unread)] == ["mine.ipynb"]

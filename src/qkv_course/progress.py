@@ -123,12 +123,17 @@ def _read_quietly(path: Path, bad: List[Path]) -> Any:
     try:
         return read_notebook(path)
     except UsageError as e:
-        fix = ("save it as UTF-8 in the editor that last saved it, or with `iconv -f latin1 -t "
-               "utf-8`" if "codec" in str(e) else "open it in Jupyter and save it; if Jupyter "
-               "cannot open it either, go back to your last good copy (File > Revert Notebook "
-               "to Checkpoint, or .ipynb_checkpoints/)")
-        print(f"{e}: NOT RUN, and the grader cannot read it as it is "
-              f"either (if it is your assignment): {fix}; then run `qkv progress` again")
+        if "codec" in str(e):  # the grader reads it with U+FFFD for those bytes, and flags it
+            said = ("NOT RUN: it is not all UTF-8 (the grader would read it with those bytes "
+                    "replaced, and flag it for a person to check)")
+            fix = ("save it as UTF-8 in the editor that last saved it, or with `iconv -f "
+                   "latin1 -t utf-8`")
+        else:
+            said = "NOT RUN, and the grader cannot read it as it is either"
+            fix = ("open it in Jupyter and save it; if Jupyter cannot open it either, go back "
+                   "to your last good copy (File > Revert Notebook to Checkpoint, or "
+                   ".ipynb_checkpoints/)")
+        print(f"{e}: {said} (if it is your assignment): {fix}; then run `qkv progress` again")
         bad.append(path)
         return None
 
