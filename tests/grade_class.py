@@ -76,3 +76,16 @@ def scores(course: Path, assignment: str = ASSIGNMENT) -> Dict[str, Dict[str, An
                       for nb in sub.notebooks for g in nb.grades}
             found[sub.student.id] = {"grades": grades, "score": sub.score}
     return found
+
+
+def static_flags(check: str, answer_source: str, added: Iterable[str],
+                 given: str = "") -> list:
+    """What the grader's static reading flags in one answer's code (and the added cells), as
+    :func:`qkv_course.grade.flags.flags_for` says it for a test calling ``check`` on it; the
+    answer's name left out of each detail."""
+    from qkv_course.grade import flags
+
+    found = flags.flags_for([{"grade_id": "t", "notices": []}], {"a": answer_source},
+                            list(added), {"t": [(check, "a")]}, given={"a": given})
+    return [f["detail"][len("a: "):] if f["detail"].startswith("a: ") else f["detail"]
+            for f in found]

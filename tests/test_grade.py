@@ -756,16 +756,16 @@ def test_the_code_an_answer_cell_is_given_is_not_flagged_but_a_student_s_own_use
     """Assignment 11 hands the student ``qkv.ablation_loss`` in the ``ablation`` answer cell:
     every honest submission calls it, so it is not delegation; a call of the course's code
     the release did not give still is."""
-    from qkv_course.grade import flags
 
     root = Path(__file__).resolve().parents[1]
     p = plan_mod.plan(root / "solutions" / "11-capstone" / "capstone.ipynb")
     given = one._given(p)
     assert "qkv.ablation_loss" in given["ablation"]
-    assert flags.static_flags("check_ablation", given["ablation"], [], given["ablation"]) == []
-    assert flags.static_flags("check_ablation", given["ablation"], [], "")  # without: flagged
+    assert gc.static_flags("check_ablation", given["ablation"], [], given["ablation"]) == []
+    # Without: flagged, where the exercise does not hand it (softmax's check, say).
+    assert gc.static_flags("check_softmax", given["ablation"], [], "")
     own = given["ablation"] + "\nqkv.Block\n"
-    assert flags.static_flags("check_ablation", own, [], given["ablation"]) == [
+    assert gc.static_flags("check_ablation", own, [], given["ablation"]) == [
         "uses the course's reference (qkv.Block)"]
 
 
@@ -789,13 +789,12 @@ def test_what_the_release_runs_for_the_student_is_given_and_no_flag():
 
 
 def test_the_checks_own_references_are_flagged_but_a_check_called_to_try_an_answer_is_not():
-    from qkv_course.grade import flags
 
     tries = "from qkv.checks import check_softmax, in_notebook\ncheck_softmax(softmax)\n"
-    assert flags.static_flags("check_softmax", tries, []) == []
+    assert gc.static_flags("check_softmax", tries, []) == []
     delegates = ("from qkv.checks.grading import CHECKS as _C\n"
                  "def softmax(x):\n    return _C['check_softmax'].exercises()[0].reference(x)\n")
-    assert "uses the course's reference (qkv.checks.grading)" in flags.static_flags(
+    assert "uses the course's reference (qkv.checks.grading)" in gc.static_flags(
         "check_softmax", delegates, [])
 
 
@@ -803,14 +802,13 @@ def test_a_cell_in_ipython_s_syntax_is_read_for_flags_as_the_sandbox_runs_it():
     """The sandbox runs cells through IPython: a cell magic's body (%%capture) or a line
     magic's code (%time) defines answers there, and hid them from the static reading, which
     took the cell for a syntax error that defines nothing (found by an attack walk)."""
-    from qkv_course.grade import flags
 
     hidden = ("%%capture\nimport qkv.scaling as _s\n"
               "def attention_scores(q, k, scale=None):\n    return _s.attention_scores(q, k)\n")
-    assert "uses the course's reference (qkv.scaling)" in flags.static_flags(
+    assert "uses the course's reference (qkv.scaling)" in gc.static_flags(
         "check_attention_scores", hidden, [])
     timed = "!echo hi\n%time attention_scores = qkv.attention_scores\n"
-    assert "uses the course's reference (qkv.attention_scores)" in flags.static_flags(
+    assert "uses the course's reference (qkv.attention_scores)" in gc.static_flags(
         "check_attention_scores", "", [timed])
 
 
@@ -853,7 +851,6 @@ def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_cou
 def test_the_model_answers_are_not_flagged(source):
     """A flag asks a person to read an answer: the model answer of every exercise raises none
     (assignment 6's causal mask, built with tril as any student builds it, once was)."""
-    from qkv_course.grade import flags
 
     p = plan_mod.plan(source)
     model = {nbgrader_id(c): "".join(c["source"]) for c in json.loads(source.read_text())["cells"]
@@ -862,7 +859,7 @@ def test_the_model_answers_are_not_flagged(source):
     for test in p.tests:
         for call in test.calls:
             if call.answer in model:
-                assert flags.static_flags(call.check, model[call.answer], [],
+                assert gc.static_flags(call.check, model[call.answer], [],
                                           given.get(call.answer, "")) == [], (call.check)
 
 

@@ -195,18 +195,6 @@ def _answer_names(answer_source: str, added_names: Set[str], given: str,
     return names
 
 
-def static_flags(check: str, answer_source: str, added: Iterable[str],
-                 given: str = "") -> List[str]:
-    """What a static reading finds in the code that can define an exercise's answer; the
-    names the release itself wrote in the answer cell (``given``: the assignment hands the
-    student ``qkv.ablation_loss`` to call) are the instructor's, not delegation."""
-    added_names, _, failed = _added_names(added)
-    why: List[str] = []
-    found = _delegates(check, _answer_names(answer_source, added_names, given, why))
-    failed += [f"the answer cell, {w}" for w in why]
-    return found + [_unread(why) for why in failed]
-
-
 def _unread(why: str) -> str:
     return (f"a cell could not be read: {why} (the parser failed on it; what it calls was not "
             "looked at: read it)")
