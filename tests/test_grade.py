@@ -681,6 +681,12 @@ def test_a_resubmission_under_another_name_flags_the_earlier_grade(empty_course,
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "ann").flagged
+    # The earlier notebook handed back: its result is current again, and so is the grade.
+    shutil.rmtree(folder)
+    gc.submit(course, "ann", class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert not gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "ann").flagged
 
 
 def test_a_submission_s_time_grows_with_the_checks_that_train():

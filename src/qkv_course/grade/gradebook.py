@@ -339,8 +339,11 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
             digest = records.sha256(records.path_of(course, student, assignment, notebook))
             # The autograded notebook as written then too: nbgrader autograde may have
             # replaced it (and the grades) since.
+            # (A grade marked outdated is written again: its submission is current again, the
+            # earlier file handed back, say, and the mark is lifted.)
             if _marked(mark, f"{digest} {records.sha256(written_nb)}") and \
-                    _has_submission(gb, assignment, student):
+                    _has_submission(gb, assignment, student) and \
+                    not outdated.mark_path(course, student, assignment, notebook).is_file():
                 continue
             try:
                 before = _previous_answers(written_nb)
