@@ -209,6 +209,41 @@ def chunked_whole_when_masked(query, key, value, attn_mask=None, is_causal=False
 
 CHUNKED_WRONG["the whole scores when masked"] = (chunked_whole_when_masked,
                                                  "score matrix, which this exercise never makes")
+
+
+def chunked_keys_transposed_first(query, key, value, attn_mask=None, is_causal=False,
+                                  scale=None, chunk_size=256):
+    """Right: the keys transposed once, (..., E, S), before the loop; queries with no allowed
+    key found by counting each row's allowed keys in the mask's float copy (both refused as
+    "the whole score matrix" once: (E, S) is (L, S) where E = L, and a sum over a float (L, S)
+    tensor was taken for scores)."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    key_t = key.transpose(-2, -1)
+    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype)
+    for j0 in range(0, S, chunk_size):
+        j1 = min(j0 + chunk_size, S)
+        s = query @ key_t[..., j0:j1] * scale
+        if is_causal:
+            s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(L)[:, None],
+                              float("-inf"))
+        if attn_mask is not None:
+            mk = attn_mask[..., j0:j1]
+            s = s.masked_fill(~mk, float("-inf")) if mk.dtype == torch.bool else s + mk
+        new = torch.maximum(m, s.amax(-1, keepdim=True))
+        safe = torch.where(torch.isinf(new), torch.zeros_like(new), new)
+        p, c = torch.exp(s - safe), torch.exp(m - safe)
+        l, acc, m = l * c + p.sum(-1, keepdim=True), acc * c + p @ value[..., j0:j1, :], new
+    out = acc / torch.where(l > 0, l, torch.ones_like(l))
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        allowed = attn_mask.to(query.dtype).sum(-1, keepdim=True)
+        out = torch.where(allowed > 0, out, torch.zeros_like(out))
+    return out
+
+
+CHUNKED_RIGHT["keys transposed first, allowed keys counted"] = chunked_keys_transposed_first
 KV_WRONG.update({
     "scaled by 1/sqrt(Ev)": (make_kv(scale_by="Ev"), "1/sqrt(Ev)"),
     "returns the output only": (make_kv(give="output"), "expected a tuple of 3"),

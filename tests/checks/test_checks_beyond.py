@@ -19,7 +19,7 @@ FUNCTIONS = [
     ("check_streaming_attention", a.streaming_attention, a.streaming_attention_zero_start,
      "the running max starts at 0"),
     ("check_streaming_attention", a.streaming_attention, a.streaming_attention_whole,
-     "it built a tensor of shape (2, 3, 8): the whole (L, S) = (3, 8) score matrix"),
+     "it built a tensor of shape (2, 2, 5, 10): the whole (L, S) = (5, 10) score matrix"),
     ("check_linear_attention", a.linear_attention, a.linear_attention_no_one, "without the + 1"),
     ("check_dilated_window_mask_mod", a.dilated_window_mask_mod, a.dilated_window_mask_mod_short,
      "the window counts positions"),

@@ -58,8 +58,8 @@ class _Widths(TorchFunctionMode):
     """Records the first floating-point ``(..., L, S)`` result a torch call computes from
     tensors none of which is ``(..., L, S)`` already: scores, not a bias made whole from a
     factory (``torch.zeros(L, S)``) or from a mask, which the exercise allows. A softmax (or
-    an exp, a maximum) over a whole ``(..., L, S)`` tensor is scores too, however it was filled:
-    a bias is never exponentiated."""
+    an exp) over a whole ``(..., L, S)`` tensor is scores too, however it was filled: a bias
+    is never exponentiated."""
 
     def __init__(self, L: int, S: int) -> None:
         super().__init__()
@@ -86,9 +86,10 @@ class _Widths(TorchFunctionMode):
             t.dim() >= 2 and tuple(t.shape[-2:]) == self.size
 
 
-#: What a softmax over a row computes: over a whole (L, S) tensor, it is the scores'.
-_OVER_A_ROW = ("softmax", "log_softmax", "_softmax", "exp", "exp_", "logsumexp", "amax", "max",
-               "sum")
+#: What a softmax over a row computes: over a whole (L, S) tensor, it is the scores'. (A
+#: maximum or a sum over a mask's float copy, or over a bias, is no score: it counts a query's
+#: allowed keys, or finds one with none; only scores are exponentiated.)
+_OVER_A_ROW = ("softmax", "log_softmax", "_softmax", "exp", "exp_", "exp2", "logsumexp")
 
 
 def whole_scores(call: Callable[[], Any], L: int, S: int) -> Tuple[Any, Any]:

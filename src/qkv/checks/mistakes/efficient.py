@@ -29,7 +29,9 @@ def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callabl
     def run(student: Any, query: Any, key: Any, *rest: Any, **kwargs: Any) -> Any:
         args = (query, key, *rest)
         chunk, L, S = chunk_of(args, kwargs), query.shape[-2], key.shape[-2]
-        if S <= chunk:
+        # The keys or values transposed whole, (E, S) or (Ev, S), have the shape of the
+        # scores when E or Ev equals L: then only the other inputs tell.
+        if S <= chunk or L in (query.shape[-1], args[2].shape[-1] if len(args) > 2 else None):
             return student(*args, **kwargs)
         out, seen = whole_scores(lambda: student(*args, **kwargs), L, S)
         if seen:
