@@ -813,6 +813,13 @@ def test_a_cell_in_ipython_s_syntax_is_read_for_flags_as_the_sandbox_runs_it():
               "def attention_scores(q, k, scale=None):\n    return _s.attention_scores(q, k)\n")
     assert "uses the course's reference (qkv.scaling)" in gc.static_flags(
         "check_attention_scores", hidden, [])
+    # An alias of the course's package or module is read through (and with a name the
+    # exercise hands the student beside it, the package itself is not taken as given).
+    aliased = ("import qkv as q\ndef ablation(seed, steps=200):\n"
+               "    options = qkv.ablation_baseline()\n    q.Block\n"
+               "    return options, qkv.ablation_loss(options, seed, steps)\n")
+    assert "uses the course's reference (qkv.Block)" in gc.static_flags(
+        "check_ablation", aliased, [])
     timed = "!echo hi\n%time attention_scores = qkv.attention_scores\n"
     assert "uses the course's reference (qkv.attention_scores)" in gc.static_flags(
         "check_attention_scores", "", [timed])

@@ -96,6 +96,7 @@ def names_in(source: str) -> Set[str]:
     shadowed: Set[str] = set()
     defined = {n.name for n in ast.walk(tree)
                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    aliases = _aliases(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
@@ -109,11 +110,27 @@ def names_in(source: str) -> Set[str]:
             # delegation; its module's is).
             if node.attr in defined and path and path.split(".")[0] not in ("self", "cls"):
                 shadowed.add(path)
+            root = path.split(".")[0]
+            if root in aliases:  # q.Block after `import qkv as q`: qkv.Block
+                path = aliases[root] + path[len(root):]
             if path.startswith("qkv."):  # which of the course's names: given, or the student's
                 found.add(path)
         elif isinstance(node, ast.Name):
             found.add(node.id)
     return (found - defined) | shadowed  # the student's own functions are not delegation
+
+
+def _aliases(tree: ast.AST) -> Dict[str, str]:
+    """The names the code binds to the course's modules: ``{"q": "qkv"}`` for ``import qkv as
+    q``, ``{"b": "qkv.bottleneck"}`` for ``from qkv import bottleneck as b``."""
+    found: Dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update({a.asname: a.name for a in node.names
+                          if a.asname and a.name.split(".")[0] == "qkv"})
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "qkv":
+            found.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+    return found
 
 
 def _dotted(node: ast.Attribute) -> str:
