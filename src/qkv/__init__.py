@@ -13,11 +13,11 @@ from .bottleneck import (  # noqa: F401
     bahdanau_attention,
 )
 from .capstone import (  # noqa: F401
-    CHAPTER_ABLATIONS,
     ablation_baseline,
     ablation_loss,
     attention_forward,
     block_forward,
+    chapter_ablations,
     evaluate,
     random_block_params,
     random_windows,
@@ -123,7 +123,6 @@ __all__ = [
     "AdditiveAttention",
     "AttentionOnlyTransformer",
     "Block",
-    "CHAPTER_ABLATIONS",
     "CausalSelfAttention",
     "CharTokenizer",
     "DecoderLM",
@@ -150,6 +149,7 @@ __all__ = [
     "causal_mask",
     "causal_mask_bottom_right",
     "causal_mask_mod",
+    "chapter_ablations",
     "chunked_attention",
     "combine_masks",
     "convolutional",

@@ -205,12 +205,12 @@ def _options_problem(options: Any) -> str:
     changed = {k: val for k, val in options.items() if baseline[k] != val}
     if not changed:
         return f"the options {options} change nothing: every value is the baseline's"
-    made = [label for label, chapter in qkv.CHAPTER_ABLATIONS.items()
+    made = [label for label, chapter in qkv.chapter_ablations().items()
             if chapter == changed]
     if made:
         return (f"the options {options} are the chapter's own ablation \"{made[0]}\"; choose "
                 "a change the chapter did not make (it made "
-                f"{', '.join(map(str, qkv.CHAPTER_ABLATIONS.values()))})")
+                f"{', '.join(map(str, qkv.chapter_ablations().values()))})")
     return ""
 
 

@@ -17,11 +17,14 @@ plain data (tensors as raw bytes, never pickles), and judges and writes grades i
 The trusted half (the parent, which alone judges and writes):
 
 - :mod:`.plan`: what is graded, from the instructor's source (tests, check calls, seeds);
+- :mod:`.notebook_file`: a submitted file read as bytes and JSON (sizes, links, encodings);
 - :mod:`.submission`: a submitted notebook read as untrusted data (which cells are the student's);
 - :mod:`.checks_api`: the checks' grading API (inputs, verdicts), in the trusted process;
-- :mod:`.judge`: one submission's tests through its sandbox;
+- :mod:`.judge`: one submission's tests through its sandbox; :mod:`.one`: one submission
+  graded and its record built;
 - :mod:`.records`: one result file per submission, the record;
 - :mod:`.gradebook`: nbgrader's gradebook and autograded notebooks, from the result files;
+  :mod:`.outdated`: a grade of an earlier submission, kept and flagged;
 - :mod:`.flags`: delegation, flagged for a person;
 - :mod:`.run`, :mod:`.summary`, :mod:`.command`: the run (jobs, shards), its summary lines, and
   the ``qkv grade`` command; :mod:`.compare`: ``--compare``, against what nbgrader recorded.

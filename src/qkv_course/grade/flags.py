@@ -38,7 +38,7 @@ FORBIDDEN = {"softmax": SOFTMAX, "question": (), "dot_product_variance": (),
 #: What an exercise's text tells the student to call, by exercise: an answer's use of it is
 #: no delegation (assignment 11's ablation starts from ``qkv.ablation_baseline()``, measures
 #: with ``qkv.ablation_loss`` and may avoid the chapter's own changes).
-HANDED = {"ablation": {"qkv.ablation_baseline", "qkv.ablation_loss", "qkv.CHAPTER_ABLATIONS"}}
+HANDED = {"ablation": {"qkv.ablation_baseline", "qkv.ablation_loss", "qkv.chapter_ablations"}}
 
 
 class NotRead(Exception):
