@@ -30,7 +30,7 @@ def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callabl
         args = (query, key, *rest)
         chunk, L, S = chunk_of(args, kwargs), query.shape[-2], key.shape[-2]
         # The keys or values transposed whole, (E, S) or (Ev, S), have the shape of the
-        # scores when E or Ev equals L: then only the other inputs tell.
+        # scores when E or Ev equals L: such a case is not watched (the others still are).
         if S <= chunk or L in (query.shape[-1], args[2].shape[-1] if len(args) > 2 else None):
             return student(*args, **kwargs)
         out, seen = whole_scores(lambda: student(*args, **kwargs), L, S)
