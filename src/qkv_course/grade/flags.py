@@ -201,15 +201,11 @@ def _names_or_none(source: str, failed: List[str]) -> Set[str]:
 
 
 def _answer_names(answer_source: str, added_names: Set[str], given: str,
-                  failed: Optional[List[str]] = None) -> Set[str]:
+                  failed: List[str]) -> Set[str]:
     """The names the code that can define an answer uses (its cell and the added cells), less
     those the release itself wrote in the answer cell (``given``); an answer cell the parser
     fails on names nothing, and why is appended to ``failed``."""
-    why: List[str] = []
-    names = (_names_or_none(answer_source, why) | added_names) - _names_or_none(given, [])
-    if failed is not None:
-        failed += why
-    return names
+    return (_names_or_none(answer_source, failed) | added_names) - _names_or_none(given, [])
 
 
 def _unread(why: str) -> str:
@@ -261,21 +257,20 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
         flags.append({"test": "", "source": "static", "detail": (
             f"the added cells hold more than {STATIC_CHARS:,} characters: the rest was not "
             "read for flags")})
-    names: Dict[Tuple[str, str], Set[str]] = {}  # (answer id, check) -> the names it uses
+    names: Dict[str, Set[str]] = {}  # answer id -> the names its code uses, read once
     for test in record_tests:
         for notice in list(dict.fromkeys(test.get("notices", [])))[:_NOTICES]:
             flags.append({"test": test["grade_id"], "source": "sandbox", "detail": notice[:300]})
         for check, answer in calls_by_test.get(test["grade_id"], []):
             if check == "check_question":
                 continue
-            if (answer, check) not in names:
+            if answer not in names:
                 why: List[str] = []
-                handed = HANDED.get(check[len("check_"):], set())
-                names[answer, check] = _less_given(_answer_names(
-                    answers.get(answer, ""), added_names, (given or {}).get(answer, ""), why),
-                    from_setup | handed)
+                names[answer] = _answer_names(answers.get(answer, ""), added_names,
+                                              (given or {}).get(answer, ""), why)
                 failed += [f"the answer cell {answer}, {w}" for w in why]
-            for detail in _delegates(check, names[answer, check]):
+            handed = HANDED.get(check[len("check_"):], set())
+            for detail in _delegates(check, _less_given(names[answer], from_setup | handed)):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})
     # A cell the parser failed on is a flag for a person, never the end of grading.
