@@ -122,14 +122,20 @@ def find_jobs(course: Path, assignment: str, plans: Dict[str, Plan],
             if (folder / s / assignment / f"{name}.ipynb").is_file()]
 
 
+def _submission_folders(course: Path, assignment: str,
+                        only: Optional[Sequence[str]]) -> List[Path]:
+    """``submitted/<student>/<assignment>/`` of every student, or of ``only``."""
+    return [f for f in sorted((course / "submitted").glob(f"*/{assignment}"))
+            if not f.parent.name.startswith(".") and (not only or f.parent.name in only)]
+
+
 def handed_in_otherwise(course: Path, assignment: str, plans: Dict[str, Plan],
                         only: Optional[Sequence[str]]) -> set:
     """``(student, notebook)`` of each submission folder without that notebook: what the
     student handed in now (``scaling (1).ipynb``, or nothing) is not graded, so a grade of an
     earlier one is not current."""
     return {(folder.parent.name, name)
-            for folder in (course / "submitted").glob(f"*/{assignment}")
-            if not folder.parent.name.startswith(".") and (not only or folder.parent.name in only)
+            for folder in _submission_folders(course, assignment, only)
             for name in plans if not (folder / f"{name}.ipynb").is_file()}
 
 
@@ -139,10 +145,8 @@ def strays(course: Path, assignment: str, plans: Dict[str, Plan],
     (1).ipynb``: a copy renamed by a browser), and for each submission folder with no notebook
     at all, of every student or of ``only``."""
     names = ", ".join(f"{n}.ipynb" for n in plans)
-    folders = [f for f in sorted((course / "submitted").glob(f"*/{assignment}"))
-               if not f.parent.name.startswith(".") and (not only or f.parent.name in only)]
     lines = []
-    for folder in folders:
+    for folder in _submission_folders(course, assignment, only):
         notebooks = [p for p in sorted(folder.glob("*.ipynb")) if not p.name.startswith(".")]
         graded = [f"{n}.ipynb" for n in plans if (folder / f"{n}.ipynb").is_file()]
         # Beside the notebook of that name, a rename would replace what was graded.
@@ -286,7 +290,6 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
             record = grade_one(pool, job, key, limits)
         except Exception as e:  # noqa: BLE001 (the grader's own failure: record nothing, say it)
             with lock, checks_api.OUTPUT:
-                summary.errors += 1
                 summary.not_graded.append((student, p.notebook))
                 line = printable(f"{student} {p.assignment}/{p.notebook}: NOT GRADED, the "
                                  f"grader failed ({type(e).__name__}: {e}); nothing recorded, a "

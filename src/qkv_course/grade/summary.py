@@ -20,7 +20,6 @@ class Summary:
     sandbox_failed: int = 0
     flagged: int = 0
     written: int = 0
-    errors: int = 0
     seconds: float = 0.0
     #: Lines about submissions left out of the gradebook: a notebook under another name, a
     #: submission a merge found no current result file for.
@@ -32,6 +31,11 @@ class Summary:
     #: ``--merge``: nothing was graded; how many submissions had no current result file.
     merged: bool = False
     not_merged: int = 0
+
+    @property
+    def errors(self) -> int:
+        """How many submissions the grader failed on."""
+        return len(self.not_graded)
 
 
 def printable(text: str) -> str:
