@@ -145,7 +145,6 @@ def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
     """
     latest: Dict[Tuple[str, str], Dict] = {}
     seen: Dict[Tuple[str, str], List[Path]] = {}
-    anonymous = 0
     exports: Dict[Path, Optional[Dict[str, Set[str]]]] = {}  # each export's submitters
     for path in gradescope_files(folder, say=True):
         try:
@@ -160,11 +159,11 @@ def gradescope_records(folder: Path) -> Dict[str, Dict[str, Dict]]:
             print(f"qkv report: skipped {path}: it names {key[1]!r}, who is not a submitter "
                   f"of its submission in {exported.METADATA}", file=sys.stderr)
             continue
-        anonymous += key[1] == "anonymous"
         seen.setdefault(key, []).append(path)
         if key not in latest or str(record.get("graded_at", "")) >= str(
                 latest[key].get("graded_at", "")):
             latest[key] = record
+    anonymous = sum(len(paths) for (_, student), paths in seen.items() if student == "anonymous")
     if anonymous > 1:  # graded without Gradescope's submission_metadata.json (a local try)
         print(f"qkv report: {anonymous} results.json files name no student ('anonymous'): "
               "they count as one student; Gradescope's own runs name each", file=sys.stderr)
