@@ -205,12 +205,12 @@ def _options_problem(options: Any) -> str:
     changed = {k: val for k, val in options.items() if baseline[k] != val}
     if not changed:
         return f"the options {options} change nothing: every value is the baseline's"
-    made = [label for label, chapter in qkv.chapter_ablations().items()
-            if chapter == changed]
+    chapter = qkv.chapter_ablations()
+    made = [label for label, its in chapter.items() if its == changed]
     if made:
         return (f"the options {options} are the chapter's own ablation \"{made[0]}\"; choose "
                 "a change the chapter did not make (it made "
-                f"{', '.join(map(str, qkv.chapter_ablations().values()))})")
+                f"{', '.join(map(str, chapter.values()))})")
     return ""
 
 
