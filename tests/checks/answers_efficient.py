@@ -480,3 +480,66 @@ RING_RIGHT = {
     "index_copy and a float bias": ring_with_index_copy,
     "where, then the window gathered in time order": ring_gather_window,
 }
+
+
+def _chunked_with(query, key, value, chunk_size, scale, bias=None, mult=None):
+    """The online softmax over chunks, with a whole (L, S) bias added or factor multiplied."""
+    S = key.shape[-2]
+    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype)
+    for j0 in range(0, S, chunk_size):
+        j1 = min(j0 + chunk_size, S)
+        s = query @ key[..., j0:j1, :].transpose(-2, -1) * scale
+        if bias is not None:
+            s = s + bias[..., j0:j1]
+        new = torch.maximum(m, s.amax(-1, keepdim=True))
+        safe = torch.where(torch.isinf(new), torch.zeros_like(new), new)
+        p, c = torch.exp(s - safe), torch.exp(m - safe)
+        if mult is not None:
+            p = p * mult[..., j0:j1]
+        l, acc, m = l * c + p.sum(-1, keepdim=True), acc * c + p @ value[..., j0:j1, :], new
+    return torch.where(l > 0, acc / torch.where(l > 0, l, torch.ones_like(l)), torch.zeros_like(acc))
+
+
+def _bias_of(query, attn_mask):
+    if attn_mask is None or attn_mask.is_floating_point():
+        return attn_mask
+    return torch.zeros(attn_mask.shape, dtype=query.dtype).masked_fill(~attn_mask, float("-inf"))
+
+
+def chunked_bias_from_float_positions(query, key, value, attn_mask=None, is_causal=False,
+                                      scale=None, chunk_size=256):
+    """Right: the causal bias made whole from float positions (key - query > 0), and queries
+    with no allowed key found by the logsumexp of the bias (both refused as "the whole score
+    matrix" once: a float (L, S) made from two vectors, and an exp over a bias, were taken for
+    scores; the watch now follows only what is computed from the query and the key)."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    bias = _bias_of(query, attn_mask)
+    if is_causal:
+        rel = torch.arange(S, dtype=query.dtype) - torch.arange(L, dtype=query.dtype)[:, None]
+        bias = torch.zeros_like(rel).masked_fill(rel > 0, float("-inf"))
+    out = _chunked_with(query, key, value, chunk_size, scale, bias)
+    if bias is not None:
+        out = out.masked_fill(torch.logsumexp(bias, -1, keepdim=True) == float("-inf"), 0.0)
+    return out
+
+
+def chunked_mask_as_factor(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                           chunk_size=256):
+    """Right: the mask as a factor of exp(s), exp(s + b) = exp(s) * exp(b): a bool mask's 0/1
+    copy, a float mask's exp (refused once: an exp over a whole (L, S) mask)."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    mult = None
+    if attn_mask is not None:
+        mult = attn_mask.to(query.dtype) if attn_mask.dtype == torch.bool else attn_mask.exp()
+    if is_causal:
+        mult = torch.ones(L, S, dtype=query.dtype).tril()
+    return _chunked_with(query, key, value, chunk_size, scale, mult=mult)
+
+
+CHUNKED_RIGHT["causal bias from float positions, no-key rows by logsumexp"] = \
+    chunked_bias_from_float_positions
+CHUNKED_RIGHT["the mask as a factor of exp(s)"] = chunked_mask_as_factor

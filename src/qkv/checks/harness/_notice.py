@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import dis
 import sys
+import weakref
 from functools import partial
 from types import CodeType, FunctionType, ModuleType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Set, Tuple
 
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
@@ -58,13 +59,28 @@ class _Widths(TorchFunctionMode):
     """Records the first floating-point ``(..., L, S)`` result a torch call computes from
     tensors none of which is ``(..., L, S)`` already: scores, not a bias made whole from a
     factory (``torch.zeros(L, S)``) or from a mask, which the exercise allows. A softmax (or
-    an exp) over a whole ``(..., L, S)`` tensor is scores too, however it was filled: a bias
-    is never exponentiated."""
+    an exp) over a whole ``(..., L, S)`` tensor is scores too, however it was filled.
 
-    def __init__(self, L: int, S: int) -> None:
+    With ``sources`` (the query and the key), only what is computed from them counts: a bias
+    or a mask made whole from positions (``arange(S) - arange(L)[:, None]`` in floats), a
+    float mask exponentiated into a factor, or a bias's logsumexp are no scores."""
+
+    def __init__(self, L: int, S: int, sources: Sequence[Tensor] = ()) -> None:
         super().__init__()
         self.size = (L, S)
         self.seen: Any = None
+        self._from: Dict[int, Any] = {}
+        self._watch_all = not sources
+        for t in sources:
+            self._mark(t)
+
+    def _mark(self, t: Any) -> None:
+        if isinstance(t, Tensor):
+            self._from[id(t)] = weakref.ref(t)
+
+    def _derived(self, t: Tensor) -> bool:
+        ref = self._from.get(id(t))
+        return ref is not None and ref() is t
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None
                            ) -> Any:
@@ -73,12 +89,23 @@ class _Widths(TorchFunctionMode):
             inputs = [t for a in (*args, *(kwargs or {}).values())
                       for t in (a if isinstance(a, (tuple, list)) else (a,))
                       if isinstance(t, Tensor)]
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            if not self._watch_all:
+                if not any(self._derived(t) for t in inputs):
+                    return out
+                name = getattr(func, "__name__", "")
+                # written in place (buf[..., j0:j1] = s, buf.copy_(s), out=buf): buf is scores
+                changed = (args[:1] if name == "__setitem__" or name.endswith("_") else ()) + \
+                    ((kwargs or {}).get("out"),)
+                for t in (*outs, *changed):
+                    self._mark(t)
+                if name == "__setitem__" and self._wide(args[0]):
+                    self.seen = tuple(args[0].shape)
             name = getattr(func, "__name__", "")
             if name in _OVER_A_ROW and inputs and self._wide(inputs[0]):
                 self.seen = tuple(inputs[0].shape)
             elif inputs and not any(self._wide(t, any_dtype=True) for t in inputs):
-                self.seen = next((tuple(t.shape) for t in (
-                    out if isinstance(out, (tuple, list)) else (out,)) if self._wide(t)), None)
+                self.seen = next((tuple(t.shape) for t in outs if self._wide(t)), None)
         return out
 
     def _wide(self, t: Any, any_dtype: bool = False) -> bool:
@@ -92,11 +119,14 @@ class _Widths(TorchFunctionMode):
 _OVER_A_ROW = ("softmax", "log_softmax", "_softmax", "exp", "exp_", "exp2", "logsumexp")
 
 
-def whole_scores(call: Callable[[], Any], L: int, S: int) -> Tuple[Any, Any]:
+def whole_scores(call: Callable[[], Any], L: int, S: int,
+                 sources: Sequence[Tensor] = ()) -> Tuple[Any, Any]:
     """``call()``'s result, and the shape of the first ``(..., L, S)`` floating-point tensor a
     torch function returned during it (``None`` if none did): an exercise that visits the keys
-    a chunk at a time never needs one when no mask is given. A teaching aid, like the notice."""
-    watch = _Widths(L, S)
+    a chunk at a time never needs one. With ``sources`` (the query and the key), only tensors
+    computed from them count (a mask or a bias made whole never does). A teaching aid, like
+    the notice."""
+    watch = _Widths(L, S, sources)
     with watch:
         out = call()
     return out, watch.seen

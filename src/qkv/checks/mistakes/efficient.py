@@ -33,7 +33,7 @@ def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callabl
         # scores when E or Ev equals L: such a case is not watched (the others still are).
         if S <= chunk or L in (query.shape[-1], args[2].shape[-1] if len(args) > 2 else None):
             return student(*args, **kwargs)
-        out, seen = whole_scores(lambda: student(*args, **kwargs), L, S)
+        out, seen = whole_scores(lambda: student(*args, **kwargs), L, S, (query, key))
         if seen:
             raise ExerciseRule(
                 f"with {name}={chunk} it built a tensor of shape {seen}: the whole (L, S) = "
