@@ -203,13 +203,14 @@ VARIANCE_WRONG["n_samples ignored"] = (variance_n_samples_ignored, "is n_samples
 
 
 def variance_capped(d_k, n_samples, generator):
-    """At most 1,000 pairs, to save time: its estimates pass 4 times in 10, its spread does not."""
+    """At most 1,000 pairs, to save time: its estimates pass 4 times in 10; it draws 1/20 of the
+    numbers n_samples pairs need."""
     n = min(n_samples, 1_000)
     q, k = torch.randn(n, d_k, generator=generator), torch.randn(n, d_k, generator=generator)
     return (q * k).sum(-1).var().item()
 
 
-VARIANCE_WRONG["at most 1,000 pairs"] = (variance_capped, "are all n_samples pairs used?")
+VARIANCE_WRONG["at most 1,000 pairs"] = (variance_capped, "fewer pairs than asked")
 
 
 def variance_over_d(d_k, n_samples, generator):

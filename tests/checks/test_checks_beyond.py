@@ -448,3 +448,54 @@ def test_a_bug_left_alone_is_named_alone_and_two_left_are_named_both():
                 assert named in [m.name for m in left] or (
                     named.startswith("2 bugs") and all(w in named for w in words)), (
                     check, left, named)
+
+
+def _formula_plus_noise(exp):
+    """A fake measurement: the reference's mean and spread at each setting, measured once
+    here, returned as mean + sd * one normal draw from the generator (it repeats on a seed,
+    varies across seeds, and has the right mean and spread)."""
+    import statistics
+
+    moments = {}
+    for setting in exp.settings:
+        values = [exp.reference(*setting, torch.Generator().manual_seed(5000 + k))
+                  for k in range(48)]
+        moments[setting] = statistics.fmean(values), statistics.stdev(values)
+
+    def fake(*args):
+        mean, sd = moments[tuple(args[:-1])]
+        return mean + sd * torch.randn((), generator=args[-1]).item()
+
+    return fake
+
+
+@pytest.mark.parametrize("name", ["check_max_weight", "check_fp16_overflow_rate",
+                                  "check_linear_gap", "check_order_sensitivity"])
+def test_a_formula_plus_noise_is_told_it_drew_too_little(name):
+    """wrong9: a formula plus noise of the right size passed every experiment (mean, spread
+    and reproducibility all right). It draws one number where the experiment draws thousands
+    (counted from the generator's state): refused, and said so."""
+    from qkv.checks.grading import CHECKS
+
+    with pytest.raises(AssertionError, match="random numbers from the generator"):
+        getattr(checks, name)(_formula_plus_noise(CHECKS[name].exp))
+
+
+def test_fewer_samples_than_asked_are_said_and_global_draws_are_no_measurement():
+    """An fp16_overflow_rate on 16 rows where 256 are asked for had the right mean within its
+    spread factor; draws from torch's global generator, seeded from the one given, draw
+    nothing from it (seeded with the same seed they are the same numbers, and pass)."""
+    def rows_16(spread, generator):
+        x = (torch.randn(16, 64, generator=generator) * spread).half()
+        w = x.exp() / x.exp().sum(-1, keepdim=True)
+        return (~torch.isfinite(w)).any(-1).float().mean().item()
+
+    with pytest.raises(AssertionError, match="fewer samples than asked"):
+        checks.check_fp16_overflow_rate(rows_16)
+
+    def global_draws(spread, generator):  # reproducible, but not from the generator given
+        torch.manual_seed(generator.initial_seed() + 1)
+        return a.fp16_overflow_rate(spread, None)
+
+    with pytest.raises(AssertionError, match="drew nothing from the generator"):
+        checks.check_fp16_overflow_rate(global_draws)

@@ -83,3 +83,17 @@ def test_variance_check_states_a_tolerance_a_right_answer_meets():
 def test_variance_check_rejects_a_non_number():
     with pytest.raises(AssertionError, match="expected one finite number"):
         check_dot_product_variance(lambda d, n, g: torch.randn(n, generator=g))
+
+
+def test_the_formula_plus_noise_of_a_sample_variance_is_told_it_drew_too_little():
+    """wrong9: d_k plus noise of a sample variance's size, scaled to n_samples, passed every
+    test (the estimates, the seeds, both spread tests). It draws one number where n_samples
+    pairs are 160,000: refused, and said so."""
+    import math
+
+    def fake(d_k, n_samples, generator):
+        se = d_k * math.sqrt((2 + 6 / d_k) / n_samples)
+        return d_k + se * torch.randn((), generator=generator).item()
+
+    with pytest.raises(AssertionError, match="drew at most 624 random numbers"):
+        check_dot_product_variance(fake)

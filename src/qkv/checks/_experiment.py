@@ -8,6 +8,10 @@ reference on as many other seeds, then asks, per setting:
 
 - the same seed gives the same number (the randomness comes from the generator passed in);
 - the numbers vary from seed to seed when the reference's do (a measurement, not a formula);
+- the first seed's call drew at least a quarter as many numbers from its generator as the
+  experiment as described draws (:func:`.harness.twists` counts them from the generator's
+  state): a measurement on 2 queries where 32 are asked for, or a formula plus one draw of
+  noise, has a plausible mean and spread, not the draws;
 - they are the reference's own numbers on the same seeds (the experiment done as described,
   drawing in the order given: passes, whatever the seed); otherwise
 - they are not one of the experiment's known mistakes on the same seeds (the experiment done
@@ -43,7 +47,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from .harness import (NOTHING, Check, Mistake, Raised, notice_text, number_of, on_helpers,
-                      plain_number, reference_names, shown, split_outcome)
+                      plain_number, reference_names, shown, split_outcome, twists,
+                      WORDS_PER_TWIST)
 from .result import CheckResult, mistake_id
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
@@ -55,6 +60,16 @@ SPREAD = 4.0
 _GENERATOR_HINT = ("draw every random number from the generator passed in: "
                    "torch.randn(..., generator=generator)")
 
+
+#: A measurement must draw at least this fraction of what the experiment as described draws
+#: from the generator (counted in twists, :mod:`.harness._draws`): 2 queries where 32 are asked
+#: for, or a formula plus one draw of noise, draw 1/16 or less; a right answer drawn in another
+#: way (float64, a loop, the keys first) draws about as much, or more.
+DRAWS_FRACTION = 4
+#: Below this many twists (about 5,000 numbers) a quarter is at most one twist, which any draw
+#: makes: the count tells only whether anything was drawn.
+DRAWS_SMALLEST = 8
+FEWER = "fewer samples than the experiment asks for"
 
 _NOT_FINITE_HINT = ("a NaN or inf inside the measurement: 0 * log(0) is NaN (clamp the weights, "
                     "w.clamp_min(1e-30), before the log), so is inf - inf or 0 / 0 (a softmax "
@@ -133,12 +148,23 @@ def _off(mean: float, sd: float, other: Sequence[float], n: int, floor: float = 
     return abs(mean - theirs) / (allowed + 1e-9 * (1 + abs(theirs)))
 
 
+def reference_twists(exp: Experiment, setting: tuple) -> int:
+    """How many times the reference's measurement at ``setting`` twists its generator (624
+    numbers a twist, :mod:`.harness._draws`)."""
+    generator = torch.Generator().manual_seed(10**6)
+    exp.reference(*setting, generator)
+    return twists(10**6, generator) or 0
+
+
 def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                  reference: Sequence[float], seeds: Sequence[int] = (),
-                 seed: int = 0) -> Optional[Tuple[str, str, str]]:
+                 seed: int = 0, drew: Optional[int] = None,
+                 made: int = 0) -> Optional[Tuple[str, str, str]]:
     """``(what, hint, mistake)`` unless ``values`` (the student's on ``seeds``, the first seed
     repeated last) behave as a measurement of the reference's quantity; ``None`` when they do.
-    ``mistake`` is the known mistake's name, ``""`` when none is recognised."""
+    ``mistake`` is the known mistake's name, ``""`` when none is recognised. ``drew``: the
+    twists the student's measurement made on the first seed, ``made`` the reference's; fewer
+    than a :data:`DRAWS_FRACTION` of them is refused."""
     mine = list(values[:-1])
     if values[-1] != values[0]:
         return "two calls with identically seeded generators gave different numbers", \
@@ -154,6 +180,14 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                 "draw the inputs from the generator and measure, do not return a formula; if "
                 "you do measure, your code cannot see what it counts: try it on an input where "
                 "the answer is known", "")
+    if drew == 0 and made:
+        return (f"your {exp.name} drew nothing from the generator passed in", _GENERATOR_HINT, "")
+    if drew is not None and made >= DRAWS_SMALLEST and drew < made // DRAWS_FRACTION:
+        return (f"your {exp.name} drew at most {drew * WORDS_PER_TWIST:,} random numbers from "
+                f"the generator, where the experiment as described draws about "
+                f"{made * WORDS_PER_TWIST:,}: it measures on fewer samples than asked, "
+                "or is not a measurement", f"draw every sample the experiment asks for from the "
+                f"generator and measure on all of them ({exp.hint})", FEWER)
     n = len(mine)
     mean, ref_mean = statistics.fmean(mine), statistics.fmean(reference)
     if _off(mean, my_sd, reference, n, exp.floor) > 1:
@@ -195,6 +229,7 @@ class ExperimentCheck(Check):
         # An experiment is sampling, honestly slow on a busy machine: a minute per setting.
         super().__init__(f"check_{exp.name}", every_device=False, seconds=60.0)
         self.exp = exp
+        self._made: dict = {}
 
     def plan(self, seed: int) -> List[Tuple[tuple, int]]:
         return [(setting, 1000 * seed + 17 * i + k) for i, setting in enumerate(self.exp.settings)
@@ -209,11 +244,18 @@ class ExperimentCheck(Check):
 
     def measure(self, student: Any, setting: Sequence[Any], seeds: Sequence[int],
                 *first: Any) -> Any:
-        """The student's numbers on ``seeds`` (``first``: what comes before the setting), and
-        the course's functions it names beyond what it may."""
-        got = on_helpers(student, self.exp.helpers, lambda: tuple(
-            plain_number(student(*first, *setting, torch.Generator().manual_seed(s)))
-            for s in seeds))
+        """The student's numbers on ``seeds`` (``first``: what comes before the setting) with
+        the twists the first one made (:func:`.harness.twists`), and the course's functions it
+        names beyond what it may."""
+        def numbers() -> Tuple[tuple, Optional[int]]:
+            values, drew = [], None
+            for i, s in enumerate(seeds):
+                generator = torch.Generator().manual_seed(s)
+                values.append(plain_number(student(*first, *setting, generator)))
+                drew = twists(s, generator) if i == 0 else drew
+            return tuple(values), drew
+
+        got = on_helpers(student, self.exp.helpers, numbers)
         # The helpers the experiment may call are no delegation, nor is what the assignment's
         # set-up cell gives (``given``: assignment 4's softmax).
         allowed = {**self.exp.helpers, **dict.fromkeys(self.given)}
@@ -223,8 +265,14 @@ class ExperimentCheck(Check):
         *setting, seeds = args
         return self.measure(student, setting, seeds)
 
+    def made(self, setting: tuple) -> int:
+        """The twists the reference's measurement at ``setting`` makes (measured once)."""
+        if setting not in self._made:
+            self._made[setting] = reference_twists(self.exp, setting)
+        return self._made[setting]
+
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
-        exp, plan, values, notices = self.exp, self.plan(seed), [], []
+        exp, plan, values, notices, drawn = self.exp, self.plan(seed), [], [], []
         for i, setting in enumerate(exp.settings):
             fail = partial(CheckResult, exp.name, False, seed, _where(exp, setting))
             if i >= len(outcomes):
@@ -234,6 +282,8 @@ class ExperimentCheck(Check):
                 return outcomes[i].failure(fail)
             got, noticed = split_outcome(outcomes[i])
             notices += [n for n in noticed if n not in notices]
+            got, drew = got if _counted(got) else (got, None)
+            drawn.append(drew if isinstance(drew, int) and not isinstance(drew, bool) else None)
             got = got if isinstance(got, (tuple, list)) else (got,)
             for one in list(got)[:exp.seeds + 1]:
                 value = number_of(one)
@@ -254,10 +304,15 @@ class ExperimentCheck(Check):
             if same_seeds(exp, setting, seeds[:-1], mine[:-1]) and mine[-1] == mine[0]:
                 continue
             found = judge_values(exp, setting, mine, reference_values(exp, setting, seed),
-                                 seeds, seed)
+                                 seeds, seed, drawn[i], self.made(setting))
             if found:
                 what, hint, mistake = found
                 return CheckResult(exp.name, False, seed, _where(exp, setting), what=what,
                                    hint=hint, mistake=mistake,
                                    mistake_id=mistake_id(mistake) if mistake else "")
         return CheckResult(exp.name, True, seed, notice=notice_text(notices))
+
+
+def _counted(got: Any) -> bool:
+    """Whether ``got`` is ``(numbers, twists)`` as :meth:`ExperimentCheck.measure` sends it."""
+    return isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], (tuple, list))

@@ -1,9 +1,10 @@
 """``dot_product_variance``'s check (assignment 4): a measurement, judged as one.
 
 The estimate must lie within a stated tolerance of ``d_k`` at three widths, come from the
-generator passed in (the same seed, the same number; another seed, another), and vary from
-seed to seed as a sample variance of ``n_samples`` dot products does; an estimate near a known
-wrong quantity (the mean, the standard deviation, q·q...) is named after it.
+generator passed in (the same seed, the same number; another seed, another; at least a
+quarter of the ``2 * n_samples * d_k`` numbers drawn from it), and vary from seed to seed as a
+sample variance of ``n_samples`` dot products does; an estimate near a known wrong quantity
+(the mean, the standard deviation, q·q...) is named after it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 
 from .harness import (Check, Raised, notice_text, number_of, plain_number, reference_names,
-                      shown, split_outcome, NOTHING)
+                      shown, split_outcome, twists, NOTHING, WORDS_PER_TWIST)
 from .result import CheckResult, mistake_id
 
 __all__: list = []
@@ -72,6 +73,10 @@ _GENERATOR_HINT = ("draw every random number from the generator passed in: "
                    "torch.randn(..., generator=generator)")
 _MEASURE_HINT = ("measure: draw n_samples pairs (q, k) from the generator and return the "
                  "variance of their dot products, not the formula")
+#: The first estimate's call also counts what it drew (:func:`.harness.twists`): n_samples
+#: pairs of d_k-wide vectors are 2 * n_samples * d_k numbers; a quarter of that is the least a
+#: measurement may draw (the formula plus one draw of noise draws 1).
+_DRAWS_FRACTION = 4
 
 
 def _where(d: int, n: int = VARIANCE_SAMPLES) -> str:
@@ -91,14 +96,14 @@ class _VarianceCheck(Check):
     def __init__(self) -> None:
         super().__init__("check_dot_product_variance", every_device=False)
 
-    def plan(self, seed: int) -> List[Tuple[int, int, int]]:
-        """The calls' ``(d_k, n_samples, generator seed)``: the estimates, the same seed again
-        and another seed, then each spread test's seeds."""
+    def plan(self, seed: int) -> List[Tuple[int, int, int, bool]]:
+        """The calls' ``(d_k, n_samples, generator seed, count what it drew)``: the estimates,
+        the same seed again and another seed, then each spread test's seeds."""
         s, d, n = 1000 * seed, VARIANCE_DIMS[0], VARIANCE_SAMPLES
-        plan = [(w, n, s + i) for i, w in enumerate(VARIANCE_DIMS)]
-        plan += [(d, n, s), (d, n, s + 1)]  # reproducible, not fixed
+        plan = [(w, n, s + i, i == 0) for i, w in enumerate(VARIANCE_DIMS)]
+        plan += [(d, n, s, False), (d, n, s + 1, False)]  # reproducible, not fixed
         for t, (seeds, samples, _) in enumerate(SPREAD_TESTS):
-            plan += [(d, samples, s + 100 * (t + 1) + k) for k in range(seeds)]
+            plan += [(d, samples, s + 100 * (t + 1) + k, False) for k in range(seeds)]
         return plan
 
     def calls(self, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
@@ -106,18 +111,23 @@ class _VarianceCheck(Check):
         return [(args, {}) for args in self.plan(seed)]
 
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
-        d, n, s = args
-        got = student(d, n, torch.Generator().manual_seed(s))
-        return plain_number(got), tuple(reference_names(student, _VARIANCE, NOTHING,
-                                                            dict.fromkeys(self.given)))
+        d, n, s, count = args
+        generator = torch.Generator().manual_seed(s)
+        got = plain_number(student(d, n, generator))
+        return (got, twists(s, generator)) if count else got, tuple(reference_names(
+            student, _VARIANCE, NOTHING, dict.fromkeys(self.given)))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
-        plan, values, notices = self.plan(seed), [], []
-        for i, (d, n, _) in enumerate(plan):
+        plan, values, notices, drew = self.plan(seed), [], [], None
+        for i, (d, n, _, count) in enumerate(plan):
             where = _where(d, n)
             fail = partial(CheckResult, _VARIANCE, False, seed, where)
             if i >= len(outcomes):
-                return fail(what=f"your {_VARIANCE} did not finish on {where}", kind="timeout")
+                return fail(what=f"your {_VARIANCE} did not finish on {where}", kind="timeout",
+                            hint="on whole tensors the measurement takes well under a second: "
+                                 "the n_samples dot products are (q * k).sum(-1) (not "
+                                 "(q @ k.T).diagonal(), an n_samples x n_samples matrix, nor a "
+                                 "Python loop over the pairs)")
             out = outcomes[i]
             if isinstance(out, Raised):
                 return out.failure(fail, hint=(
@@ -126,6 +136,8 @@ class _VarianceCheck(Check):
                         w in out.message.lower() for w in ("generator", "device")) else ""))
             got, noticed = split_outcome(out)
             notices += [n for n in noticed if n not in notices]
+            if count and isinstance(got, (tuple, list)) and len(got) == 2:
+                got, drew = got
             value = number_of(got)
             if value is None or not math.isfinite(value):
                 return fail(what=f"it returned {shown(got)}, expected one finite number",
@@ -133,7 +145,7 @@ class _VarianceCheck(Check):
                                  "one-element tensor")
             values.append(value)
         k = len(VARIANCE_DIMS)
-        measured = [(d, value) for (d, _, _), value in zip(plan, values[:k])]
+        measured = [(d, value) for (d, *_), value in zip(plan, values[:k])]
         # A named mistake first; an estimate that is merely off is said after the tests below,
         # which say why (too few pairs used, a generator ignored).
         off = None
@@ -149,6 +161,13 @@ class _VarianceCheck(Check):
         if values[k + 1] == values[0]:
             return CheckResult(_VARIANCE, False, seed, where, what="generators with different "
                                "seeds gave exactly the same answer", hint=_MEASURE_HINT)
+        drawn = 2 * VARIANCE_SAMPLES * VARIANCE_DIMS[0]
+        if isinstance(drew, int) and drew * WORDS_PER_TWIST < drawn // _DRAWS_FRACTION:
+            return CheckResult(_VARIANCE, False, seed, where, what=(
+                "it drew nothing from the generator passed in" if drew == 0 else
+                f"it drew at most {drew * WORDS_PER_TWIST:,} random numbers from the generator, "
+                f"where n_samples pairs of d_k-wide vectors are {drawn:,}: fewer pairs than "
+                "asked, or no measurement"), hint=_GENERATOR_HINT if drew == 0 else _MEASURE_HINT)
         start = k + 2
         for seeds, samples, (low, high) in SPREAD_TESTS:
             spread, start = values[start:start + seeds], start + seeds

@@ -283,8 +283,9 @@ def paragraph(found: List[Facts], fresh: bool = False) -> str:
                        "(dropout left on)")
     if any(not f.compared for f in found):
         refused.append("for a measurement: numbers that do not behave as a measurement of what "
-                       "the experiment measures (another number for the same seed, or an average "
-                       "far from the experiment's)")
+                       "the experiment measures (another number for the same seed, an average "
+                       "far from the experiment's, or far fewer numbers drawn from the generator "
+                       "than it needs)")
     text += _fill("A check refuses " + "; ".join(refused) + ".")
     groups: Dict[str, List[str]] = {}
     for f in found:
