@@ -12,7 +12,9 @@ copy of the chapter shows the same text (``qkv_course.generate.colab``).
 
 The extension also adds ``qkv.css``: the code font and padding that make a listing of
 :data:`qkv_course.render.listing.WIDTH` characters fit the column at 1280 px, and the rules that keep
-a page from being wider than a phone's screen (wide code and outputs scroll in their own box).
+a page from being wider than a phone's screen (wide code and outputs scroll in their own box);
+and ``qkv.js``, which makes the sidebar buttons of the article header open the chapter list and
+the page's contents (the themes wire a hidden copy of each button instead).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sphinx.util.docutils import SphinxDirective
 from qkv_course.render.listing import source_link, teaching_source
 
 CSS = Path(__file__).parent / "static" / "qkv.css"
+JS = Path(__file__).parent / "static" / "qkv.js"
 
 
 class ListingDirective(SphinxDirective):
@@ -55,15 +58,17 @@ class ListingDirective(SphinxDirective):
         return [code, link]
 
 
-def _copy_css(app: Sphinx, exception: Exception | None) -> None:
+def _copy_static(app: Sphinx, exception: Exception | None) -> None:
     if exception is None and app.builder.format == "html":
         target = Path(app.outdir) / "_static"
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(CSS, target / CSS.name)
+        for path in (CSS, JS):
+            shutil.copy2(path, target / path.name)
 
 
 def setup(app: Sphinx) -> dict:
     app.add_directive("listing", ListingDirective)
     app.add_css_file(CSS.name)
-    app.connect("build-finished", _copy_css)
+    app.add_js_file(JS.name)
+    app.connect("build-finished", _copy_static)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
