@@ -4,9 +4,9 @@ Every page in _toc.yml is opened with every request outside the local server blo
 counted). Each must load with no console error and no failed local request, typeset its maths,
 load its images and, for notebooks, carry Colab and download buttons that point at the right
 files. The search page must find "softmax". Every chapter fits: no code, listing or output wider
-than the column at 1280 px, no page wider than a 390 px phone screen; and every figure has alt
-text that is not a file name. A full-page screenshot of each page is written to
-_build/screenshots/ for a person to look at.
+than the column at 1280 px, no page and no display equation wider than a 390 px phone screen;
+the sidebar buttons open on a phone; and every figure has alt text that is not a file name. A
+full-page screenshot of each page is written to _build/screenshots/ for a person to look at.
 
 Needs Debian's `chromium` (/usr/bin/chromium, or $QKV_CHROMIUM) and playwright-python;
 `make test` installs both. Without chromium these tests skip on a workstation and fail in CI.
@@ -269,17 +269,45 @@ def test_every_listing_and_output_fits_the_column_on_a_laptop(browser, site, pag
     assert found["page"] <= found["window"], f"{page.name} at 1280 px is {found['page']} px wide"
 
 
+# Display equations wider than their box: on a phone their end sits in a sideways scroll that
+# shows no scrollbar, so a reader sees a formula cut off.
+_WIDE_MATHS_JS = """() => [...document.querySelectorAll('article mjx-container[display="true"]')]
+  .filter(e => e.scrollWidth > e.clientWidth + 1)
+  .map(e => `${e.textContent.trim().slice(0, 60)} (${e.scrollWidth} px in ${e.clientWidth} px)`)"""
+
+
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
 def test_no_page_is_wider_than_a_phone(browser, site, page):
-    """At 390 px the page never scrolls sideways: wide code scrolls inside its own box."""
+    """At 390 px the page never scrolls sideways: wide code scrolls inside its own box. Every
+    display equation fits the column (qkv.css sets them at the text's size on a phone)."""
     v = Visit(browser, site, page.html, width=390)
     try:
         found = _widths(v)
+        wide_maths = v.page.evaluate(_WIDE_MATHS_JS)
     finally:
         v.close()
     assert found["page"] <= found["window"], (
         f"{page.name} at 390 px is {found['page']} px wide; out of the column: {found['sticking']}"
     )
+    assert not wide_maths, (
+        f"{page.name} at 390 px: equations wider than the column (break them over lines with "
+        f"aligned): {wide_maths}"
+    )
+
+
+@pytest.mark.parametrize("kind, dialog", [("primary", "pst-primary-sidebar-modal"),
+                                          ("secondary", "pst-secondary-sidebar-modal")])
+def test_the_sidebar_buttons_open_on_a_phone(browser, site, kind, dialog):
+    """At 390 px the buttons a reader sees open the chapter list and the page's contents
+    (qkv.js: the themes wire a hidden copy of each button, pydata-sphinx-theme#2451)."""
+    page = CHAPTERS[0]
+    v = Visit(browser, site, page.html, width=390)
+    try:
+        v.page.locator(f".{kind}-toggle:visible").first.click()
+        v.page.wait_for_function(f"() => document.getElementById('{dialog}')?.open", timeout=5000)
+        v.assert_clean(page.name)
+    finally:
+        v.close()
 
 
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
