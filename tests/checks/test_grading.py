@@ -261,3 +261,37 @@ def test_a_record_too_large_for_a_float_is_no_answer(name):
         assert not grading.question(name, entry).passed
     # An answer with parameters no seed gives is an answer, and wrong.
     assert not grading.question(name, {"answer": 1, "attn_dim": 10 ** 400}).passed
+
+
+@pytest.mark.parametrize("check", ["check_fp16_overflow_rate", "check_dot_product_variance"])
+def test_a_draw_count_the_student_chose_never_stops_the_judge(check):
+    """The draw count crosses back beside the numbers (qkv.checks.harness.twists): a count
+    of 4,299 digits (valid JSON under the header's cap) stopped the judge while its verdict
+    was formatted (int-to-str limit); a negative count or a bool is no count either."""
+    import json
+
+    import torch
+
+    huge = json.loads("-" + "9" * 4299)
+    if check == "check_dot_product_variance":
+        outcomes = []
+        for d, n, s, count in grading.CHECKS[check].plan(0):
+            g = torch.Generator().manual_seed(s + 7777)  # right, on seeds not asked: judged
+            q, k = torch.randn(n, d, generator=g), torch.randn(n, d, generator=g)
+            value = (q * k).sum(-1).var().item()
+            outcomes.append(((value, "COUNT") if count else value, ()))
+        outcomes[3] = outcomes[0][0][0], ()  # the same seed again: the same number
+    else:
+        exp, outcomes = grading.CHECKS[check].exp, []
+        for (*setting, seeds), _ in grading.calls(check, 0):
+            values = [exp.reference(*setting, torch.Generator().manual_seed(s + 7777))
+                      for s in seeds]
+            outcomes.append(((values, "COUNT"), ()))
+
+    def sent(count):
+        return [((o[0][0], count), ()) if isinstance(o[0], tuple) else o for o in outcomes]
+
+    for count in (huge, -1, True, 10 ** 30):
+        result = grading.judge(check, 0, sent(count))
+        assert "-" not in result.what.split("drew")[-1][:20], result.message()
+    assert not grading.judge(check, 0, sent(0)).passed  # an honest count still counts

@@ -46,8 +46,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from .harness import (NOTHING, Check, Mistake, Raised, notice_text, number_of, on_helpers,
-                      plain_number, reference_names, shown, split_outcome, twists,
+from .harness import (NOTHING, Check, Mistake, Raised, drawn_count, notice_text, number_of,
+                      on_helpers, plain_number, reference_names, shown, split_outcome, twists,
                       WORDS_PER_TWIST)
 from .result import CheckResult, mistake_id
 
@@ -283,7 +283,7 @@ class ExperimentCheck(Check):
             got, noticed = split_outcome(outcomes[i])
             notices += [n for n in noticed if n not in notices]
             got, drew = got if _counted(got) else (got, None)
-            drawn.append(drew if isinstance(drew, int) and not isinstance(drew, bool) else None)
+            drawn.append(drawn_count(drew))
             got = got if isinstance(got, (tuple, list)) else (got,)
             for one in list(got)[:exp.seeds + 1]:
                 value = number_of(one)

@@ -15,8 +15,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 
-from .harness import (Check, Raised, notice_text, number_of, plain_number, reference_names,
-                      shown, split_outcome, twists, NOTHING, WORDS_PER_TWIST)
+from .harness import (Check, Raised, drawn_count, notice_text, number_of, plain_number,
+                      reference_names, shown, split_outcome, twists, NOTHING, WORDS_PER_TWIST)
 from .result import CheckResult, mistake_id
 
 __all__: list = []
@@ -137,7 +137,7 @@ class _VarianceCheck(Check):
             got, noticed = split_outcome(out)
             notices += [n for n in noticed if n not in notices]
             if count and isinstance(got, (tuple, list)) and len(got) == 2:
-                got, drew = got
+                got, drew = got[0], drawn_count(got[1])
             value = number_of(got)
             if value is None or not math.isfinite(value):
                 return fail(what=f"it returned {shown(got)}, expected one finite number",
@@ -162,7 +162,7 @@ class _VarianceCheck(Check):
             return CheckResult(_VARIANCE, False, seed, where, what="generators with different "
                                "seeds gave exactly the same answer", hint=_MEASURE_HINT)
         drawn = 2 * VARIANCE_SAMPLES * VARIANCE_DIMS[0]
-        if isinstance(drew, int) and drew * WORDS_PER_TWIST < drawn // _DRAWS_FRACTION:
+        if drew is not None and drew * WORDS_PER_TWIST < drawn // _DRAWS_FRACTION:
             return CheckResult(_VARIANCE, False, seed, where, what=(
                 "it drew nothing from the generator passed in" if drew == 0 else
                 f"it drew at most {drew * WORDS_PER_TWIST:,} random numbers from the generator, "

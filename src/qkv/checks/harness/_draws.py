@@ -48,6 +48,14 @@ def _twist(mt: np.ndarray) -> np.ndarray:
     return mt
 
 
+def drawn_count(value: object) -> Optional[int]:
+    """A count :func:`twists` made where the student's code runs, as it crossed back: an int
+    from 0 to :data:`MOST`; ``None`` for anything else (what crosses is the student's to
+    choose: a bool, a negative count or one of 5,000 digits must not reach the verdict's text,
+    where formatting it would stop the judge)."""
+    return value if type(value) is int and 0 <= value <= MOST else None
+
+
 def twists(seed: int, generator: torch.Generator, most: int = MOST) -> Optional[int]:
     """How many times ``generator`` (made as ``torch.Generator().manual_seed(seed)``) has
     twisted since: the words it gave out, divided by 624 and rounded up; ``most`` when that is
