@@ -543,3 +543,25 @@ def chunked_mask_as_factor(query, key, value, attn_mask=None, is_causal=False, s
 CHUNKED_RIGHT["causal bias from float positions, no-key rows by logsumexp"] = \
     chunked_bias_from_float_positions
 CHUNKED_RIGHT["the mask as a factor of exp(s)"] = chunked_mask_as_factor
+
+
+def chunked_bias_like_the_query(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                                chunk_size=256):
+    """Right: as chunked_bias_from_float_positions, the query's dtype and device taken with
+    .to(query) and query.new_zeros (refused once: the query as a template counted as the
+    bias's source, and the bias's logsumexp as scores)."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    bias = None if attn_mask is None else attn_mask.to(query)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        bias = query.new_zeros(attn_mask.shape).masked_fill(~attn_mask, float("-inf"))
+    if is_causal:
+        rel = (torch.arange(S) - torch.arange(L)[:, None]).to(query)
+        bias = torch.zeros_like(rel).masked_fill(rel > 0, float("-inf"))
+    out = _chunked_with(query, key, value, chunk_size, scale, bias)
+    if bias is not None:
+        out = out.masked_fill(torch.logsumexp(bias, -1, keepdim=True) == float("-inf"), 0.0)
+    return out
+
+
+CHUNKED_RIGHT["the bias's dtype from .to(query) and query.new_zeros"] = chunked_bias_like_the_query

@@ -91,9 +91,9 @@ class _Widths(TorchFunctionMode):
                       if isinstance(t, Tensor)]
             outs = out if isinstance(out, (tuple, list)) else (out,)
             if not self._watch_all:
-                if not any(self._derived(t) for t in inputs):
-                    return out
                 name = getattr(func, "__name__", "")
+                if not any(self._derived(t) for t in _carriers(name, args, inputs)):
+                    return out
                 # written in place (buf[..., j0:j1] = s, buf.copy_(s), out=buf): buf is scores
                 changed = (args[:1] if name == "__setitem__" or name.endswith("_") else ()) + \
                     ((kwargs or {}).get("out"),)
@@ -111,6 +111,24 @@ class _Widths(TorchFunctionMode):
     def _wide(self, t: Any, any_dtype: bool = False) -> bool:
         return isinstance(t, Tensor) and (any_dtype or t.is_floating_point()) and \
             t.dim() >= 2 and tuple(t.shape[-2:]) == self.size
+
+
+#: Calls whose result holds none of a tensor argument's values: the argument gives only a
+#: dtype, a device or a shape (``query.new_zeros(L, S)``, ``torch.zeros_like(query)``).
+_TEMPLATES = ("new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like",
+              "full_like", "empty_like")
+#: Calls whose result holds the values of their first argument only, the others giving a
+#: dtype, a device or a shape (``rel.to(query)``, ``mask.type_as(query)``).
+_LIKE = ("to", "type_as", "view_as", "reshape_as", "expand_as")
+
+
+def _carriers(name: str, args: tuple, inputs: List[Tensor]) -> List[Tensor]:
+    """The tensor arguments of a call named ``name`` whose values its result may hold."""
+    if name in _TEMPLATES:
+        return []
+    if name in _LIKE:
+        return [a for a in args[:1] if isinstance(a, Tensor)]
+    return inputs
 
 
 #: What a softmax over a row computes: over a whole (L, S) tensor, it is the scores'. (A
