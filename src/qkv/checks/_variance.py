@@ -17,6 +17,7 @@ import torch
 
 from .harness import (Check, Raised, drawn_count, notice_text, number_of, plain_number,
                       reference_names, shown, split_outcome, twists, NOTHING, WORDS_PER_TWIST)
+from ._experiment import DRAWS_FRACTION
 from .result import CheckResult, mistake_id
 
 __all__: list = []
@@ -74,9 +75,9 @@ _GENERATOR_HINT = ("draw every random number from the generator passed in: "
 _MEASURE_HINT = ("measure: draw n_samples pairs (q, k) from the generator and return the "
                  "variance of their dot products, not the formula")
 #: The first estimate's call also counts what it drew (:func:`.harness.twists`): n_samples
-#: pairs of d_k-wide vectors are 2 * n_samples * d_k numbers; a quarter of that is the least a
-#: measurement may draw (the formula plus one draw of noise draws 1).
-_DRAWS_FRACTION = 4
+#: pairs of d_k-wide vectors are 2 * n_samples * d_k numbers; a DRAWS_FRACTION of that is the
+#: least a measurement may draw (the formula plus one draw of noise draws 1).
+_FEWER = "fewer pairs than n_samples, or no measurement"
 
 
 def _where(d: int, n: int = VARIANCE_SAMPLES) -> str:
@@ -162,12 +163,13 @@ class _VarianceCheck(Check):
             return CheckResult(_VARIANCE, False, seed, where, what="generators with different "
                                "seeds gave exactly the same answer", hint=_MEASURE_HINT)
         drawn = 2 * VARIANCE_SAMPLES * VARIANCE_DIMS[0]
-        if drew is not None and drew * WORDS_PER_TWIST < drawn // _DRAWS_FRACTION:
+        if drew is not None and drew * WORDS_PER_TWIST < drawn // DRAWS_FRACTION:
             return CheckResult(_VARIANCE, False, seed, where, what=(
                 "it drew nothing from the generator passed in" if drew == 0 else
                 f"it drew at most {drew * WORDS_PER_TWIST:,} random numbers from the generator, "
                 f"where n_samples pairs of d_k-wide vectors are {drawn:,}: fewer pairs than "
-                "asked, or no measurement"), hint=_GENERATOR_HINT if drew == 0 else _MEASURE_HINT)
+                "asked, or no measurement"), hint=_GENERATOR_HINT if drew == 0 else _MEASURE_HINT,
+                **({} if drew == 0 else dict(mistake=_FEWER, mistake_id=mistake_id(_FEWER))))
         start = k + 2
         for seeds, samples, (low, high) in SPREAD_TESTS:
             spread, start = values[start:start + seeds], start + seeds
