@@ -242,6 +242,26 @@ def repeat_loss_unshifted(logits, tokens, repeat):
     return F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")[repeat].mean()
 
 
+def repeat_loss_zeros_counted(logits, tokens, repeat):
+    """The unmarked positions' losses zeroed, then the mean over every position."""
+    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+    return (loss * repeat[:, :-1].float()).mean()
+
+
+def repeat_loss_probabilities(logits, tokens, repeat):
+    """A softmax before cross_entropy, in a flattened layout."""
+    p = torch.softmax(logits[:, :-1], dim=-1)
+    loss = F.cross_entropy(p.reshape(-1, p.shape[-1]), tokens[:, 1:].reshape(-1), reduction="none")
+    return loss[repeat[:, :-1].reshape(-1)].mean()
+
+
+def repeat_loss_masked_sum(logits, tokens, repeat):
+    """Right, written as a masked sum over the count (a style the new mistakes must not take)."""
+    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+    m = repeat[:, :-1].to(loss.dtype)
+    return (loss * m).sum() / m.sum()
+
+
 def repeat_loss_per_sequence(logits, tokens, repeat):
     """The mean of each sequence's mean, in a loop."""
     loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")

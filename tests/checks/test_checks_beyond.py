@@ -54,6 +54,10 @@ FUNCTIONS = [
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_unshifted, "scored on token t"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_per_sequence,
      "the mean of each sequence's mean"),
+    ("check_repeat_loss", a.repeat_loss, a.repeat_loss_zeros_counted,
+     "the unmarked positions count as zeros"),
+    ("check_repeat_loss", a.repeat_loss, a.repeat_loss_probabilities,
+     "probabilities handed to cross_entropy"),
 ]
 
 EXPERIMENTS = [
@@ -73,6 +77,7 @@ OTHERWISE = [
     ("check_talking_heads_attention", a.talking_heads_attention_loop),
     ("check_talking_heads_attention", a.talking_heads_attention_matmul),
     ("check_apply_partial_rope", a.apply_partial_rope_with_mine),
+    ("check_repeat_loss", a.repeat_loss_masked_sum),
 ]
 
 

@@ -110,6 +110,13 @@ REPEAT_LOSS = Exercise(
         Mistake("the marks of the target token (repeat[:, 1:]), not of the position scored",
                 "repeat marks the positions whose next token is scored: repeat[:, :-1]",
                 partial(repeat_loss_variant, marks_of_target=True)),
+        Mistake("the losses times the marks averaged over every position ((loss * marks)"
+                ".mean()): the unmarked positions count as zeros in the mean",
+                "average over the marked positions only: loss[marks].mean(), or (loss * marks)"
+                ".sum() / marks.sum()", partial(repeat_loss_variant, zeros_counted=True)),
+        Mistake("probabilities handed to cross_entropy (a softmax first)", "F.cross_entropy "
+                "takes the logits themselves: it applies log_softmax inside",
+                partial(repeat_loss_variant, probabilities=True)),
     ],
 )
 

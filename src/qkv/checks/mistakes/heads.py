@@ -27,11 +27,14 @@ def mean_ablate(head_outputs: Tensor, heads: Sequence[int], num_heads: int, *,
 
 def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool = True,
                 everywhere: bool = False, per_sequence: bool = False, roll: bool = False,
-                marks_of_target: bool = False) -> Tensor:
+                marks_of_target: bool = False, zeros_counted: bool = False,
+                probabilities: bool = False) -> Tensor:
     """Mean cross-entropy of token t + 1 from position t, over the positions ``repeat`` marks;
     or a known mistake (no shift; every position; the mean of each sequence's mean; ``roll``:
     the targets ``tokens.roll(-1)``, so the last position is scored on token 0;
-    ``marks_of_target``: the marks of the target, ``repeat[:, 1:]``)."""
+    ``marks_of_target``: the marks of the target, ``repeat[:, 1:]``; ``zeros_counted``: the
+    losses times the marks, averaged over every position, ``(loss * marks).mean()``;
+    ``probabilities``: the softmax's probabilities handed to cross_entropy, which wants logits)."""
     if roll:
         logits, target, where = logits, tokens.roll(-1, dims=1), repeat
     elif shift:
@@ -39,7 +42,11 @@ def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool =
         where = repeat[:, 1:] if marks_of_target else repeat[:, :-1]
     else:
         target, where = tokens, repeat
+    if probabilities:
+        logits = logits.softmax(-1)
     loss = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+    if zeros_counted:
+        return (loss * where).mean()
     if per_sequence:
         return ((loss * where).sum(-1) / where.sum(-1)).mean()
     return loss.mean() if everywhere else loss[where].mean()
