@@ -53,7 +53,8 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, norms="
         elif norms in ("norm1", "norm2"):  # one gain copied for both
             n1 = n2 = params[f"{norms}.weight"]
         attn_params = {n[5:]: t for n, t in params.items() if n.startswith("attn.")}
-        f = {"gelu": F.gelu, "relu": F.relu, "none": lambda t: t}[act]
+        f = {"gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu,
+             "none": lambda t: t}[act]
 
         def attn(h):
             return attention_forward(h, attn_params, num_heads, num_kv_heads)[0]
@@ -84,14 +85,15 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, norms="
 # ----------------------------------------------------------------------------- beyond the page
 def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropout=(),
                        own_dropout=False, rescale=True, no_dropout=(), keep_with_p=False,
-                       drop_at=("attn", "mlp")):
+                       drop_at=("attn", "mlp"), act="gelu"):
     """The debugging exercise's block, written as a student would, with the printed bugs (and a
     few wrong fixes) as switches; ``own_dropout``: an honest variant that drops with
     ``torch.rand`` itself (``if training``) instead of ``F.dropout``; ``rescale=False`` the
     same without dividing the kept entries by ``1 - dropout``; ``keep_with_p``: its own
     dropout with the comparison turned round (each entry kept with probability dropout);
     ``drop_at``: where each sublayer's dropout goes (its output, "weights", "hidden", or the
-    stream after its residual addition, "attn stream" / "mlp stream")."""
+    stream after its residual addition, "attn stream" / "mlp stream"); ``act="gelu_tanh"``:
+    GPT-2's GELU (F.gelu(..., approximate="tanh"))."""
     def dropout_block_forward(x, params, num_heads, dropout=0.1, training=False):
         L, E = x.shape[-2], x.shape[-1] // num_heads
         h = rms_norm(x, params["norm1.weight"])
@@ -132,7 +134,8 @@ def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropou
         if residual == "post":
             x = rms_norm(x, params["norm1.weight"])
         h = x if residual == "post" else rms_norm(x, params["norm2.weight"])
-        hidden = F.gelu(h @ params["mlp.up.weight"].T)
+        hidden = F.gelu(h @ params["mlp.up.weight"].T,
+                        approximate="tanh" if act == "gelu_tanh" else "none")
         if "hidden" in drop_at:
             hidden = drop(hidden, "hidden")
         m = hidden @ params["mlp.down.weight"].T

@@ -360,6 +360,28 @@ def block_forward_with_every_key(x, params, num_heads, num_kv_heads=None):
     h = rms_norm(x, params["norm2.weight"])
     return x + F.gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T
 
+def gelu(z):  # exact GELU written out (the erf form), not F.gelu
+    return 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))
+
+def block_forward_gelu_by_erf(x, params, num_heads, num_kv_heads=None):
+    attn = {k[len("attn."):]: v for k, v in params.items() if k.startswith("attn.")}
+    x = x + attention_forward(rms_norm(x, params["norm1.weight"]), attn, num_heads,
+                              num_kv_heads or num_heads)[0]
+    h = rms_norm(x, params["norm2.weight"])
+    return x + gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T
+
+def dropout_block_forward_gelu_by_erf(x, params, num_heads, dropout=0.1, training=False):
+    L, E = x.shape[-2], x.shape[-1] // num_heads
+    h = rms_norm(x, params["norm1.weight"])
+    q, k, v = (split_heads(h @ params[f"attn.{n}_proj.weight"].T, num_heads) for n in "qkv")
+    allowed = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()
+    s = (q @ k.transpose(-2, -1) / math.sqrt(E)).masked_fill(~allowed, float("-inf"))
+    a = merge_heads(torch.softmax(s, dim=-1) @ v) @ params["attn.out_proj.weight"].T
+    x = x + F.dropout(a, dropout, training)
+    h = rms_norm(x, params["norm2.weight"])
+    m = gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T
+    return x + F.dropout(m, dropout, training)
+
 def order_sensitivity_numpy(num_layers, rope, generator):
     # the change measured in NumPy on the blocks' outputs
     x = torch.randn(1, 16, 32, generator=generator)
@@ -478,6 +500,10 @@ OTHERWISE = {
         "check_head_difference", CONTIGUOUS["head_difference_with_view"], {}),
     "attention_forward reaching the given pieces as qkv.<name>, softmax as a tensor method": (
         "check_attention_forward", CONTIGUOUS["attention_forward_via_package"], {}),
+    "block_forward with exact GELU written out (the erf form)": (
+        "check_block_forward", NOTEBOOK["block_forward_gelu_by_erf"], {}),
+    "dropout_block_forward with exact GELU written out (the erf form)": (
+        "check_dropout_block_forward", NOTEBOOK["dropout_block_forward_gelu_by_erf"], {}),
     "order_sensitivity finished in NumPy": (
         "check_order_sensitivity", NOTEBOOK["order_sensitivity_numpy"], {}),
 }

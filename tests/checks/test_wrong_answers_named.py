@@ -14,6 +14,7 @@ from qkv import checks
 from qkv.checks import CheckFailed
 
 import answers_beyond as a
+import answers_capstone as capstone
 
 
 def temperature_no_keepdim(query, key, value, temperature=1.0):
@@ -192,6 +193,13 @@ NAMED = {
     "attention_backward: the causal scores filled with 0": (
         "check_attention_backward", backward_causal_fill_zero, "filled with 0 instead of -inf",
         ""),
+    # Told "part of the computation ran in float16": GELU's tanh approximation is that close.
+    "block_forward: GELU's tanh approximation": (
+        "check_block_forward", capstone.make_block(act="gelu_tanh"),
+        "GELU's tanh approximation (GPT-2's)", "float16"),
+    "dropout_block_forward: GELU's tanh approximation": (
+        "check_dropout_block_forward", capstone.make_dropout_block(act="gelu_tanh"),
+        "GELU's tanh approximation (GPT-2's)", "float16"),
     "linear_attention: causal with triu": (
         "check_linear_attention", linear_causal_triu, "the future kept instead of the past", ""),
 }

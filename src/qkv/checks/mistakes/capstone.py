@@ -63,6 +63,8 @@ def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
                   normed=()):
     """The pre-norm block with one switch turned from the right answer (the defaults);
     ``norms``: ``"swapped"``, or one norm's gain for both (``"norm1"``, ``"norm2"``);
+    ``act``: the MLP's activation, ``"gelu"`` (right), ``"gelu_tanh"`` (GPT-2's tanh
+    approximation), ``"relu"`` or ``"none"``;
     ``normed``: the sublayers (``"attn"``, ``"mlp"``) before which the stream is replaced by
     its normalised copy (``x = rms_norm(x, ...)``), so that the residual adds to it."""
     n1, n2 = params["norm1.weight"], params["norm2.weight"]
@@ -70,7 +72,8 @@ def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
     norm = qkv.rms_norm
     sub = _part(params, "attn.")
     attn = lambda h: qkv.attention_forward(h, sub, num_heads, num_kv_heads)[0]  # noqa: E731
-    activation = {"gelu": F.gelu, "relu": F.relu, "none": lambda t: t}[act]
+    activation = {"gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh"), "relu": F.relu,
+                  "none": lambda t: t}[act]
     mlp = lambda h: activation(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T  # noqa: E731
     if arrangement == "post":
         x = norm(x + attn(x), n1)
@@ -155,7 +158,7 @@ def viewed_block_variant(x, params, num_heads, dropout=0.1, training=False, **sw
 def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
                           residual="stream", mask="causal", scale=True, eval_dropout=(),
                           rescale=True, no_dropout=(), keep_with_p=False,
-                          drop_at=("attn", "mlp")):
+                          drop_at=("attn", "mlp"), act="gelu"):
     """The pre-norm block without positions, with dropout, with bugs put back (the defaults
     are the right answer): ``residual="normed"`` (the stream replaced by its normalised copy
     before the attention), ``"post"`` (post-norm); ``mask="inverted"`` (``triu``),
@@ -166,7 +169,8 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
     ``dropout`` (and divided by 1 - dropout) instead of dropped with it; ``drop_at``, where
     each sublayer's dropout goes: ``"attn"``/``"mlp"`` its output (right), ``"weights"`` the
     attention weights, ``"hidden"`` the MLP's hidden layer, ``"attn stream"``/``"mlp stream"``
-    the stream after its residual addition."""
+    the stream after its residual addition; ``act="gelu_tanh"``: GELU's tanh approximation
+    (GPT-2's) in the MLP."""
     E = x.shape[-1] // num_heads
     L = x.shape[-2]
     w = params
@@ -194,7 +198,8 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
     if residual == "post":
         x = qkv.rms_norm(x, w["norm1.weight"])
     h = x if residual == "post" else qkv.rms_norm(x, w["norm2.weight"])
-    m = drop(F.gelu(h @ w["mlp.up.weight"].T), "mlp", "hidden") @ w["mlp.down.weight"].T
+    gelu = partial(F.gelu, approximate="tanh") if act == "gelu_tanh" else F.gelu
+    m = drop(gelu(h @ w["mlp.up.weight"].T), "mlp", "hidden") @ w["mlp.down.weight"].T
     x = drop(x + drop(m, "mlp"), "mlp", "mlp stream")
     return qkv.rms_norm(x, w["norm2.weight"]) if residual == "post" else x
 
