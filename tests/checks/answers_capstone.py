@@ -9,6 +9,8 @@ import torch.nn.functional as F
 
 from qkv import apply_rope, merge_heads, random_block_params, repeat_kv, rms_norm, split_heads
 
+qkv_rms_norm = rms_norm
+
 
 def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="interleave",
                    scale=True, return_old=False, cache_repeated=False):
@@ -45,16 +47,19 @@ attention_forward = make_attention()  # what the block's answers call (the check
 
 
 def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, norms="own", act="gelu",
-               normed=()):
+               normed=(), norm_kind="rms"):
     def block_forward(x, params, num_heads, num_kv_heads):
+        def rms_norm(t, w):  # LayerNorm where norm_kind="layer" (its bias left at 0)
+            return qkv_rms_norm(t, w) if norm_kind == "rms" else F.layer_norm(t, t.shape[-1:], w)
+
         n1, n2 = params["norm1.weight"], params["norm2.weight"]
         if norms == "swapped":
             n1, n2 = n2, n1
         elif norms in ("norm1", "norm2"):  # one gain copied for both
             n1 = n2 = params[f"{norms}.weight"]
         attn_params = {n[5:]: t for n, t in params.items() if n.startswith("attn.")}
-        f = {"gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu,
-             "none": lambda t: t}[act]
+        f = {"gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu,
+             "relu": F.relu, "none": lambda t: t}[act]
 
         def attn(h):
             return attention_forward(h, attn_params, num_heads, num_kv_heads)[0]

@@ -370,6 +370,16 @@ def block_forward_gelu_by_erf(x, params, num_heads, num_kv_heads=None):
     h = rms_norm(x, params["norm2.weight"])
     return x + gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T
 
+def block_forward_norm_by_hand(x, params, num_heads, num_kv_heads=None):
+    # RMSNorm written out inline (rsqrt of the mean square), not the given rms_norm
+    def norm(t, w):
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    attn = {k[len("attn."):]: v for k, v in params.items() if k.startswith("attn.")}
+    x = x + attention_forward(norm(x, params["norm1.weight"]), attn, num_heads,
+                              num_kv_heads or num_heads)[0]
+    h = norm(x, params["norm2.weight"])
+    return x + F.gelu(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T
+
 def dropout_block_forward_gelu_by_erf(x, params, num_heads, dropout=0.1, training=False):
     L, E = x.shape[-2], x.shape[-1] // num_heads
     h = rms_norm(x, params["norm1.weight"])
@@ -502,6 +512,8 @@ OTHERWISE = {
         "check_attention_forward", CONTIGUOUS["attention_forward_via_package"], {}),
     "block_forward with exact GELU written out (the erf form)": (
         "check_block_forward", NOTEBOOK["block_forward_gelu_by_erf"], {}),
+    "block_forward with RMSNorm written out inline (rsqrt)": (
+        "check_block_forward", NOTEBOOK["block_forward_norm_by_hand"], {}),
     "dropout_block_forward with exact GELU written out (the erf form)": (
         "check_dropout_block_forward", NOTEBOOK["dropout_block_forward_gelu_by_erf"], {}),
     "order_sensitivity finished in NumPy": (

@@ -197,6 +197,13 @@ NAMED = {
     "block_forward: GELU's tanh approximation": (
         "check_block_forward", capstone.make_block(act="gelu_tanh"),
         "GELU's tanh approximation (GPT-2's)", "float16"),
+    # Told only "largest difference".
+    "block_forward: LayerNorm instead of RMSNorm": (
+        "check_block_forward", capstone.make_block(norm_kind="layer"),
+        "LayerNorm instead of RMSNorm", ""),
+    "block_forward: SiLU instead of GELU": (
+        "check_block_forward", capstone.make_block(act="silu"), "SiLU in the MLP instead of GELU",
+        ""),
     "dropout_block_forward: GELU's tanh approximation": (
         "check_dropout_block_forward", capstone.make_dropout_block(act="gelu_tanh"),
         "GELU's tanh approximation (GPT-2's)", "float16"),

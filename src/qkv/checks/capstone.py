@@ -159,6 +159,9 @@ BLOCK_FORWARD = Exercise(
         Mistake("the MLP reads the block's input, not the stream after attention (a parallel block)",
                 "the MLP comes after the attention: its input is norm2 of x + attention(...)",
                 _BLK(arrangement="parallel")),
+        Mistake("LayerNorm instead of RMSNorm (the mean subtracted)", "the block normalises "
+                "with rms_norm(x, weight) = x / sqrt(mean(x^2) + eps) * weight: no mean "
+                "subtracted, no bias", _BLK(norm_kind="layer")),
         Mistake("norm1 and norm2 swapped", "norm1.weight before the attention, norm2.weight "
                 "before the MLP", _BLK(norms="swapped")),
         *(Mistake(f"{gain} used for both norms", "norm1.weight before the attention, "
@@ -173,6 +176,8 @@ BLOCK_FORWARD = Exercise(
                                 ("before the MLP", ("mlp",)))),
         Mistake("ReLU in the MLP instead of GELU", "the MLP is down(gelu(up(h))): F.gelu",
                 _BLK(act="relu")),
+        Mistake("SiLU in the MLP instead of GELU", "the MLP is down(gelu(up(h))): F.gelu (SiLU "
+                "is SwiGLU's gate, not this block's)", _BLK(act="silu")),
         Mistake("no activation in the MLP", "the MLP is down(gelu(up(h))): F.gelu between them",
                 _BLK(act="none")),
         Mistake("GELU's tanh approximation (GPT-2's) in the MLP instead of exact GELU",

@@ -58,22 +58,28 @@ def _part(params: Dict[str, Tensor], prefix: str) -> Dict[str, Tensor]:
     return {n[len(prefix):]: t for n, t in params.items() if n.startswith(prefix)}
 
 
+def _layer_norm(x: Tensor, weight: Tensor) -> Tensor:
+    """LayerNorm with ``weight`` as its gain and no bias, as ``F.layer_norm`` takes it."""
+    return F.layer_norm(x, x.shape[-1:], weight)
+
+
 def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
                   attn_residual=True, mlp_residual=True, norms="own", act="gelu",
-                  normed=()):
+                  normed=(), norm_kind="rms"):
     """The pre-norm block with one switch turned from the right answer (the defaults);
     ``norms``: ``"swapped"``, or one norm's gain for both (``"norm1"``, ``"norm2"``);
     ``act``: the MLP's activation, ``"gelu"`` (right), ``"gelu_tanh"`` (GPT-2's tanh
-    approximation), ``"relu"`` or ``"none"``;
+    approximation), ``"silu"``, ``"relu"`` or ``"none"``; ``norm_kind="layer"``: LayerNorm
+    (``F.layer_norm`` with the gain as its weight) instead of RMSNorm;
     ``normed``: the sublayers (``"attn"``, ``"mlp"``) before which the stream is replaced by
     its normalised copy (``x = rms_norm(x, ...)``), so that the residual adds to it."""
     n1, n2 = params["norm1.weight"], params["norm2.weight"]
     n1, n2 = {"own": (n1, n2), "swapped": (n2, n1), "norm1": (n1, n1), "norm2": (n2, n2)}[norms]
-    norm = qkv.rms_norm
+    norm = qkv.rms_norm if norm_kind == "rms" else _layer_norm
     sub = _part(params, "attn.")
     attn = lambda h: qkv.attention_forward(h, sub, num_heads, num_kv_heads)[0]  # noqa: E731
-    activation = {"gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh"), "relu": F.relu,
-                  "none": lambda t: t}[act]
+    activation = {"gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh"), "silu": F.silu,
+                  "relu": F.relu, "none": lambda t: t}[act]
     mlp = lambda h: activation(h @ params["mlp.up.weight"].T) @ params["mlp.down.weight"].T  # noqa: E731
     if arrangement == "post":
         x = norm(x + attn(x), n1)
