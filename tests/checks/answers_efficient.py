@@ -254,15 +254,15 @@ KV_WRONG.update({
 
 # ----------------------------------------------------------------------------- attention_backward
 def make_backward(scale_dq=True, scale_dk=True, delta="out", dk="dS^T", dv="P^T", weights="lse",
-                  cast=None, mask="fill"):
+                  cast=None, mask="fill", use_scale=True):
     """A student's attention_backward; the switches put one mistake in (defaults: right).
 
     ``mask`` (with is_causal): "fill" (-inf in the scores before exp), "where" (torch.where on
     P), "mul" (P times the bool mask) are right; "none", "inverted", "dP only", "bottom right"
-    and "strict" are the named mistakes.
+    and "strict" are the named mistakes; ``use_scale=False``: the scale argument ignored.
     """
     def attention_backward(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
-        c = scale if scale is not None else query.shape[-1] ** -0.5
+        c = scale if scale is not None and use_scale else query.shape[-1] ** -0.5
         x = [t.to(cast) for t in (query, key, value, out, lse, grad_out)] if cast else \
             [query, key, value, out, lse, grad_out]
         q, k, v, o, m, do = x
@@ -371,6 +371,7 @@ BACKWARD_WRONG = {
     "no scale in dQ and dK": (make_backward(scale_dq=False, scale_dk=False),
                               "the scale forgotten in dQ and dK"),
     "no scale in dK": (make_backward(scale_dk=False), "the scale forgotten in dK"),
+    "scale argument ignored": (make_backward(use_scale=False), "the scale argument ignored"),
     "D = rowsum(dP)": (make_backward(delta="dP"), "rowsum(dP) instead of rowsum(dO * O)"),
     "no D": (make_backward(delta="none"), "the row term D left out"),
     # Once named after lse[..., None] (both raise the same broadcast error on a batch).

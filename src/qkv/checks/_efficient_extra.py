@@ -105,6 +105,9 @@ ATTENTION_BACKWARD = Exercise(
                 partial(backward_variant, scale_dq=False, scale_dk=False)),
         Mistake("the scale forgotten in dQ", _SCALE_DQ_DK, partial(backward_variant, scale_dq=False)),
         Mistake("the scale forgotten in dK", _SCALE_DQ_DK, partial(backward_variant, scale_dk=False)),
+        Mistake("the scale argument ignored (1/sqrt(E) even when scale is given)",
+                "when scale is given, the scores are scale * Q K^T and dQ, dK are multiplied by "
+                "it; 1/sqrt(E) is only its default", partial(backward_variant, scale_given=False)),
         Mistake("the row term D computed as rowsum(dP) instead of rowsum(dO * O)", _DELTA_HINT,
                 partial(backward_variant, delta="dp")),
         Mistake("the row term D summed without keepdim=True (subtracted along the keys, not "

@@ -147,7 +147,7 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
 
 def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, scale=None, *,
                      weights="lse", delta="out", scale_dq=True, scale_dk=True, dk_t=True, dv_t=True,
-                     mask="right"):
+                     mask="right", scale_given=True):
     """attention_backward with switches for its mistakes (the defaults: the right answer).
 
     ``weights``: how P is recomputed: ``"lse"`` (right, ``exp(s - lse)``), ``"exp"`` (no lse
@@ -160,9 +160,10 @@ def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, sca
     ``"none"`` (P left as exp(s - lse) there), ``"inverted"`` (P zeroed where j <= i),
     ``"dp"`` (dP zeroed instead of P), ``"bottom_right"`` (j <= i + S - L allowed),
     ``"strict"`` (j < i allowed: the diagonal masked too) or ``"zero"`` (the hidden scores
-    filled with 0, not -inf: P = exp(0 - lse) there).
+    filled with 0, not -inf: P = exp(0 - lse) there); ``scale_given=False``: 1/sqrt(E) even
+    when ``scale`` is given.
     """
-    c = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    c = 1.0 / math.sqrt(query.shape[-1]) if scale is None or not scale_given else scale
     s = query @ key.transpose(-2, -1)
     if weights == "exp":
         p = (s * c).exp()
