@@ -90,7 +90,7 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, norms="
 # ----------------------------------------------------------------------------- beyond the page
 def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropout=(),
                        own_dropout=False, rescale=True, no_dropout=(), keep_with_p=False,
-                       drop_at=("attn", "mlp"), act="gelu"):
+                       drop_at=("attn", "mlp"), act="gelu", fixed_rate=None):
     """The debugging exercise's block, written as a student would, with the printed bugs (and a
     few wrong fixes) as switches; ``own_dropout``: an honest variant that drops with
     ``torch.rand`` itself (``if training``) instead of ``F.dropout``; ``rescale=False`` the
@@ -98,8 +98,10 @@ def make_dropout_block(residual="stream", mask="causal", scale=True, eval_dropou
     dropout with the comparison turned round (each entry kept with probability dropout);
     ``drop_at``: where each sublayer's dropout goes (its output, "weights", "hidden", or the
     stream after its residual addition, "attn stream" / "mlp stream"); ``act="gelu_tanh"``:
-    GPT-2's GELU (F.gelu(..., approximate="tanh"))."""
+    GPT-2's GELU (F.gelu(..., approximate="tanh")); ``fixed_rate``: a rate written in, the
+    dropout argument ignored."""
     def dropout_block_forward(x, params, num_heads, dropout=0.1, training=False):
+        dropout = dropout if fixed_rate is None else fixed_rate
         L, E = x.shape[-2], x.shape[-1] // num_heads
         h = rms_norm(x, params["norm1.weight"])
         if residual == "normed":

@@ -207,6 +207,10 @@ NAMED = {
     "dropout_block_forward: GELU's tanh approximation": (
         "check_dropout_block_forward", capstone.make_dropout_block(act="gelu_tanh"),
         "GELU's tanh approximation (GPT-2's)", "float16"),
+    # Told "a scale applied twice": the kept entries scaled by 1 / 0.9, not 1 / 0.75.
+    "dropout_block_forward: the dropout rate written in": (
+        "check_dropout_block_forward", capstone.make_dropout_block(fixed_rate=0.1),
+        "the dropout rate ignored (a fixed rate)", "a scale applied twice"),
     "linear_attention: causal with triu": (
         "check_linear_attention", linear_causal_triu, "the future kept instead of the past", ""),
 }

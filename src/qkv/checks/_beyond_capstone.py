@@ -132,6 +132,9 @@ DROPOUT_BLOCK_FORWARD = Exercise(
                 _variant(mask="none")),
         Mistake("no scaling", "divide the scores by sqrt(E), E = D // num_heads",
                 _variant(scale=False)),
+        Mistake("the dropout rate ignored (a fixed rate)", "pass the rate on: "
+                "F.dropout(t, dropout, training=training); a number written in (0.1) is right "
+                "only when dropout is 0.1", _variant(fixed_rate=0.1)),
         Mistake("GELU's tanh approximation (GPT-2's) in the MLP instead of exact GELU",
                 "the block uses exact GELU: F.gelu(x), without approximate=\"tanh\"",
                 _variant(act="gelu_tanh")),

@@ -164,7 +164,7 @@ def viewed_block_variant(x, params, num_heads, dropout=0.1, training=False, **sw
 def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
                           residual="stream", mask="causal", scale=True, eval_dropout=(),
                           rescale=True, no_dropout=(), keep_with_p=False,
-                          drop_at=("attn", "mlp"), act="gelu"):
+                          drop_at=("attn", "mlp"), act="gelu", fixed_rate=None):
     """The pre-norm block without positions, with dropout, with bugs put back (the defaults
     are the right answer): ``residual="normed"`` (the stream replaced by its normalised copy
     before the attention), ``"post"`` (post-norm); ``mask="inverted"`` (``triu``),
@@ -176,7 +176,8 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
     each sublayer's dropout goes: ``"attn"``/``"mlp"`` its output (right), ``"weights"`` the
     attention weights, ``"hidden"`` the MLP's hidden layer, ``"attn stream"``/``"mlp stream"``
     the stream after its residual addition; ``act="gelu_tanh"``: GELU's tanh approximation
-    (GPT-2's) in the MLP."""
+    (GPT-2's) in the MLP; ``fixed_rate``: the rate each dropout uses whatever ``dropout`` is
+    (the argument ignored, a number written in)."""
     E = x.shape[-1] // num_heads
     L = x.shape[-2]
     w = params
@@ -190,14 +191,16 @@ def dropout_block_variant(x, params, num_heads, dropout=0.1, training=False, *,
     scores = q @ k.transpose(-2, -1) / (math.sqrt(E) if scale else 1.0)
     weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
 
+    rate = dropout if fixed_rate is None else fixed_rate
+
     def drop(t, sublayer, at=None):
         if (at or sublayer) not in drop_at:
             return t
         on = (training or sublayer in eval_dropout) and sublayer not in no_dropout
         if keep_with_p and on:
-            return t * (torch.rand_like(t) < dropout) / (1 - dropout)
-        kept = F.dropout(t, dropout, training=on)
-        return kept if rescale or not on else kept * (1 - dropout)
+            return t * (torch.rand_like(t) < rate) / (1 - rate)
+        kept = F.dropout(t, rate, training=on)
+        return kept if rescale or not on else kept * (1 - rate)
 
     a = qkv.merge_heads(drop(weights, "attn", "weights") @ val) @ w["attn.out_proj.weight"].T
     x = drop(x + drop(a, "attn"), "attn", "attn stream")
