@@ -255,6 +255,19 @@ def repeat_loss_probabilities(logits, tokens, repeat):
     return loss[repeat[:, :-1].reshape(-1)].mean()
 
 
+def repeat_loss_shifted_backwards(logits, tokens, repeat):
+    """Position t + 1 scored on token t (the shift the wrong way), the marks of the position."""
+    loss = F.cross_entropy(logits[:, 1:].transpose(1, 2), tokens[:, :-1], reduction="none")
+    return loss[repeat[:, 1:]].mean()
+
+
+def repeat_loss_gathered(logits, tokens, repeat):
+    """Right, written with log_softmax and gather (a style the shift's mistake must not take)."""
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    nll = -logp.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+    return nll[repeat[:, :-1]].mean()
+
+
 def repeat_loss_masked_sum(logits, tokens, repeat):
     """Right, written as a masked sum over the count (a style the new mistakes must not take)."""
     loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")

@@ -58,6 +58,8 @@ FUNCTIONS = [
      "the unmarked positions count as zeros"),
     ("check_repeat_loss", a.repeat_loss, a.repeat_loss_probabilities,
      "probabilities handed to cross_entropy"),
+    ("check_repeat_loss", a.repeat_loss, a.repeat_loss_shifted_backwards,
+     "the shift the wrong way"),
 ]
 
 EXPERIMENTS = [
@@ -78,6 +80,7 @@ OTHERWISE = [
     ("check_talking_heads_attention", a.talking_heads_attention_matmul),
     ("check_apply_partial_rope", a.apply_partial_rope_with_mine),
     ("check_repeat_loss", a.repeat_loss_masked_sum),
+    ("check_repeat_loss", a.repeat_loss_gathered),
 ]
 
 

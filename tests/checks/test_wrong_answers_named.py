@@ -211,6 +211,10 @@ NAMED = {
     "dropout_block_forward: the dropout rate written in": (
         "check_dropout_block_forward", capstone.make_dropout_block(fixed_rate=0.1),
         "the dropout rate ignored (a fixed rate)", "a scale applied twice"),
+    # Told "ran in bfloat16": on random logits the loss is only a few percent off.
+    "repeat_loss: the shift the wrong way": (
+        "check_repeat_loss", a.repeat_loss_shifted_backwards, "the shift the wrong way",
+        "bfloat16"),
     "linear_attention: causal with triu": (
         "check_linear_attention", linear_causal_triu, "the future kept instead of the past", ""),
 }

@@ -114,6 +114,11 @@ REPEAT_LOSS = Exercise(
                 ".mean()): the unmarked positions count as zeros in the mean",
                 "average over the marked positions only: loss[marks].mean(), or (loss * marks)"
                 ".sum() / marks.sum()", partial(repeat_loss_variant, zeros_counted=True)),
+        *(Mistake("the shift the wrong way: position t + 1 scored on token t (logits[:, 1:] "
+                  "against tokens[:, :-1])", "query t predicts token t + 1: logits[:, :-1] "
+                  "against tokens[:, 1:], marks repeat[:, :-1]",
+                  partial(repeat_loss_variant, backwards=True, marks_of_target=marks))
+          for marks in (False, True)),
         Mistake("probabilities handed to cross_entropy (a softmax first)", "F.cross_entropy "
                 "takes the logits themselves: it applies log_softmax inside",
                 partial(repeat_loss_variant, probabilities=True)),

@@ -28,14 +28,20 @@ def mean_ablate(head_outputs: Tensor, heads: Sequence[int], num_heads: int, *,
 def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool = True,
                 everywhere: bool = False, per_sequence: bool = False, roll: bool = False,
                 marks_of_target: bool = False, zeros_counted: bool = False,
-                probabilities: bool = False) -> Tensor:
+                probabilities: bool = False, backwards: bool = False) -> Tensor:
     """Mean cross-entropy of token t + 1 from position t, over the positions ``repeat`` marks;
     or a known mistake (no shift; every position; the mean of each sequence's mean; ``roll``:
     the targets ``tokens.roll(-1)``, so the last position is scored on token 0;
     ``marks_of_target``: the marks of the target, ``repeat[:, 1:]``; ``zeros_counted``: the
     losses times the marks, averaged over every position, ``(loss * marks).mean()``;
-    ``probabilities``: the softmax's probabilities handed to cross_entropy, which wants logits)."""
-    if roll:
+    ``probabilities``: the softmax's probabilities handed to cross_entropy, which wants logits;
+    ``backwards``: the shift the wrong way, position t + 1 scored on token t, ``logits[:, 1:]``
+    against ``tokens[:, :-1]``, with the marks of the position scored, ``repeat[:, 1:]``, or
+    with ``marks_of_target`` those of the target, ``repeat[:, :-1]``)."""
+    if backwards:
+        logits, target = logits[:, 1:], tokens[:, :-1]
+        where = repeat[:, :-1] if marks_of_target else repeat[:, 1:]
+    elif roll:
         logits, target, where = logits, tokens.roll(-1, dims=1), repeat
     elif shift:
         logits, target = logits[:, :-1], tokens[:, 1:]
