@@ -110,6 +110,21 @@ def test_a_result_right_only_to_float32_precision_says_which():
     assert "float32's precision" in msg and "part of the computation ran in float32" in msg
 
 
+def test_one_number_a_few_percent_off_is_not_told_it_ran_in_half_precision():
+    """bfloat16's window is 5% wide at 3: one number landing in it says little (repeat_loss
+    shifted the wrong way was told it ran in bfloat16); one computed in bfloat16 is still told."""
+    want = torch.tensor(2.94263, dtype=torch.float64)
+    what, hint = describe(torch.tensor(3.08792, dtype=torch.float64), want, 1e-7, 1e-10)
+    assert "precision" not in what and "bfloat16" not in hint, what
+    gen = torch.Generator().manual_seed(0)
+    logits = 2 * torch.randn(4, 9, 32, generator=gen, dtype=torch.float64)
+    tokens = torch.randint(0, 32, (4, 9), generator=gen)
+    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens)
+    in_bf16 = torch.nn.functional.cross_entropy(logits.bfloat16().transpose(1, 2), tokens)
+    what, hint = describe(in_bf16.double(), loss, 1e-7, 1e-10)
+    assert "'s precision" in what and "part of the computation ran in" in hint, what
+
+
 def test_a_result_right_on_some_batch_elements_names_them():
     def build(gen, device, dtype):
         pad = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] * 4 + [False]])
