@@ -286,6 +286,16 @@ def variance_in_numpy(d_k, n_samples, generator):
     return np.array([(q * k).sum(-1).var(ddof=1)])
 
 
+def fp16_overflow_row_by_row(spread, generator):
+    """The overflowing rows counted one row at a time, the count divided by the 256 rows."""
+    x = (torch.randn(256, 64, generator=generator) * spread).half()
+    overflowed = 0
+    for row in x:
+        w = row.exp() / row.exp().sum()
+        overflowed += int(not bool(torch.isfinite(w).all()))
+    return overflowed / 256
+
+
 # Answers as a notebook holds them: defined beside what its set-up cell imports from qkv (the
 # "given" functions) and the student's own earlier answers.
 _NOTEBOOK = """
@@ -516,6 +526,8 @@ OTHERWISE = {
         "check_block_forward", NOTEBOOK["block_forward_norm_by_hand"], {}),
     "dropout_block_forward with exact GELU written out (the erf form)": (
         "check_dropout_block_forward", NOTEBOOK["dropout_block_forward_gelu_by_erf"], {}),
+    "fp16_overflow_rate counted row by row, the count divided by 256": (
+        "check_fp16_overflow_rate", fp16_overflow_row_by_row, {}),
     "order_sensitivity finished in NumPy": (
         "check_order_sensitivity", NOTEBOOK["order_sensitivity_numpy"], {}),
 }

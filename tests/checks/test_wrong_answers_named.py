@@ -111,6 +111,26 @@ def overflow_spread_squared(spread, generator):
     return a.fp16_overflow_rate(spread ** 2, generator)
 
 
+def overflow_spread_sqrt(spread, generator):
+    return a.fp16_overflow_rate(math.sqrt(spread), generator)
+
+
+def overflow_rows_counted(spread, generator):
+    x = (torch.randn(256, 64, generator=generator) * spread).half()
+    w = x.exp() / x.exp().sum(-1, keepdim=True)
+    return (~torch.isfinite(w)).any(-1).sum().item()
+
+
+def overflow_percent(spread, generator):
+    return 100 * a.fp16_overflow_rate(spread, generator)
+
+
+def overflow_of_elements(spread, generator):
+    x = (torch.randn(256, 64, generator=generator) * spread).half()
+    w = x.exp() / x.exp().sum(-1, keepdim=True)
+    return (~torch.isfinite(w)).float().mean().item()
+
+
 def kv_values_from_keys(query, key, value, k_cache=None, v_cache=None, scale=None):
     if k_cache is not None:
         key, value = torch.cat([k_cache, key], -2), torch.cat([v_cache, key], -2)
@@ -187,6 +207,17 @@ NAMED = {
     "fp16_overflow_rate: spread taken for a variance": (
         "check_fp16_overflow_rate", overflow_spread_squared, "spread taken for a variance",
         "not a measurement"),
+    # Named after "no row overflows", whose causes it did not list.
+    "fp16_overflow_rate: the logits multiplied by sqrt(spread)": (
+        "check_fp16_overflow_rate", overflow_spread_sqrt, "multiplied by sqrt(spread)", ""),
+    # Told only "averages 41.85 where ... 0.1658".
+    "fp16_overflow_rate: the rows counted": (
+        "check_fp16_overflow_rate", overflow_rows_counted, "the number of rows that overflow",
+        ""),
+    "fp16_overflow_rate: a percentage": (
+        "check_fp16_overflow_rate", overflow_percent, "a percentage of the rows", ""),
+    "fp16_overflow_rate: the fraction of the weights": (
+        "check_fp16_overflow_rate", overflow_of_elements, "the fraction of the weights", ""),
     "kv_cache_step: the keys appended to the value cache": (
         "check_kv_cache_step", kv_values_from_keys, "appended to the value cache",
         "wrong dim"),

@@ -147,15 +147,21 @@ MAX_WEIGHT = Experiment(
 
 
 def fp16_overflow_rate(spread: float, generator: torch.Generator, *, safe: bool = False,
-                       power: float = 1.0) -> float:
+                       power: float = 1.0, returned: str = "fraction") -> float:
     """The fraction of 256 rows of 64 logits ~ N(0, spread^2) whose softmax, computed naively
     (no max subtracted) in float16, holds a non-finite weight; ``safe``: the maximum
-    subtracted (nothing overflows); ``power=2``: the logits multiplied by spread ** 2."""
+    subtracted (nothing overflows); ``power=2``: the logits multiplied by spread ** 2;
+    ``returned``: ``"count"`` (the number of such rows), ``"percent"`` (their percentage) or
+    ``"elements"`` (the fraction of the weights, not of the rows, that are not finite)."""
     x = (torch.randn(256, 64, generator=generator) * spread ** power).half()
     if safe:
         x = x - x.max(dim=-1, keepdim=True).values
     w = x.exp() / x.exp().sum(dim=-1, keepdim=True)
-    return (~torch.isfinite(w)).any(dim=-1).float().mean().item()
+    if returned == "elements":
+        return (~torch.isfinite(w)).float().mean().item()
+    rows = (~torch.isfinite(w)).any(dim=-1).float()
+    return {"fraction": rows.mean(), "count": rows.sum(), "percent": 100 * rows.mean()}[
+        returned].item()
 
 
 FP16_OVERFLOW_RATE = Experiment(
@@ -164,9 +170,13 @@ FP16_OVERFLOW_RATE = Experiment(
     mistakes=(
         # Counting only inf (torch.isinf) gives the same zeros: an overflowed row's inf / inf
         # is NaN, never inf.
-        Mistake("no row overflows: the maximum subtracted, the softmax taken in float32, or "
-                "only inf counted (an overflowed row holds inf / inf = NaN, not inf)",
-                "the experiment measures the naive softmax in float16: convert with .half() "
+        # The logits multiplied by sqrt(spread) (spread taken for a variance, the other way
+        # round) overflow nowhere either at spread 4 (2 standard deviations): the same zeros.
+        Mistake("no row overflows: the maximum subtracted, the softmax taken in float32, "
+                "only inf counted (an overflowed row holds inf / inf = NaN, not inf), or the "
+                "logits too small to overflow (multiplied by sqrt(spread))",
+                "the experiment measures the naive softmax in float16: multiply the standard "
+                "normal logits by spread itself (their standard deviation), convert with .half() "
                 "before exp, do not subtract the maximum, and count a row whose weights hold an "
                 "inf or a NaN (~torch.isfinite(w)): inf / inf is NaN",
                 partial(fp16_overflow_rate, safe=True)),
@@ -174,6 +184,15 @@ FP16_OVERFLOW_RATE = Experiment(
         Mistake("the logits multiplied by spread ** 2 (spread taken for a variance)",
                 "spread is the standard deviation of the logits: torch.randn(256, 64) * spread",
                 partial(fp16_overflow_rate, power=2.0)),
+        Mistake("the number of rows that overflow, not their fraction", "divide by the 256 "
+                "rows: (~torch.isfinite(w)).any(dim=-1).float().mean()",
+                partial(fp16_overflow_rate, returned="count")),
+        Mistake("a percentage of the rows, not a fraction", "return the fraction, between 0 "
+                "and 1: (~torch.isfinite(w)).any(dim=-1).float().mean(), not times 100",
+                partial(fp16_overflow_rate, returned="percent")),
+        Mistake("the fraction of the weights that are not finite, not of the rows", "a row "
+                "overflows when any of its 64 weights is inf or NaN: take .any(dim=-1) before "
+                "the mean over the 256 rows", partial(fp16_overflow_rate, returned="elements")),
     ),
     # A fraction of 256 rows: coarse values, whose median deviation is coarse too (a right
     # answer's ratio reached 4 once in 100,000 tries); one row's is 0 (nearly every value
