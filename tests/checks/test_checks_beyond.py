@@ -507,3 +507,19 @@ def test_fewer_samples_than_asked_are_said_and_global_draws_are_no_measurement()
 
     with pytest.raises(AssertionError, match="drew nothing from the generator"):
         checks.check_fp16_overflow_rate(global_draws)
+
+
+def test_a_measurement_on_a_generator_of_its_own_is_told_so():
+    """honest10: a right max_weight drawn from a generator of its own, seeded from one number
+    drawn from the one passed in, draws 624 numbers from it where the experiment draws 33,072.
+    The count cannot tell it from too few samples: the verdict says both, and how to draw."""
+    import math
+
+    def max_weight(d_k, scaled, generator):
+        g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+        q, k = torch.randn(32, d_k, generator=g), torch.randn(32, d_k, generator=g)
+        s = q @ k.T / (math.sqrt(d_k) if scaled else 1.0)
+        return torch.softmax(s, -1).max(-1).values.mean().item()
+
+    with pytest.raises(AssertionError, match="(?s)another generator.*generator passed in itself"):
+        checks.check_max_weight(max_weight)

@@ -97,3 +97,17 @@ def test_the_formula_plus_noise_of_a_sample_variance_is_told_it_drew_too_little(
 
     with pytest.raises(AssertionError, match="drew at most 624 random numbers"):
         check_dot_product_variance(fake)
+
+
+def test_a_variance_on_numpy_generator_seeded_from_the_one_given_is_told_so():
+    """honest10: pairs drawn by NumPy's generator, seeded from one number drawn from the one
+    passed in, are no fewer than asked: the verdict names the other generator too."""
+    import numpy as np
+
+    def numpy_pairs(d_k, n_samples, generator):
+        rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
+        q, k = rng.standard_normal((n_samples, d_k)), rng.standard_normal((n_samples, d_k))
+        return float((q * k).sum(-1).var(ddof=1))
+
+    with pytest.raises(AssertionError, match="(?s)another generator.*generator passed in itself"):
+        check_dot_product_variance(numpy_pairs)

@@ -59,6 +59,12 @@ NAMED_SIGMAS = 2.0
 SPREAD = 4.0
 _GENERATOR_HINT = ("draw every random number from the generator passed in: "
                    "torch.randn(..., generator=generator)")
+#: Said with a count too low: a right measurement drawn from a generator of its own (a clone
+#: of the one passed in, one seeded from a number drawn from it, NumPy's) draws nothing, or one
+#: number, from the generator passed in; its count cannot tell it from too few samples.
+OWN_GENERATOR = ("draw from the generator passed in itself, not from a copy of it or a "
+                 "generator of your own seeded from it (torch's global one, NumPy's): what the "
+                 "check counts is what that generator gave out")
 
 
 #: A measurement must draw at least this fraction of what the experiment as described draws
@@ -181,13 +187,15 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                 "you do measure, your code cannot see what it counts: try it on an input where "
                 "the answer is known", "")
     if drew == 0 and made:
-        return (f"your {exp.name} drew nothing from the generator passed in", _GENERATOR_HINT, "")
+        return (f"your {exp.name} drew nothing from the generator passed in",
+                f"{_GENERATOR_HINT}; {OWN_GENERATOR}", "")
     if drew is not None and made >= DRAWS_SMALLEST and drew < made // DRAWS_FRACTION:
         return (f"your {exp.name} drew at most {drew * WORDS_PER_TWIST:,} random numbers from "
                 f"the generator, where the experiment as described draws about "
                 f"{made * WORDS_PER_TWIST:,}: it measures on fewer samples than asked, "
-                "or is not a measurement", f"draw every sample the experiment asks for from the "
-                f"generator and measure on all of them ({exp.hint})", FEWER)
+                "draws them from another generator (a copy of it, one seeded from it), or is "
+                "not a measurement", f"draw every sample the experiment asks for from the "
+                f"generator and measure on all of them ({exp.hint}); {OWN_GENERATOR}", FEWER)
     n = len(mine)
     mean, ref_mean = statistics.fmean(mine), statistics.fmean(reference)
     if _off(mean, my_sd, reference, n, exp.floor) > 1:

@@ -17,7 +17,7 @@ import torch
 
 from .harness import (Check, Raised, drawn_count, notice_text, number_of, plain_number,
                       reference_names, shown, split_outcome, twists, NOTHING, WORDS_PER_TWIST)
-from ._experiment import DRAWS_FRACTION
+from ._experiment import DRAWS_FRACTION, OWN_GENERATOR
 from .result import CheckResult, mistake_id
 
 __all__: list = []
@@ -168,7 +168,9 @@ class _VarianceCheck(Check):
                 "it drew nothing from the generator passed in" if drew == 0 else
                 f"it drew at most {drew * WORDS_PER_TWIST:,} random numbers from the generator, "
                 f"where n_samples pairs of d_k-wide vectors are {drawn:,}: fewer pairs than "
-                "asked, or no measurement"), hint=_GENERATOR_HINT if drew == 0 else _MEASURE_HINT,
+                "asked, pairs drawn from another generator (a copy of it, one seeded from it), "
+                "or no measurement"),
+                hint=f"{_GENERATOR_HINT if drew == 0 else _MEASURE_HINT}; {OWN_GENERATOR}",
                 **({} if drew == 0 else dict(mistake=_FEWER, mistake_id=mistake_id(_FEWER))))
         start = k + 2
         for seeds, samples, (low, high) in SPREAD_TESTS:
