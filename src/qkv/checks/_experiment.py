@@ -10,7 +10,7 @@ reference on as many other seeds, then asks, per setting:
 - the numbers vary from seed to seed when the reference's do (a measurement, not a formula);
 - the first seed's call drew at least a quarter as many numbers from its generator as the
   experiment as described draws (:func:`.harness.twists` counts them from the generator's
-  state): a measurement on 2 queries where 32 are asked for, or a formula plus one draw of
+  state): a measurement on 16 rows where 256 are asked for, or a formula plus one draw of
   noise, has a plausible mean and spread, not the draws;
 - they are the reference's own numbers on the same seeds (the experiment done as described,
   drawing in the order given: passes, whatever the seed); otherwise
@@ -68,9 +68,10 @@ OWN_GENERATOR = ("draw from the generator passed in itself, not from a copy of i
 
 
 #: A measurement must draw at least this fraction of what the experiment as described draws
-#: from the generator (counted in twists, :mod:`.harness._draws`): 2 queries where 32 are asked
-#: for, or a formula plus one draw of noise, draw 1/16 or less; a right answer drawn in another
-#: way (float64, a loop, the keys first) draws about as much, or more.
+#: from the generator (counted in twists, :mod:`.harness._draws`): 16 rows where 256 are asked
+#: for draw 1/16, a formula plus one draw of noise one number; a right answer drawn in another
+#: way (float64, a loop, the keys first) draws about as much, or more. Less is not always
+#: caught: 2 queries of 32 in max_weight still draw the 32 keys, about half of the numbers.
 DRAWS_FRACTION = 4
 #: Below this many twists (about 5,000 numbers) a quarter is at most one twist, which any draw
 #: makes: the count tells only whether anything was drawn.

@@ -1,7 +1,7 @@
 """How much a function drew from the CPU generator it was given, told from the generator's state.
 
-An experiment measures on samples it draws; an answer that measures on 2 queries where the
-experiment asks for 32, or returns a formula plus one draw of noise, can have the right mean
+An experiment measures on samples it draws; an answer that measures on 16 rows where the
+experiment asks for 256, or returns a formula plus one draw of noise, can have the right mean
 and a plausible spread, but it draws far fewer numbers. torch's CPU generator is a Mersenne
 Twister (mt19937): it makes its numbers 624 32-bit words at a time (a *twist* of its state),
 one word for a float32 normal or uniform, two for a float64. Its state after a call is the
