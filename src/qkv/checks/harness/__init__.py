@@ -13,11 +13,12 @@ from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
 from ._half import HALF, half_case, via_float32
 from ._helpers import on_helpers
 from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
-                       plain, plain_number, split_outcome)
+                       plain, plain_number)
 from ._inputs import bool_mask, devices, randn
 from ._kind import shown
 from ._notice import notice_text, reference_names, whole_scores
 from ._pairs import picked
+from ._verdict import split_outcome
 
 __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import torch
 
-from . import _harness
+from . import _harness, _verdict
 from ._exercise import Args, Exercise
 from ._harness import Raised
 from ._kind import WRONG_DEVICE
@@ -117,7 +117,7 @@ class ExerciseCheck(Check):
         result = None
         for i, exercise in enumerate(self.exercises(**options)):
             item = self.items[i] if self.items else None
-            result = _harness.judge(exercise, seed, outcomes, item, self.returns)
+            result = _verdict.judge(exercise, seed, outcomes, item, self.returns)
             if not result.passed:
                 return result
         assert result is not None
