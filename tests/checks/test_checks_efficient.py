@@ -18,7 +18,7 @@ def test_kv_cache_step_notices_torch_attention():
     # Assignment 8 asks not to: a right answer through torch's SDPA gets a notice (a flag).
 
     from qkv.checks import grading
-    from qkv.checks.harness._checks import check_now
+    from qkv.checks.harness import check_now
 
     result = check_now(grading.CHECKS["check_kv_cache_step"], A.kv_with_sdpa, 0)
     assert "torch.nn.functional.scaled_dot_product_attention" in result.notice

@@ -13,7 +13,7 @@ import torch
 from qkv.checks import check_luong_score, check_scaled_dot_product_attention, check_soft_lookup
 from qkv.checks.harness._describe import describe
 from qkv.checks.harness._exercise import Case, Exercise
-from qkv.checks.harness._checks import run_check
+from qkv.checks.harness import run_check
 from qkv.checks.harness._inputs import bool_mask, randn
 
 

@@ -16,7 +16,7 @@ import answers_masking
 import answers_variations
 import qkv
 from qkv.checks import grading
-from qkv.checks.harness._checks import ExerciseCheck
+from qkv.checks.harness import ExerciseCheck
 from qkv.checks.result import CheckFailed, CheckResult
 
 # The reference as a student's answer, per check (options: those of a test cell).

@@ -10,7 +10,7 @@ import torch
 
 from answers_honest import BASES, CPU_ONLY, ONE_TENSOR, OTHERWISE, WRAPPERS
 from qkv.checks import grading
-from qkv.checks.harness._checks import check_now
+from qkv.checks.harness import check_now
 
 CASES = [(w, c) for w in WRAPPERS for c in BASES
          if w != "NumPy round trip" or c in ONE_TENSOR]
