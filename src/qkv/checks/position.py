@@ -11,7 +11,7 @@ import qkv
 
 from .harness import Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, make_check, via_float32
 from .mistakes.position import alibi_variant, rope_variant, sinusoid_variant
-from . import _beyond_early as e, _beyond_mid as m
+from . import _beyond_mid as m, _beyond_position as e
 from ._experiment import ExperimentCheck
 
 __all__ = [
