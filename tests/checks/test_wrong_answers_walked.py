@@ -160,9 +160,9 @@ def test_kv_cache_step_ignoring_scale_on_an_empty_cache_is_refused():
 
 def _experiment(name, **slip):
     """The experiment's own function with a slip, as a student's answer."""
-    from qkv.checks import _beyond, _beyond_early, _beyond_late
+    from qkv.checks import _beyond_early, _beyond_late, _beyond_masking, _beyond_position
 
-    for module in (_beyond, _beyond_early, _beyond_late):
+    for module in (_beyond_masking, _beyond_early, _beyond_position, _beyond_late):
         if hasattr(module, name):
             return partial(getattr(module, name), **slip)
     raise LookupError(name)

@@ -14,7 +14,7 @@ import qkv
 from ._masked import GLOBAL_WINDOW_MASK, MASKED_SCORES
 from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
 from .harness import Case, checks_of, Exercise, Forbidden, Mistake, make_check
-from . import _beyond as b
+from . import _beyond_masking as b
 from ._experiment import ExperimentCheck
 
 __all__ = [
