@@ -37,7 +37,7 @@ def test_solution_passes_every_test(capsys):
 
 def test_a_folder_s_copies_of_a_notebook_are_left_out_unless_named(tmp_path):
     """Run first, scaling-Copy1.ipynb recorded its answers as the student's first ones."""
-    from qkv_course.progress import find_notebooks
+    from qkv_course.progress.command import find_notebooks
 
     folder = tmp_path / "06-masking"
     folder.mkdir()
@@ -53,7 +53,7 @@ def test_a_folder_s_notebook_that_cannot_be_read_is_said_with_how_to_fix_it(tmp_
     """instr8: a notebook with a byte that is not UTF-8 was skipped without a word (and a folder
     of only that one said "no assignment notebooks"): the student never learnt that their own
     notebook cannot be read."""
-    from qkv_course.progress import find_notebooks
+    from qkv_course.progress.command import find_notebooks
 
     folder = tmp_path / "06-masking"
     folder.mkdir()
@@ -83,7 +83,7 @@ def test_a_written_answer_left_blank_is_said_to_be_unwritten():
     from pathlib import Path as P
 
     from qkv_course.nbgrader.graded import questions
-    from qkv_course.progress import format_notebook
+    from qkv_course.progress.report import format_notebook
 
     root = P(__file__).resolve().parents[1]
     for folder, blank in (("exercises", True), ("solutions", False)):
@@ -195,7 +195,7 @@ def test_in_notebook_never_raises(capsys):
 def test_in_notebook_uses_the_arguments_of_the_notebooks_own_test_cells(capsys):
     from qkv.checks.questions import QUESTIONS
     from qkv_course.calls import Call
-    from qkv_course.progress import checks_called
+    from qkv_course.progress.notebook import checks_called
 
     question = "masking_q1"
     assert question in QUESTIONS
@@ -229,7 +229,7 @@ def test_in_notebook_judges_the_first_answer_recorded_and_gives_none_away(capsys
     import qkv
     from qkv.checks import check_question
     from qkv_course.calls import Call
-    from qkv_course.progress import checks_called
+    from qkv_course.progress.notebook import checks_called
 
     monkeypatch.setenv("QKV_ANSWERS", str(tmp_path / "answers.json"))
     cells = ["check_question('multi_head_q1', multi_head_q1, embed_dim=embed_dim)"]

@@ -7,9 +7,8 @@ instructors use lives here, in one package with one reader of ``_config.yml``:
 - one sub-package per verb: :mod:`.generate` (every generated file), :mod:`.render` (what a page
   shows, for the book and its Colab copy), :mod:`.grade` (trusted grading), :mod:`.gradescope`,
   :mod:`.nbgrader` (its plugins, and reading graded notebooks), :mod:`.report` (for
-  instructors), :mod:`.sphinx` (the book's extensions);
-- :mod:`.cli` (the ``qkv`` command), :mod:`.progress` (for students), :mod:`.usage` and
-  :mod:`.outdir`, which the commands share.
+  instructors), :mod:`.progress` (for students), :mod:`.sphinx` (the book's extensions);
+- :mod:`.cli` (the ``qkv`` command), :mod:`.usage` and :mod:`.outdir`, which the commands share.
 
 CONTRIBUTING.md maps every module (generated from their docstrings).
 

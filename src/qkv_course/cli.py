@@ -16,7 +16,7 @@ from .usage import UsageError
 
 # name -> (module with add_arguments(parser) and run(args) -> int, one-line help)
 SUBCOMMANDS = {
-    "progress": ("qkv_course.progress", "students: run notebooks' answers and tests, report what passes"),
+    "progress": ("qkv_course.progress.command", "students: run notebooks' answers and tests, report what passes"),
     "report": ("qkv_course.report.command", "instructors: which named mistakes a class makes, after autograding"),
     "grade": ("qkv_course.grade.command", "instructors: grade submissions in a sandbox, write "
               "nbgrader's gradebook (in place of nbgrader autograde)"),
