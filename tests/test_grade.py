@@ -1021,24 +1021,24 @@ def test_an_answer_retyped_in_a_cell_of_the_student_s_own_is_graded_and_flagged(
 def test_one_submission_the_gradebook_cannot_take_costs_nobody_else(empty_course, tmp_path,
                                                                      fake_sandbox, capsys,
                                                                      monkeypatch):
-    from qkv_course.grade import gradebook
+    from qkv_course.grade import autograded
 
     course = _copy(empty_course, tmp_path / "course")
     for student in ("ann", "bob", "cat"):
         gc.submit(course, student, class_.submission("model"))
-    real = gradebook.autograded_notebook
+    real = autograded.autograded_notebook
 
     def fails_for_bob(plan, record):
         if record["student"] == "bob":
             raise MemoryError("the autograded notebook is too large")
         return real(plan, record)
 
-    monkeypatch.setattr(gradebook, "autograded_notebook", fails_for_bob)
+    monkeypatch.setattr(autograded, "autograded_notebook", fails_for_bob)
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
     out = capsys.readouterr().out
     assert "bob 04-scaling/scaling: NOT WRITTEN to the gradebook (MemoryError" in out, out
     assert sorted(gc.scores(course)) == ["ann", "cat"]
-    monkeypatch.setattr(gradebook, "autograded_notebook", real)
+    monkeypatch.setattr(autograded, "autograded_notebook", real)
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0  # a rerun writes bob
     assert sorted(gc.scores(course)) == ["ann", "bob", "cat"]
 

@@ -24,6 +24,7 @@ The trusted half (the parent, which alone judges and writes):
   graded and its record built;
 - :mod:`.records`: one result file per submission, the record;
 - :mod:`.gradebook`: nbgrader's gradebook and autograded notebooks, from the result files;
+  :mod:`.autograded`: one submission's autograded notebook, as ``nbgrader autograde`` writes it;
   :mod:`.outdated`: a grade of an earlier submission, kept and flagged;
 - :mod:`.flags`: delegation, flagged for a person;
 - :mod:`.run`, :mod:`.summary`, :mod:`.command`: the run (jobs, shards), its summary lines, and
