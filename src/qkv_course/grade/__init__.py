@@ -2,7 +2,8 @@
 
 The untrusted half: run a submission's code in a sandbox, exchange only data.
 
-- :mod:`.client`: :class:`Pool` and :class:`Submission`, what the trusted grader drives;
+- :mod:`.client`: :class:`Pool`, the sandboxed job slots the trusted grader drives, and
+  :mod:`.child`: :class:`Submission`, one submission run in its own child of a slot;
 - :mod:`.sandbox`: the bubblewrap sandbox (what it sees, its namespaces); :mod:`.slot`: a job
   slot, one sandbox whose zygote forks a child per submission;
 - :mod:`.zygote` and :mod:`.worker`: what runs inside (the grader never runs them itself);
@@ -31,7 +32,8 @@ The trusted half (the parent, which alone judges and writes):
   the ``qkv grade`` command; :mod:`.compare`: ``--compare``, against what nbgrader recorded.
 """
 
-from .client import Pool, Submission
+from .child import Submission
+from .client import Pool
 from .limits import Limits
 from .protocol import ProtocolError
 from .results import CellOutcome, Failed, Missing, NotData, Raised
