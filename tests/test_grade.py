@@ -23,7 +23,7 @@ import grade_class as gc
 import scaling_submissions as class_
 from qkv_course.cli import main as qkv
 from qkv_course.grade import plan as plan_mod
-from qkv_course.grade import one, records, run
+from qkv_course.grade import jobs, one, records, run
 from qkv_course.nbgrader.graded import questions
 
 pytestmark = pytest.mark.slow  # nbgrader makes each course's gradebook
@@ -437,7 +437,7 @@ def test_compare_without_a_gradebook_or_with_merge_is_one_clear_line(tmp_path, c
 
 def test_shards_split_by_sorted_id():
     ids = ["d", "a", "c", "b", "e"]
-    parts = [run.in_shard(ids, (k, 2)) for k in (1, 2)]
+    parts = [jobs.in_shard(ids, (k, 2)) for k in (1, 2)]
     assert parts == [["a", "c", "e"], ["b", "d"]]
 
 

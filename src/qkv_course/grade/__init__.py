@@ -28,8 +28,10 @@ The trusted half (the parent, which alone judges and writes):
   :mod:`.autograded`: one submission's autograded notebook, as ``nbgrader autograde`` writes it;
   :mod:`.outdated`: a grade of an earlier submission, kept and flagged;
 - :mod:`.flags`: delegation, flagged for a person;
-- :mod:`.run`, :mod:`.summary`, :mod:`.command`: the run (jobs, shards), its summary lines, and
-  the ``qkv grade`` command; :mod:`.compare`: ``--compare``, against what nbgrader recorded.
+- :mod:`.run`, :mod:`.summary`, :mod:`.command`: the run (sandboxes, limits, the gradebook
+  written), its summary lines, and the ``qkv grade`` command; :mod:`.jobs`: which submissions a
+  run is about (shards, the jobs, what cannot be graded); :mod:`.compare`: ``--compare``,
+  against what nbgrader recorded.
 """
 
 from .child import Submission

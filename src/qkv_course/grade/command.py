@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Grade the assignment; print one line per submission and a summary."""
     from . import judge
-    from .run import main, parse_shard
+    from .jobs import parse_shard
+    from .run import main
 
     course = require_folder(args.course, "--course").resolve()
     if not args.jobs >= 1:
