@@ -596,43 +596,6 @@ def test_the_grading_threads_judge_one_at_a_time(monkeypatch):
     assert most[0] == 1
 
 
-def test_judging_runs_torch_on_one_thread_and_gives_the_count_back(monkeypatch):
-    """A check's tensors are tiny: on a pool of threads the capstone's judging took 64 s a
-    submission on a busy 2-core machine (order_sensitivity alone 12 s, 0.3 s on one thread).
-    The trusted side judges on one thread and restores the count after, even on a failure."""
-    import types
-
-    import torch
-
-    from qkv_course.grade import checks_api
-
-    seen = []
-
-    def judge(check, seed, outcomes, **options):
-        seen.append(torch.get_num_threads())
-        if check == "check_broken":
-            raise RuntimeError("a bug in a check")
-        return "verdict"
-
-    fake = types.SimpleNamespace(judge=judge, Raised=Exception,
-                                 calls=lambda check, seed, **o: seen.append(
-                                     torch.get_num_threads()) or [],
-                                 prepare=lambda check: seen.append(torch.get_num_threads()))
-    monkeypatch.setattr(checks_api, "_grading", lambda: fake)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        checks_api.calls("check_x", 0, {})
-        checks_api.prepare("check_x")
-        assert checks_api.judge("check_x", 0, [], {}) == "verdict"
-        with pytest.raises(RuntimeError):
-            checks_api.judge("check_broken", 0, [], {})
-        assert seen == [1, 1, 1, 1]
-        assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_a_submission_not_graded_keeps_its_earlier_grade_flagged_until_it_is(
         empty_course, tmp_path, fake_sandbox, monkeypatch, capsys):
     """instr8: ann handed in again and the grader failed on it (or a merge found no result for

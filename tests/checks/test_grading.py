@@ -295,3 +295,38 @@ def test_a_draw_count_the_student_chose_never_stops_the_judge(check):
         result = grading.judge(check, 0, sent(count))
         assert "-" not in result.what.split("drew")[-1][:20], result.message()
     assert not grading.judge(check, 0, sent(0)).passed  # an honest count still counts
+
+
+def test_the_grading_api_runs_torch_on_one_thread_and_gives_the_count_back(monkeypatch):
+    """A check's tensors are tiny: on a pool of threads the capstone's judging took 64 s a
+    submission in qkv grade on a busy 2-core machine (order_sensitivity alone 12 s, 0.3 s on
+    one thread). calls, prepare and judge run on one thread and restore the count after,
+    even when a check fails."""
+    check = grading.CHECKS["check_softmax"]
+    seen = []
+
+    def recording(real):
+        def call(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return real(*args, **kwargs)
+        return call
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in a check")
+
+    monkeypatch.setattr(check, "calls", recording(check.calls))
+    monkeypatch.setattr(check, "judge", recording(check.judge))
+    monkeypatch.setattr(check, "prepare", recording(check.prepare))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grading.calls("check_softmax", 0)
+        grading.prepare("check_softmax")
+        assert not grading.judge("check_softmax", 0, []).passed  # nothing ran: a time-out
+        monkeypatch.setattr(check, "judge", broken)
+        with pytest.raises(RuntimeError):
+            grading.judge("check_softmax", 0, [])
+        assert seen == [1, 1, 1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

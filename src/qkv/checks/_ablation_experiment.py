@@ -21,7 +21,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment, ExperimentCheck
-from .harness import Mistake
+from .harness import Mistake, one_thread
 from .mistakes.heads import mean_ablate as _mean_ablate, repeat_loss as _repeat_loss
 
 #: The model every call measures: the chapter's, trained from this seed for this many steps.
@@ -32,18 +32,13 @@ PROBE = 64
 
 @functools.lru_cache(maxsize=1)
 def _trained_state() -> Dict[str, Tensor]:
-    threads = torch.get_num_threads()
-    with torch.random.fork_rng(devices=[]):
-        torch.set_num_threads(1)  # the same sums in every process, whatever its thread count
-        try:
-            torch.manual_seed(TRAIN_SEED)
-            task = qkv.InductionTask()
-            model = qkv.AttentionOnlyTransformer(task.vocab_size, task.length)
-            probe = task.sample(8, torch.Generator().manual_seed(TRAIN_SEED))
-            qkv.train_induction(model, task, TRAIN_STEPS, probe, seed=TRAIN_SEED,
-                                every=TRAIN_STEPS)
-        finally:
-            torch.set_num_threads(threads)
+    # One thread: the same sums in every process, whatever its thread count.
+    with torch.random.fork_rng(devices=[]), one_thread():
+        torch.manual_seed(TRAIN_SEED)
+        task = qkv.InductionTask()
+        model = qkv.AttentionOnlyTransformer(task.vocab_size, task.length)
+        probe = task.sample(8, torch.Generator().manual_seed(TRAIN_SEED))
+        qkv.train_induction(model, task, TRAIN_STEPS, probe, seed=TRAIN_SEED, every=TRAIN_STEPS)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 

@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Tuple
 
 from . import (bottleneck, capstone, efficient, heads, lookup, masking, multi_head, position, qkv,
                scaling, variants)
-from .harness import SECONDS, Check, Raised
+from .harness import SECONDS, Check, Raised, one_thread
 from .questions import QUESTIONS, as_recorded, judge_first, record
 from .result import CheckFailed, CheckResult, mistake_id
 
@@ -74,13 +74,15 @@ def calls(check: str, seed: int, **options: Any) -> List[Tuple[tuple, dict]]:
     Raises:
         KeyError: an unknown check. TypeError: an option the check does not take.
     """
-    return _check(check).calls(seed, **options)
+    with one_thread():  # as in the kernel: tiny tensors, no pool of threads
+        return _check(check).calls(seed, **options)
 
 
 def prepare(check: str) -> None:
     """Do the check's expensive trusted work now, once per process (e.g. train the model an
     experiment measures), so that it is not spent while a submission's time runs."""
-    _check(check).prepare()
+    with one_thread():
+        _check(check).prepare()
 
 
 def run_student(check: str, student: object, args: tuple, kwargs: dict, **options: Any) -> object:
@@ -112,7 +114,8 @@ def judge(check: str, seed: int, outcomes: list, **options: Any) -> CheckResult:
     Returns:
         the :class:`CheckResult`; a wrong answer never raises.
     """
-    return _check(check).judge(seed, list(outcomes), **options)
+    with one_thread():
+        return _check(check).judge(seed, list(outcomes), **options)
 
 
 def question(name: str, answer: object) -> CheckResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 Args = Tuple[tuple, Dict[str, Any]]
 OUTPUT = threading.Lock()  # held while sys.stdout is swapped, and while the run prints
@@ -24,23 +24,6 @@ OUTPUT = threading.Lock()  # held while sys.stdout is swapped, and while the run
 JUDGE = threading.Lock()
 
 
-@contextlib.contextmanager
-def _judging() -> Iterator[None]:
-    """Hold :data:`JUDGE`, with torch on one thread while it is held: a check's tensors are
-    tiny, and waking a pool of threads for each op cost more than the op (the capstone's
-    judging took 64 s a submission on a busy 2-core machine, about 10 s on one thread). The
-    in-kernel checks run on one thread for the same reason (``harness.check_now``)."""
-    import torch
-
-    with JUDGE:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)
-
-
 def _grading() -> Any:
     """The checks' grading module, imported on first use (torch: seconds, which a run spends
     while its sandboxes start)."""
@@ -51,7 +34,7 @@ def _grading() -> Any:
 
 def calls(check: str, seed: Optional[int], options: Dict[str, Any]) -> List[Args]:
     """The ``(args, kwargs)`` of each call of the student's code a check makes with this seed."""
-    with _judging():
+    with JUDGE:
         return list(_grading().calls(check, seed, **options))
 
 
@@ -59,7 +42,7 @@ def prepare(check: str) -> None:
     """The check's trusted work done once, before any submission's wall clock runs (the
     ablation experiment of assignment 10 trains the model it measures)."""
     if check != "check_question":
-        with _judging():
+        with JUDGE:
             _grading().prepare(check)
 
 
@@ -76,7 +59,7 @@ def _as_check_outcome(outcome: Any) -> Any:
 def judge(check: str, seed: Optional[int], outcomes: List[Any], options: Dict[str, Any]) -> Any:
     """The check's verdict (a ``CheckResult``) on the student's outcomes, one per call: what
     ``run_student`` returned in the sandbox, or what the student's code raised."""
-    with _judging():
+    with JUDGE:
         return _grading().judge(check, seed, [_as_check_outcome(o) for o in outcomes],
                                 **options)
 

@@ -26,7 +26,7 @@ from ._helpers import on_helpers
 from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
                        plain, plain_number)
 from ._inputs import bool_mask, devices, randn
-from ._kernel import check_now, make_check, run_check
+from ._kernel import check_now, make_check, one_thread, run_check
 from ._kind import shown
 from ._notice import notice_text, reference_names, whole_scores
 from ._pairs import picked
@@ -36,7 +36,7 @@ __all__ = [
     "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "SECONDS", "WORDS_PER_TWIST", "bool_mask", "check_now",
     "checks_of", "close", "drawn_count", "close_each", "make_check", "pair_check", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
-    "number_of", "on_helpers", "plain_number", "shown",
+    "number_of", "on_helpers", "one_thread", "plain_number", "shown",
     "randn", "reference_names", "run_check", "single", "split_outcome", "twists", "via_float32",
     "whole_scores",
 ]

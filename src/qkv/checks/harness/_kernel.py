@@ -120,6 +120,20 @@ def _run_all(check: Check, student: Any, inputs: List[Args], options: Mapping[st
     return outcomes, None
 
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread while the block runs, and the count given back after: a check's
+    tensors are tiny, and waking a pool of threads for each op costs more than the op (tens of
+    ms on a busy machine; the capstone's judging took 64 s a submission on a pool, about 6 s on
+    one thread). The trusted grader's calls of :mod:`qkv.checks.grading` run under it too."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def check_now(check: Check, student: Any, seed: int, **options: Any) -> CheckResult:
     """Run one check in this kernel and return its result (never raises for a wrong answer)."""
     options = check.resolve(options)
@@ -128,20 +142,13 @@ def check_now(check: Check, student: Any, seed: int, **options: Any) -> CheckRes
     if check.every_device and torch.cuda.is_available():
         devices.append(torch.device("cuda"))
     result = None
-    # The inputs are tiny: waking a pool of threads for each op costs more than the op
-    # (tens of ms on a busy machine), so the check runs single-threaded, and puts it back.
     # The student's global random state is left as it was (building a module draws from it).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     gpus = list(range(torch.cuda.device_count())) if len(devices) > 1 else []
-    try:
-        with torch.random.fork_rng(devices=gpus):
-            for device in devices:
-                result = _on(check, student, seed, inputs, options, device)
-                if not result.passed:
-                    return result
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread(), torch.random.fork_rng(devices=gpus):
+        for device in devices:
+            result = _on(check, student, seed, inputs, options, device)
+            if not result.passed:
+                return result
     assert result is not None
     return result
 
