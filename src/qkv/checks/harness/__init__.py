@@ -33,10 +33,10 @@ from ._pairs import picked
 from ._verdict import split_outcome
 
 __all__ = [
-    "Args", "Case", "Check", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
-    "InputsChanged", "Mistake", "NOTHING", "NotRepeatable", "Raised", "SECONDS", "WORDS_PER_TWIST", "bool_mask", "check_now",
-    "checks_of", "close", "drawn_count", "close_each", "make_check", "pair_check", "devices", "half_case", "is_tensor", "notice_text", "picked", "plain",
-    "number_of", "on_helpers", "one_thread", "plain_number", "shown",
-    "randn", "reference_names", "run_check", "single", "split_outcome", "twists", "via_float32",
-    "whole_scores",
+    "Args", "bool_mask", "Case", "Check", "check_now", "checks_of", "close", "close_each",
+    "devices", "drawn_count", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
+    "half_case", "InputsChanged", "is_tensor", "make_check", "Mistake", "NOTHING", "notice_text",
+    "NotRepeatable", "number_of", "on_helpers", "one_thread", "pair_check", "picked", "plain",
+    "plain_number", "Raised", "randn", "reference_names", "run_check", "SECONDS", "shown",
+    "single", "split_outcome", "twists", "via_float32", "whole_scores", "WORDS_PER_TWIST",
 ]

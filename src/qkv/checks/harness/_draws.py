@@ -25,7 +25,7 @@ WORDS_PER_TWIST = 624
 #: that drew more, or reseeded its generator, is counted as having drawn this many.
 MOST = 2048
 _STATE_BYTES = 5056  # torch's CPU generator state: seed, counters, then the 624 words as uint64
-_WORDS_PER_TWIST_AT = 24
+_WORDS_AT = 24
 _UPPER, _LOWER, _MATRIX = np.uint32(0x80000000), np.uint32(0x7FFFFFFF), np.uint32(0x9908B0DF)
 
 
@@ -33,17 +33,19 @@ def _words(generator: torch.Generator) -> Optional[np.ndarray]:
     state = generator.get_state().numpy()
     if state.size != _STATE_BYTES:  # another layout (a torch release that changed it)
         return None
-    return state[_WORDS_PER_TWIST_AT:_WORDS_PER_TWIST_AT + 8 * WORDS_PER_TWIST].view(np.uint64).astype(np.uint32)
+    words = state[_WORDS_AT:_WORDS_AT + 8 * WORDS_PER_TWIST]
+    return words.view(np.uint64).astype(np.uint32)
 
 
 def _twist(mt: np.ndarray) -> np.ndarray:
     """mt19937's next state: word i mixes words i and i+1 with word i+397, each taken after
     it was itself renewed when it comes earlier in the array (hence four slices)."""
-    mt = mt.copy()
+    mt, n = mt.copy(), WORDS_PER_TWIST
     for lo, hi in ((0, 227), (227, 454), (454, 623), (623, 624)):
-        following = mt[lo + 1:hi + 1] if hi < WORDS_PER_TWIST else mt[0:1]
+        following = mt[lo + 1:hi + 1] if hi < n else mt[0:1]
+        far = (lo + 397) % n
         y = (mt[lo:hi] & _UPPER) | (following & _LOWER)
-        mt[lo:hi] = (mt[(lo + 397) % WORDS_PER_TWIST:(lo + 397) % WORDS_PER_TWIST + hi - lo] ^ (y >> np.uint32(1))
+        mt[lo:hi] = (mt[far:far + hi - lo] ^ (y >> np.uint32(1))
                      ^ np.where(y & np.uint32(1), _MATRIX, np.uint32(0)))
     return mt
 
