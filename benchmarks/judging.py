@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
             grading.prepare(name)
             try:
                 outcomes = _outcomes(name, reference)
-            except Exception:  # not callable as the check calls a student's answer (the model first)
+            except Exception:  # not called as the check calls an answer (the model first)
                 print(f"{name:34} (its reference is no student's answer here: skipped)")
                 continue
         verdict = check.judge(0, outcomes)
