@@ -4,7 +4,8 @@ Every page in _toc.yml is opened with every request outside the local server blo
 counted). Each must load with no console error and no failed local request, typeset its maths,
 load its images and, for notebooks, carry Colab and download buttons that point at the right
 files. The search page must find "softmax". Every chapter fits: no code, listing or output wider
-than the column at 1280 px, no page and no display equation wider than a 390 px phone screen;
+than the column at 1280 px; no page (chapter or assignment) and no display equation is wider than
+a 390 px phone screen;
 the sidebar buttons open on a phone; and every figure has alt text that is not a file name. A
 full-page screenshot of each page is written to _build/screenshots/ for a person to look at.
 
@@ -276,7 +277,7 @@ _WIDE_MATHS_JS = """() => [...document.querySelectorAll('article mjx-container[d
   .map(e => `${e.textContent.trim().slice(0, 60)} (${e.scrollWidth} px in ${e.clientWidth} px)`)"""
 
 
-@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_no_page_is_wider_than_a_phone(browser, site, page):
     """At 390 px the page never scrolls sideways: wide code scrolls inside its own box. Every
     display equation fits the column (qkv.css sets them at the text's size on a phone)."""
