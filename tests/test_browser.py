@@ -5,7 +5,7 @@ counted). Each must load with no console error and no failed local request, type
 load its images and, for notebooks, carry Colab and download buttons that point at the right
 files. The search page must find "softmax". Every chapter fits: no code, listing or output wider
 than the column at 1280 px; no page (chapter or assignment) and no display equation is wider than
-a 390 px phone screen;
+a 390 px phone screen, and code that scrolls there is shaded on the side with more to see;
 the sidebar buttons open on a phone; and every figure has alt text that is not a file name. A
 full-page screenshot of each page is written to _build/screenshots/ for a person to look at.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import json
 import os
 import re
@@ -294,6 +295,47 @@ def test_no_page_is_wider_than_a_phone(browser, site, page):
         f"{page.name} at 390 px: equations wider than the column (break them over lines with "
         f"aligned): {wide_maths}"
     )
+
+
+def _edges(png: bytes) -> tuple[float, float, float]:
+    """The grey level of a code block's screenshot at its left edge, middle and right edge, in
+    the rows of its top padding (no text there: only the background and any shadow)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("L")
+    width = image.size[0]
+
+    def column(x: int) -> float:
+        return sum(image.getpixel((x, y)) for y in range(2, 8)) / 6
+
+    return column(2), column(width // 2), column(width - 3)
+
+
+def test_code_that_scrolls_shows_a_shadow_on_a_phone(browser, site):
+    """At 390 px a code block wider than the column is shaded on the side that has more code to
+    scroll to (a touch screen shows no scrollbar), and not on a side whose end is reached."""
+    page = CHAPTERS[3]
+    v = Visit(browser, site, page.html, width=390)
+    try:
+        block = v.page.evaluate_handle(
+            "() => [...document.querySelectorAll('.bd-article div.highlight pre')]"
+            ".find(e => e.scrollWidth > e.clientWidth + 1)"
+        ).as_element()
+        assert block is not None, f"{page.name} at 390 px has no code wider than the column"
+        block.scroll_into_view_if_needed()
+        left, middle, right = _edges(block.screenshot())
+        assert right < middle - 20 and abs(left - middle) < 4, (
+            f"{page.name} at 390 px: before scrolling, the right edge of wide code should be "
+            f"shaded and the left not (grey left {left}, middle {middle}, right {right})"
+        )
+        v.page.evaluate("e => { e.scrollLeft = e.scrollWidth; }", block)
+        left, middle, right = _edges(block.screenshot())
+        assert left < middle - 20 and abs(right - middle) < 4, (
+            f"{page.name} at 390 px: scrolled to its end, the left edge of wide code should be "
+            f"shaded and the right not (grey left {left}, middle {middle}, right {right})"
+        )
+    finally:
+        v.close()
 
 
 @pytest.mark.parametrize("kind, dialog", [("primary", "pst-primary-sidebar-modal"),
