@@ -5,7 +5,7 @@ counted). Each must load with no console error and no failed local request, type
 load its images and, for notebooks, carry Colab and download buttons that point at the right
 files. The search page must find "softmax". Every chapter fits: no code, listing or output wider
 than the column at 1280 px; no page (chapter or assignment) and no display equation is wider than
-a 390 px phone screen, and code that scrolls there is shaded on the side with more to see;
+a 360 px phone screen (the narrowest common one), and code that scrolls there is shaded on the side with more to see;
 the sidebar buttons open on a phone; and every figure has alt text that is not a file name. A
 full-page screenshot of each page is written to _build/screenshots/ for a person to look at.
 
@@ -43,6 +43,7 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 MAX_SCREENSHOT_HEIGHT = 16000  # px; longer pages are cut (Chromium's limit is near 16384)
 
 PAGES = toc_pages()
+PHONE = 360  # px: the narrowest phone screen in common use
 pytestmark = pytest.mark.slow
 
 
@@ -280,19 +281,19 @@ _WIDE_MATHS_JS = """() => [...document.querySelectorAll('article mjx-container[d
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_no_page_is_wider_than_a_phone(browser, site, page):
-    """At 390 px the page never scrolls sideways: wide code scrolls inside its own box. Every
-    display equation fits the column (qkv.css sets them at the text's size on a phone)."""
-    v = Visit(browser, site, page.html, width=390)
+    """At a phone's width (PHONE) the page never scrolls sideways: wide code scrolls inside its
+    own box. Every display equation fits the column (qkv.css sets them at the text's size on a phone)."""
+    v = Visit(browser, site, page.html, width=PHONE)
     try:
         found = _widths(v)
         wide_maths = v.page.evaluate(_WIDE_MATHS_JS)
     finally:
         v.close()
     assert found["page"] <= found["window"], (
-        f"{page.name} at 390 px is {found['page']} px wide; out of the column: {found['sticking']}"
+        f"{page.name} at {PHONE} px is {found['page']} px wide; out of the column: {found['sticking']}"
     )
     assert not wide_maths, (
-        f"{page.name} at 390 px: equations wider than the column (break them over lines with "
+        f"{page.name} at {PHONE} px: equations wider than the column (break them over lines with "
         f"aligned): {wide_maths}"
     )
 
@@ -312,26 +313,26 @@ def _edges(png: bytes) -> tuple[float, float, float]:
 
 
 def test_code_that_scrolls_shows_a_shadow_on_a_phone(browser, site):
-    """At 390 px a code block wider than the column is shaded on the side that has more code to
-    scroll to (a touch screen shows no scrollbar), and not on a side whose end is reached."""
+    """At a phone's width (PHONE) a code block wider than the column is shaded on the side that
+    has more code to scroll to (a touch screen shows no scrollbar), and not on a side whose end is reached."""
     page = CHAPTERS[3]
-    v = Visit(browser, site, page.html, width=390)
+    v = Visit(browser, site, page.html, width=PHONE)
     try:
         block = v.page.evaluate_handle(
             "() => [...document.querySelectorAll('.bd-article div.highlight pre')]"
             ".find(e => e.scrollWidth > e.clientWidth + 1)"
         ).as_element()
-        assert block is not None, f"{page.name} at 390 px has no code wider than the column"
+        assert block is not None, f"{page.name} at {PHONE} px has no code wider than the column"
         block.scroll_into_view_if_needed()
         left, middle, right = _edges(block.screenshot())
         assert right < middle - 20 and abs(left - middle) < 4, (
-            f"{page.name} at 390 px: before scrolling, the right edge of wide code should be "
+            f"{page.name} at {PHONE} px: before scrolling, the right edge of wide code should be "
             f"shaded and the left not (grey left {left}, middle {middle}, right {right})"
         )
         v.page.evaluate("e => { e.scrollLeft = e.scrollWidth; }", block)
         left, middle, right = _edges(block.screenshot())
         assert left < middle - 20 and abs(right - middle) < 4, (
-            f"{page.name} at 390 px: scrolled to its end, the left edge of wide code should be "
+            f"{page.name} at {PHONE} px: scrolled to its end, the left edge of wide code should be "
             f"shaded and the right not (grey left {left}, middle {middle}, right {right})"
         )
     finally:
@@ -341,10 +342,10 @@ def test_code_that_scrolls_shows_a_shadow_on_a_phone(browser, site):
 @pytest.mark.parametrize("kind, dialog", [("primary", "pst-primary-sidebar-modal"),
                                           ("secondary", "pst-secondary-sidebar-modal")])
 def test_the_sidebar_buttons_open_on_a_phone(browser, site, kind, dialog):
-    """At 390 px the buttons a reader sees open the chapter list and the page's contents
-    (qkv.js: the themes wire a hidden copy of each button, pydata-sphinx-theme#2451)."""
+    """At a phone's width (PHONE) the buttons a reader sees open the chapter list and the page's
+    contents (qkv.js: the themes wire a hidden copy of each button, pydata-sphinx-theme#2451)."""
     page = CHAPTERS[0]
-    v = Visit(browser, site, page.html, width=390)
+    v = Visit(browser, site, page.html, width=PHONE)
     try:
         v.page.locator(f".{kind}-toggle:visible").first.click()
         v.page.wait_for_function(f"() => document.getElementById('{dialog}')?.open", timeout=5000)
