@@ -7,7 +7,8 @@ files. The search page must find "softmax". Every chapter fits: no code, listing
 than the column at 1280 px; no page (chapter or assignment) and no display equation is wider than
 a 360 px phone screen (the narrowest common one), and code that scrolls there is shaded on the
 side with more to see; the sidebar buttons open on a phone; and every figure has alt text that
-is not a file name. A full-page screenshot of each page is written to _build/screenshots/ for a person to look at.
+is not a file name. A full-page screenshot of each page is written to _build/screenshots/ for a
+person to look at.
 
 Needs Debian's `chromium` (/usr/bin/chromium, or $QKV_CHROMIUM) and playwright-python;
 `make test` installs both. Without chromium these tests skip on a workstation and fail in CI.
