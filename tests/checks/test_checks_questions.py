@@ -436,7 +436,11 @@ def test_every_question_is_asked_once():
 
 
 @pytest.mark.parametrize("qid,answer,words", [
-    ("bottleneck_q1", "1,552 params", "bottleneck_q1 = 1552"),
+    ("bottleneck_q1", "1552", "without quotes: bottleneck_q1 = 1552"),
+    ("bottleneck_q1", "1,552 params", "bottleneck_q1 = 1552 if '1,552 params' is already in that unit"),
+    ("variants_q1", "32 KiB", "in the unit the question asks for (variants_q1 = 32 if"),
+    ("bottleneck_q1", "3072 + 1536 + 48", "Python works it out: bottleneck_q1 = 3072 + 1536 + 48"),
+    ("bottleneck_q1", "48 * (64 + 32 + 1)", "bottleneck_q1 = 48 * (64 + 32 + 1)"),
     ("bottleneck_q1", [1552], "not a list"),
     ("bottleneck_q2", ["a"], 'e.g. bottleneck_q2 = "<your letter>", not a list'),
     ("bottleneck_q2", 1, "not a number"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Tuple
 
@@ -66,6 +67,11 @@ def _number_in(text: str) -> object:
     return None
 
 
+# Plain arithmetic, as a student may type a count in quotes ("3072 + 1536 + 48"): without the
+# quotes Python works it out.
+_ARITHMETIC = re.compile(r"[\d\s.,_()]*\d[\d\s.,_()]*([-+*/][\d\s.,_()*/+-]*\d[\d\s.,_()]*)+")
+
+
 def _letter_fix(question_id: str, answer: object, choices: Mapping[str, str]) -> str:
     """How to write a choice for an answer that is not one of the letters."""
     example = f'{question_id} = "<your letter>"'  # a placeholder: a copy records no choice
@@ -95,9 +101,14 @@ def _not_answered(question_id: str, example: str) -> None:
 def _number_fix(question_id: str, answer: object) -> str:
     """How to write a number for an answer that is not one."""
     if type(answer) is str:
-        value = _number_in(answer)
-        if value is not None:
-            return f": write the number itself, without quotes or units: {question_id} = {value}"
+        said, value = answer.strip(), _number_in(answer)
+        if _ARITHMETIC.fullmatch(said) and "," not in said:
+            return f": write it without quotes and Python works it out: {question_id} = {said}"
+        if value is not None and len(said.split()) == 1:
+            return f": write the number itself, without quotes: {question_id} = {value}"
+        if value is not None:  # a unit or a word after it: the number may not be in the unit asked
+            return (f": write only the number, without quotes or units, in the unit the question "
+                    f"asks for ({question_id} = {value} if {said!r} is already in that unit)")
         return f": write a number without quotes, e.g. {question_id} = 42"
     if type(answer) in (list, tuple) and len(answer) == 1:
         return f": write the number itself, not a {type(answer).__name__}"
