@@ -135,8 +135,8 @@ def test_setup_cell_is_the_standard_text_plus_the_assignments_lines():
     nb = assignments.notebook(ROOT / "solutions/05-multi-head/multi_head.md")
     setup = next(c for c in nb.cells if c.id == "setup")
     assert setup.source.startswith("# Set-up: run this cell first.")
-    assert setup.source.endswith("warnings_to_stdout()  # the autograder fails a test cell "
-                                 "that writes to stderr\nfrom torch import nn\n\n"
+    assert setup.source.endswith("warnings_to_stdout()  # nbgrader scores zero for a test "
+                                 "cell that writes to stderr\nfrom torch import nn\n\n"
                                  "from qkv import combine_masks  # given: the masks of chapter 6, "
                                  "merged into one")
 

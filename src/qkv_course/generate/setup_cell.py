@@ -53,7 +53,7 @@ import torch
 
 import qkv.checks  # loaded before any answer runs
 
-qkv.checks.warnings_to_stdout()  # the autograder fails a test cell that writes to stderr
+qkv.checks.warnings_to_stdout()  # nbgrader scores zero for a test cell that writes to stderr
 '''
 
 
