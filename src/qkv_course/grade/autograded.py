@@ -44,6 +44,25 @@ def _result_outputs(test: Dict[str, Any]) -> List[Dict[str, Any]]:
              "data": {MIME: fields, "text/plain": ""}}]
 
 
+def _unfinished(cells: List[Dict[str, Any]]) -> Dict[str, str]:
+    """The cells of the run that the sandbox interrupted at their time limit: cell id or
+    grade id -> how it was told (the instructor's cells are labelled ``instructor:<id>``)."""
+    return {c["cell"].split(":", 1)[-1]: c["time_limit"] for c in cells if c.get("time_limit")}
+
+
+def _waits(unfinished: Dict[str, str], before: List[str]) -> str:
+    """What a hand-graded test cell says: a person grades it; and which cells above it did not
+    finish in the sandbox (their results, a training run say, are not in this run)."""
+    late = [gid for gid in before if gid in unfinished]
+    if "added" in unfinished:
+        late.append("a cell the student added")
+    if not late:
+        return WAITS + "\n"
+    return (WAITS + ". In qkv grade's sandbox these cells above it did not finish, so what they "
+            "compute is missing from this run: " + "; ".join(
+                f"{gid} ({unfinished.get(gid, unfinished.get('added'))})" for gid in late) + "\n")
+
+
 def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
     """The autograded notebook of one submission, as plain JSON (nbformat 4.5)."""
     tests = {t["grade_id"]: t for t in record.get("tests", [])}
@@ -57,6 +76,7 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
     for anchor, source, pasted in record.get("notes", []):
         added.setdefault(anchor, []).append(("markdown", source, pasted))
     cells: List[Dict[str, Any]] = []
+    unfinished, seen = _unfinished(record.get("cells", [])), []
 
     def add_student_cells(anchor: Any) -> None:
         for kind, source, pasted in added.pop(anchor, []):
@@ -73,6 +93,7 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
         cell = copy.deepcopy(original)
         meta = nbgrader_meta(cell)
         gid = meta.get("grade_id")
+        seen.append(gid or cell.get("id"))
         cell["metadata"] = {"nbgrader": meta} if meta else {}
         cell["source"] = text(cell.get("source"))  # one string, as nbgrader's checksums read it
         if cell.get("cell_type") == "code":  # numbered as run (qkv report: a test that ran)
@@ -91,7 +112,7 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
             result = tests.get(gid)
             if result is None:
                 cell["outputs"] = [{"output_type": "stream", "name": "stdout",
-                                    "text": WAITS + "\n"}]
+                                    "text": _waits(unfinished, seen)}]
             elif result["status"] != PASS:
                 cell["outputs"] = _result_outputs(result) + [
                     _error_output(result["status"], result["message"])]

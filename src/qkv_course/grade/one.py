@@ -67,6 +67,13 @@ def _given(p: Plan) -> Dict[str, str]:
             if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") in p.answers}
 
 
+def _time_limit(outcome: Any) -> Dict[str, str]:
+    """``{"time_limit": message}`` for a cell the sandbox interrupted at its limit (a person
+    grading a later cell by hand is told its results never came), else nothing."""
+    raised = getattr(outcome, "raised", None)
+    return {"time_limit": raised.message} if raised is not None and raised.type == "TimeLimit" else {}
+
+
 def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
     tests = [judge.TestResult(t.grade_id, t.points, judge.ERROR,
                               f"the submitted notebook could not be read: {why}") for t in p.tests]
@@ -102,7 +109,7 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
         outcomes = list(getattr(box, "cells", []) or [])
         stopped = getattr(box, "failed", None)
     # The sandbox has ended: from here on only this process acts.
-    cells = [{"cell": label, "outcome": str(o)[:300]}
+    cells = [{"cell": label, "outcome": str(o)[:300], **_time_limit(o)}
              for (label, _), o in zip(run, outcomes)]
     _say_why_undefined(tests, run, outcomes)
     return _record(student, p, sha, sub, tests, cells,
