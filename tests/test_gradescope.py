@@ -229,6 +229,32 @@ def test_scores_are_the_ones_each_submission_deserves(graded):
     assert "no scaling" in _output(engine, "test_attention_scores")
     assert scores[SCALING, "tampered"][0]["test_attention_scores"] == 0
     assert "graded by hand" in scores[SCALING, "solution"][1]["output"]  # the written answer
+    # What a student reads at once names no test, mistake or flag: those wait for publishing.
+    assert "test_attention_scores" not in engine["output"] and "no scaling" not in engine["output"]
+
+
+def test_a_student_reads_no_flag_and_no_failing_test_before_the_grades_are_published(
+        tmp_path, capsys, monkeypatch):
+    from qkv_course.gradescope import autograder
+
+    record = {"student": "ann", "assignment": SCALING, "notebook": "scaling", "score": 3.0,
+              "max_score": 5.0, "written": {},
+              "tests": [{"grade_id": "test_hidden_case", "earned": 0.0, "points": 2.0,
+                         "status": "fail", "message": "no scaling", "mistake": "no scaling"},
+                        {"grade_id": "test_shown", "earned": 3.0, "points": 3.0,
+                         "status": "pass", "message": ""}],
+              "flags": [{"test": "", "source": "static", "detail": "uses qkv.attention_scores"}]}
+    results = autograder.results_json(record, sandboxed=True)
+    assert results["output"] == autograder.GRADED_NOTE
+    assert results["stdout_visibility"] == "hidden"
+    assert {t["visibility"] for t in results["tests"]} == {"after_published"}
+    # The course staff read the whole line in the run's stdout.
+    monkeypatch.setattr(autograder, "grade_submission", lambda *a, **k: results)
+    out = tmp_path / "results.json"
+    assert autograder.main([str(tmp_path), SCALING, str(tmp_path), str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "test_hidden_case (no scaling)" in said and "FLAGGED for review" in said
+    assert "FLAGGED" not in out.read_text().split('"extra_data"')[0]
 
 
 @pytest.mark.slow

@@ -7,8 +7,10 @@ call ``python -m qkv_course.gradescope.autograder COURSE ASSIGNMENT SUBMISSION_D
 and the course's ``.qkv-grade-key``). The submitted notebook is read as untrusted data, its
 code runs in the sandbox (or, where the container cannot run bubblewrap, unsandboxed: the
 container is then the boundary, one per submission), the checks judge outside it, and this
-process writes ``results.json``: one test per test cell, its points and its message, and the
-whole record under ``extra_data.qkv`` (what ``qkv report`` reads from a result file).
+process writes ``results.json``: one test per test cell, its points and its message (each shown
+to the student when the grades are published), and the whole record under ``extra_data.qkv``
+(what ``qkv report`` reads from a result file); the run's summary line, flags included, goes to
+stdout, for the course staff alone.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ def student_of(submission_dir: Path) -> str:
 
 WRITTEN_NOTE = ("Written answers are not scored here: they are graded by hand, as Gradescope "
                 "questions of their own.")
+# What a student reads at once. Every test is shown only when the grades are published (hidden
+# tests' names and messages, the named mistakes, any flag for review); the summary line that
+# holds all of them goes to the run's stdout, which Gradescope shows to the course staff only,
+# or a student could resubmit until a flag went away.
+GRADED_NOTE = "Graded: each test's points and message are shown when the grades are published."
 
 
 def results_json(record: Dict[str, Any], sandboxed: bool, why: str = "") -> Dict[str, Any]:
@@ -49,7 +56,7 @@ def results_json(record: Dict[str, Any], sandboxed: bool, why: str = "") -> Dict
     tests = [{"name": t["grade_id"], "score": t["earned"], "max_score": t["points"],
               "output": t["message"] or "passed", "visibility": "after_published"}
              for t in record["tests"]]
-    lines = [run.summary_line(record)]
+    lines = [GRADED_NOTE]
     if not sandboxed:
         lines.append("The sandbox (bubblewrap) could not start in this container"
                      + (f" ({why})" if why else "") + ": the submission's code ran without it, "
@@ -58,7 +65,7 @@ def results_json(record: Dict[str, Any], sandboxed: bool, why: str = "") -> Dict
         lines.append(WRITTEN_NOTE)
     record = dict(record, sandboxed=sandboxed)
     return {"score": record["score"], "tests": tests, "output": "\n".join(lines),
-            "extra_data": {"qkv": record}}
+            "stdout_visibility": "hidden", "extra_data": {"qkv": record}}
 
 
 def grade_submission(course: Path, assignment: str, submission_dir: Path,
@@ -132,6 +139,9 @@ def main(argv: Optional[list] = None) -> int:
                                          "unreadable": str(e), "graded_at": records.now()}}}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(result, indent=1))
+    if result.get("extra_data", {}).get("qkv", {}).get("tests"):
+        # For the course staff: the run's stdout (results.json's stdout_visibility: hidden).
+        print(run.summary_line(result["extra_data"]["qkv"]))
     return 0
 
 
