@@ -14,7 +14,6 @@ import warnings
 
 __all__ = ["warnings_to_stdout"]
 
-_dup2 = os.dup2
 _ORIGINAL_SHOWWARNING = warnings.showwarning
 
 
@@ -43,6 +42,6 @@ def warnings_to_stdout() -> None:
     sys.stderr.flush()
     sys.stderr = sys.stdout
     try:
-        _dup2(1, 2)  # the kernel forwards fd 1 to the notebook as stdout
+        os.dup2(1, 2)  # the kernel forwards fd 1 to the notebook as stdout
     except OSError:
         pass

@@ -25,7 +25,7 @@ from ._half import HALF, half_case, via_float32
 from ._helpers import on_helpers
 from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
                        plain, plain_number)
-from ._inputs import bool_mask, devices, randn
+from ._inputs import bool_mask, randn
 from ._kernel import check_now, make_check, one_thread, run_check
 from ._kind import shown
 from ._notice import notice_text, reference_names, whole_scores
@@ -34,7 +34,7 @@ from ._verdict import split_outcome
 
 __all__ = [
     "Args", "bool_mask", "Case", "Check", "check_now", "checks_of", "close", "close_each",
-    "devices", "drawn_count", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
+    "drawn_count", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "half_case", "InputsChanged", "is_tensor", "make_check", "Mistake", "NOTHING", "notice_text",
     "NotRepeatable", "number_of", "on_helpers", "one_thread", "pair_check", "picked", "plain",
     "plain_number", "Raised", "randn", "reference_names", "run_check", "SECONDS", "shown",

@@ -13,10 +13,6 @@ from typing import Any, Iterable
 import torch
 from torch import Tensor
 
-_Tensor = torch.Tensor
-_float64 = torch.float64
-_isinstance = isinstance
-
 
 def is_tensor(x: Any) -> bool:
     """A ``torch.Tensor``."""

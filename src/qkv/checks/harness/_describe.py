@@ -21,7 +21,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ._compare import _isinstance, _Tensor, _where_differs, close, shape_str
+from ._compare import _where_differs, close, shape_str
 from ._findings import (_is_weights, columns, describe_bool, other_scores, reordered,
                         factor_words, shape_finding)
 
@@ -230,7 +230,7 @@ def describe(got: object, expected: object, rtol: float, atol: float,
         ``(what, hint)``: what is wrong (with where the largest difference is, when the
         shapes agree) and what to look at (``""`` when nothing specific is known).
     """
-    if not (_isinstance(got, _Tensor) and _isinstance(expected, _Tensor)):
+    if not (isinstance(got, Tensor) and isinstance(expected, Tensor)):
         return "the result differs from the reference", ""
     g, w = _f64(got), _f64(expected)
     if tuple(g.shape) != tuple(w.shape):

@@ -1,4 +1,4 @@
-"""Input makers of the checks: the devices to run on and seeded random tensors.
+"""Input makers of the checks: seeded random tensors and bool masks.
 
 Random numbers are drawn from a CPU generator and then moved, so every device
 sees the same inputs for the same seed.
@@ -6,28 +6,13 @@ sees the same inputs for the same seed.
 
 from __future__ import annotations
 
-from typing import List
-
 import torch
 from torch import Tensor
-
-from ._compare import _float64
-
-
-def devices() -> List[torch.device]:
-    """Every device this machine offers: CPU, then CUDA and MPS when present."""
-    found = [torch.device("cpu")]
-    if torch.cuda.is_available():
-        found.append(torch.device("cuda"))
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        found.append(torch.device("mps"))
-    return found
 
 
 def randn(gen: torch.Generator, *shape: int, device=None, dtype=torch.float32) -> Tensor:
     """Seeded normal samples, drawn on the CPU so every device sees the same numbers."""
-    return torch.randn(*shape, generator=gen, dtype=_float64).to(device=device, dtype=dtype)
+    return torch.randn(*shape, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
 
 
 def bool_mask(gen: torch.Generator, *shape: int, device=None) -> Tensor:

@@ -15,8 +15,6 @@ from typing import Any, Optional, Tuple
 
 import torch
 
-from ._compare import _isinstance, _Tensor
-
 #: What to do about a result on the wrong device.
 WRONG_DEVICE = ("pass device= taken from the inputs (e.g. device=query.device) to every "
                 "torch.ones/zeros/full/arange/tensor you create, or use the *_like functions")
@@ -54,7 +52,7 @@ def returned_words(got: Any) -> str:
 
 
 def _tensor_problem(got: Any, expected: Any, what: str = "") -> Optional[Finding]:
-    if not _isinstance(got, _Tensor):
+    if not isinstance(got, torch.Tensor):
         said = f"{what} is" if what else "it returned"
         return (f"{said} {returned_words(got)}, expected a tensor",
                 "return the tensor itself (not a tuple, list, NumPy array, number or None)")
@@ -76,17 +74,17 @@ def kind_problem(got: Any, expected: Any, legend: str = "") -> Optional[Finding]
         expected: the reference's result: a tensor, or a tuple of tensors (or ``None``).
         legend: the result in words, e.g. ``"(output, k_cache, v_cache)"``.
     """
-    if _isinstance(expected, _Tensor):
+    if isinstance(expected, torch.Tensor):
         return _tensor_problem(got, expected)
-    if not _isinstance(expected, tuple):
+    if not isinstance(expected, tuple):
         return None
     n = len(expected)
     said = f" {legend}" if legend else ""
-    if not _isinstance(got, (tuple, list)):
+    if not isinstance(got, (tuple, list)):
         return (f"it returned {returned_words(got)}, expected a tuple of {n}{said}",
                 f"return all {n} results: return a, b, ...")
     if len(got) != n:
-        inner = ", ".join(returned_words(g) if not _isinstance(g, _Tensor) else "tensor" for g in got)
+        inner = ", ".join("tensor" if isinstance(g, torch.Tensor) else returned_words(g) for g in got)
         return (f"it returned {len(got)} item(s) ({inner}), expected {n}{said}",
                 f"return the {n} results side by side (return a, b, c), not nested in pairs")
     for i, (g, e) in enumerate(zip(got, expected)):
