@@ -268,7 +268,7 @@ class ExperimentCheck(Check):
         # The helpers the experiment may call are no delegation, nor is what the assignment's
         # set-up cell gives (``given``: assignment 4's softmax).
         allowed = {**self.exp.helpers, **dict.fromkeys(self.given)}
-        return got, tuple(reference_names(student, self.exp.name, NOTHING, allowed))
+        return got, tuple(reference_names(student, NOTHING, allowed))
 
     def run_student(self, student: Any, args: tuple, kwargs: dict, **options: Any) -> Any:
         *setting, seeds = args

@@ -116,7 +116,7 @@ class _VarianceCheck(Check):
         generator = torch.Generator().manual_seed(s)
         got = plain_number(student(d, n, generator))
         return (got, twists(s, generator)) if count else got, tuple(reference_names(
-            student, _VARIANCE, NOTHING, dict.fromkeys(self.given)))
+            student, NOTHING, dict.fromkeys(self.given)))
 
     def judge(self, seed: int, outcomes: Sequence[Any], **options: Any) -> CheckResult:
         plan, values, notices, drew = self.plan(seed), [], [], None

@@ -211,6 +211,5 @@ def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict,
     got = on_helpers(student, exercise.helpers, attempt, notice.paused)
     if not _same(before, (args, kwargs)):
         raise InputsChanged("your code changed its inputs in place")
-    names = reference_names(student, exercise.name, exercise.forbid,
-                            {**dict.fromkeys(given), **exercise.helpers})
+    names = reference_names(student, exercise.forbid, {**dict.fromkeys(given), **exercise.helpers})
     return plain(got), tuple(notice.calls + [n for n in names if n not in notice.calls])

@@ -220,8 +220,7 @@ def _course(value: Any) -> bool:
 _PUBLIC = ("in_notebook", "CheckFailed", "CheckResult")
 
 
-def reference_names(student: Any, exercise: str, forbid: Forbidden,
-                    helpers: Mapping[str, Any]) -> List[str]:
+def reference_names(student: Any, forbid: Forbidden, helpers: Mapping[str, Any]) -> List[str]:
     """``["qkv.softmax"]``: the course's functions and classes the student's code names,
     except the helpers the exercise gives (the course's code does the work it asks for),
     torch's functions whose names the exercise forbids, and the student's own functions it
