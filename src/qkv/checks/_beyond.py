@@ -37,20 +37,18 @@ from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
 
 
 def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature: float = 1.0, *,
-                          key_t: bool = False, scale_power: float = 0.5, dim: int = -1,
-                          stable: bool = True, multiply: bool = False, width: str = "E",
-                          root_t: bool = False, keepdim: bool = True,
-                          tempered: bool = True) -> Tensor:
+                          scale_power: float = 0.5, dim: int = -1, stable: bool = True,
+                          multiply: bool = False, width: str = "E", root_t: bool = False,
+                          keepdim: bool = True, tempered: bool = True) -> Tensor:
     """``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``, or one bug of the buggy
-    version put back (``key_t``: ``key.T``; ``scale_power=1``: ``/ E``; ``dim=-2``: the softmax
-    over the queries; ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``);
+    version put back (``scale_power=1``: ``/ E``; ``dim=-2``: the softmax over the queries;
+    ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``);
     or another slip (``width="S"``: sqrt of the number of keys; ``root_t``: / sqrt(E * T);
     ``keepdim=False``: the row sums without it; ``tempered=False``: the temperature ignored)."""
     E = query.shape[-1] if width == "E" else key.shape[-2]
-    kt = key.permute(*reversed(range(key.dim()))) if key_t else key.transpose(-2, -1)
     t = 1.0 / temperature if multiply else temperature if tempered else 1.0
     t = math.sqrt(t) if root_t else t
-    scores = (query @ kt) / (E ** scale_power * t)
+    scores = (query @ key.transpose(-2, -1)) / (E ** scale_power * t)
     if stable:
         scores = scores - scores.amax(dim=dim, keepdim=True)
     e = scores.exp()

@@ -147,8 +147,6 @@ UNMASKED_ATTENTION = Exercise(
 )
 
 
-
-
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
 CHECKS = checks_of(
     ATTENTION_SCORES,
