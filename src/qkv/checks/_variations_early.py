@@ -16,15 +16,10 @@ import torch
 from torch import Tensor
 
 from .harness import Case, Exercise, half_case, Mistake, picked, randn, via_float32
-from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
+from .mistakes.attention import TORCH_ATTENTION, qkv_inputs, row_softmax
 
 F32, F64 = torch.float32, torch.float64
 
-
-def _stable_softmax(e: Tensor, dim: int = -1, stable: bool = True) -> Tensor:
-    if stable:
-        e = e - e.amax(dim=dim, keepdim=True)
-    return e.exp() / e.exp().sum(dim=dim, keepdim=True)
 
 # --------------------------------------------------------------- assignment 1: coverage
 
@@ -45,7 +40,7 @@ def coverage(query: Tensor, keys: Tensor, cover: Tensor, W_q: Tensor, W_k: Tenso
     e = (torch.tanh(hidden) if act else hidden)
     if use == "after":
         e = e + term
-    w = _stable_softmax(e @ v_a, dim=dim, stable=stable)
+    w = row_softmax(e @ v_a, dim=dim, stable=stable)
     c = (w[..., None] * keys).sum(1) if context == "weighted" else keys.mean(1)
     return (w, c) if swap_out else (c, w)
 

@@ -41,10 +41,6 @@ _MAX_LISTED = 4
 Finding = Tuple[str, str]  # (what is wrong, what to look at)
 
 
-def _f64(t: Tensor) -> Tensor:
-    return t.detach().to("cpu", torch.float64)
-
-
 def _listed(indices: Sequence[int]) -> str:
     shown = ", ".join(str(i) for i in indices[:_MAX_LISTED])
     return shown + (", ..." if len(indices) > _MAX_LISTED else "")
@@ -232,7 +228,7 @@ def describe(got: object, expected: object, rtol: float, atol: float,
     """
     if not (isinstance(got, Tensor) and isinstance(expected, Tensor)):
         return "the result differs from the reference", ""
-    g, w = _f64(got), _f64(expected)
+    g, w = (t.detach().to("cpu", torch.float64) for t in (got, expected))
     if tuple(g.shape) != tuple(w.shape):
         found = _permutation(g, w, rtol, atol)
         if found:
