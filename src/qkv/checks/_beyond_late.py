@@ -15,7 +15,7 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Forbidden, half_case, Mistake, randn, via_float32
+from .harness import Case, Exercise, Forbidden, half_case, Mistake, randn, sizes, via_float32
 from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
 
 # --------------------------------------------------------------- assignment 9: linear, flex
@@ -116,14 +116,10 @@ def _run_mask_mod(student: Any, window: int, dilation: int, L: int, S: int, b: i
 
 
 def _mask_mod_cases():
-    def make(*args):
-        def build(gen, device, dtype):
-            return args, {}
-        return build
     # b and h other than 0 too: the window is the same for every sequence and head.
     return [Case(f"window={w}, dilation={d}, L={L}, S={S}"
                  + (f", batch element b={b} and head h={h}" if b or h else ""),
-                 make(w, d, L, S, b, h), None)
+                 sizes(w, d, L, S, b, h), None)
             for w, d, L, S, b, h in ((3, 2, 8, 8, 0, 0), (2, 3, 10, 10, 1, 2),
                                      (4, 1, 6, 6, 0, 3), (1, 5, 7, 7, 2, 0))]
 

@@ -22,7 +22,7 @@ from torch import Tensor
 import qkv
 
 from .harness import (bool_mask, Case, close, Exercise, ExerciseRule, half_case, is_tensor,
-                      Mistake, randn)
+                      Mistake, randn, sizes)
 from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED, TORCH_ATTENTION
 
 __all__: list = []
@@ -265,18 +265,13 @@ def global_window_mask(L: int, window: int, n_global: int, device: Optional[torc
 
 
 def _window_cases() -> List[Case]:
-    def make(*args, here=False):
-        def build(gen, device, dtype):
-            return args, ({"device": device} if here else {})
-        return build
-
     return [
-        Case("L=8, window=3, n_global=2", make(8, 3, 2), None),
+        Case("L=8, window=3, n_global=2", sizes(8, 3, 2), None),
         Case("L=6, window=1, n_global=1 (each token sees itself and the global one)",
-             make(6, 1, 1), None),
-        Case("L=7, window=2, n_global=0 (a plain causal window)", make(7, 2, 0, here=True), None),
-        Case("L=10, window=4, n_global=3 and device given", make(10, 4, 3, here=True), None),
-        Case("L=5, window=8, n_global=1 (a window wider than the sequence)", make(5, 8, 1),
+             sizes(6, 1, 1), None),
+        Case("L=7, window=2, n_global=0 (a plain causal window)", sizes(7, 2, 0, here=True), None),
+        Case("L=10, window=4, n_global=3 and device given", sizes(10, 4, 3, here=True), None),
+        Case("L=5, window=8, n_global=1 (a window wider than the sequence)", sizes(5, 8, 1),
              None),
     ]
 

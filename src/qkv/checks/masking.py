@@ -13,7 +13,7 @@ import qkv
 
 from ._masked import GLOBAL_WINDOW_MASK, MASKED_SCORES
 from .mistakes.attention import CAUSAL_DIAGONAL_MASKED, CAUSAL_FUTURE_ALLOWED
-from .harness import Case, checks_of, Exercise, Forbidden, Mistake, make_check
+from .harness import Case, checks_of, Exercise, Forbidden, Mistake, make_check, sizes
 from . import _beyond_masking as b
 from ._experiment import ExperimentCheck
 
@@ -51,20 +51,12 @@ _CAUSAL_MISTAKES = [
 
 
 def _causal_cases() -> List[Case]:
-    def make(*args, **kwargs):
-        def build(gen, device, dtype):
-            kw = dict(kwargs)
-            if kw.get("device") == "here":
-                kw["device"] = device
-            return args, kw
-        return build
-
     return [
-        Case("L=4 (S omitted)", make(4), None),
-        Case("L=3, S=5", make(3, 5, device="here"), None),
-        Case("L=5, S=3", make(5, 3, device="here"), None),
-        Case("L=1, S=1", make(1, 1), None),
-        Case("L=6, S=6 and device given", make(6, 6, device="here"), None),
+        Case("L=4 (S omitted)", sizes(4), None),
+        Case("L=3, S=5", sizes(3, 5, here=True), None),
+        Case("L=5, S=3", sizes(5, 3, here=True), None),
+        Case("L=1, S=1", sizes(1, 1), None),
+        Case("L=6, S=6 and device given", sizes(6, 6, here=True), None),
     ]
 
 

@@ -9,7 +9,8 @@ import torch
 
 import qkv
 
-from .harness import Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, make_check, via_float32
+from .harness import (Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, make_check,
+                      sizes, via_float32)
 from .mistakes.position import alibi_variant, rope_variant, sinusoid_variant
 from . import _beyond_mid as m, _beyond_position as e
 from ._experiment import ExperimentCheck
@@ -35,13 +36,6 @@ _FREQ_HINT = "pair i (dims 2i and 2i + 1) turns at the angular frequency base **
 _POS_HINT = "positions count from 0: row p of the table is position p"
 _TWICE_HINT = ("torch.arange(0, E, 2) already gives 2i (0, 2, 4, ...): the frequency is "
                "base ** (-arange(0, E, 2) / E), with no second factor 2")
-
-
-def _sizes(*args, here=False, **kwargs):
-    def build(gen, device, dtype):
-        kw = dict(kwargs, device=device) if here else dict(kwargs)
-        return args, kw
-    return build
 
 
 def _drawn(first, second, **kwargs):
@@ -82,12 +76,12 @@ _SINUSOID_MISTAKES = [
 
 def _sinusoid_cases() -> List[Case]:
     return [
-        Case("L=6, E=8", _sizes(6, 8), None),
-        Case("L=9, E=6 and base=100.0", _sizes(9, 6, base=100.0), None),
+        Case("L=6, E=8", sizes(6, 8), None),
+        Case("L=9, E=6 and base=100.0", sizes(9, 6, base=100.0), None),
         Case("L=7, E=12, dtype=torch.float64 and device given",
-             _sizes(7, 12, here=True, dtype=torch.float64), None, **_F64),
-        Case("L=1, E=2 (one position)", _sizes(1, 2), None),
-        Case("L=12, E=4 and base=30.0, device given", _sizes(12, 4, here=True, base=30.0), None),
+             sizes(7, 12, here=True, dtype=torch.float64), None, **_F64),
+        Case("L=1, E=2 (one position)", sizes(1, 2), None),
+        Case("L=12, E=4 and base=30.0, device given", sizes(12, 4, here=True, base=30.0), None),
         Case("L and E drawn from the seed (L in 2..20, E even in 2..16), device given",
              _drawn((2, 20, 1), (2, 16, 2)), None),
     ]
@@ -192,12 +186,12 @@ _ALIBI_MISTAKES = [
 
 def _alibi_cases() -> List[Case]:
     return [
-        Case("num_heads=8, L=5 (S omitted)", _sizes(8, 5), None),
-        Case("num_heads=4, L=3, S=6, device given", _sizes(4, 3, 6, here=True), None),
-        Case("num_heads=6 (not a power of two), L=4, S=4", _sizes(6, 4, 4), None),
+        Case("num_heads=8, L=5 (S omitted)", sizes(8, 5), None),
+        Case("num_heads=4, L=3, S=6, device given", sizes(4, 3, 6, here=True), None),
+        Case("num_heads=6 (not a power of two), L=4, S=4", sizes(6, 4, 4), None),
         Case("num_heads=12, L=5, S=3 with dtype=torch.float64",
-             _sizes(12, 5, 3, dtype=torch.float64), None, **_F64),
-        Case("num_heads=2, L=1, S=1", _sizes(2, 1, 1), None),
+             sizes(12, 5, 3, dtype=torch.float64), None, **_F64),
+        Case("num_heads=2, L=1, S=1", sizes(2, 1, 1), None),
         Case("num_heads and L drawn from the seed (num_heads in 1..16, L in 1..10), device given",
              _drawn((1, 16, 1), (1, 10, 1)), None),
     ]

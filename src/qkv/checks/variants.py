@@ -11,7 +11,7 @@ import qkv
 
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes
 from .harness import (Case, checks_of, Exercise, Forbidden, half_case, Mistake, randn, make_check,
-                      via_float32)
+                      sizes, via_float32)
 from .mistakes.variants import (bottom_right_variant, gqa_attention_mistake, gqa_variant,
                                 repeat_variant)
 from . import _beyond_late as late
@@ -141,17 +141,12 @@ GROUPED_QUERY_ATTENTION = Exercise(
 
 
 def _mask_cases() -> List[Case]:
-    def make(*args, here=False):
-        def build(gen, device, dtype):
-            return args, ({"device": device} if here else {})
-        return build
-
     return [
-        Case("L=3 new queries, S=5 keys", make(3, 5, here=True), None),
-        Case("L=1, S=6 (one new token: it sees every key)", make(1, 6), None),
-        Case("L=2, S=7 and device given", make(2, 7, here=True), None),
-        Case("L=4 (S omitted)", make(4), None),
-        Case("L=5, S=3 (more queries than keys: the first two see nothing)", make(5, 3), None),
+        Case("L=3 new queries, S=5 keys", sizes(3, 5, here=True), None),
+        Case("L=1, S=6 (one new token: it sees every key)", sizes(1, 6), None),
+        Case("L=2, S=7 and device given", sizes(2, 7, here=True), None),
+        Case("L=4 (S omitted)", sizes(4), None),
+        Case("L=5, S=3 (more queries than keys: the first two see nothing)", sizes(5, 3), None),
     ]
 
 

@@ -25,7 +25,7 @@ from ._half import HALF, half_case, via_float32
 from ._helpers import on_helpers
 from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
                        plain, plain_number)
-from ._inputs import bool_mask, randn
+from ._inputs import bool_mask, randn, sizes
 from ._kernel import check_now, make_check, one_thread, run_check
 from ._kind import shown
 from ._notice import notice_text, reference_names, whole_scores
@@ -38,5 +38,5 @@ __all__ = [
     "half_case", "InputsChanged", "is_tensor", "make_check", "Mistake", "NOTHING", "notice_text",
     "NotRepeatable", "number_of", "on_helpers", "one_thread", "pair_check", "picked", "plain",
     "plain_number", "Raised", "randn", "reference_names", "run_check", "SECONDS", "shown",
-    "single", "split_outcome", "twists", "via_float32", "whole_scores", "WORDS_PER_TWIST",
+    "single", "sizes", "split_outcome", "twists", "via_float32", "whole_scores", "WORDS_PER_TWIST",
 ]

@@ -1,4 +1,4 @@
-"""Input makers of the checks: seeded random tensors and bool masks.
+"""Input makers of the checks: seeded random tensors, bool masks and sizes.
 
 Random numbers are drawn from a CPU generator and then moved, so every device
 sees the same inputs for the same seed.
@@ -13,6 +13,14 @@ from torch import Tensor
 def randn(gen: torch.Generator, *shape: int, device=None, dtype=torch.float32) -> Tensor:
     """Seeded normal samples, drawn on the CPU so every device sees the same numbers."""
     return torch.randn(*shape, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
+
+
+def sizes(*args, here=False, **kwargs):
+    """A case's ``build`` for a function of sizes: ``args`` and ``kwargs`` as they are, and
+    with ``here`` the device to make the result on (``device=``)."""
+    def build(gen, device, dtype):
+        return args, dict(kwargs, device=device) if here else dict(kwargs)
+    return build
 
 
 def bool_mask(gen: torch.Generator, *shape: int, device=None) -> Tensor:
