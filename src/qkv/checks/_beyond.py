@@ -31,7 +31,7 @@ import qkv
 
 from .harness import Case, Exercise, Mistake, half_case, via_float32
 from .mistakes.efficient import chunk_by_chunk
-from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
+from .mistakes.attention import TORCH_ATTENTION, qkv_case, qkv_inputs
 
 # --------------------------------------------------------------- assignment 4: a temperature
 
@@ -56,26 +56,22 @@ def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature
 
 
 def _temperature_cases():
-    def make(batch, L, S, E, Ev, big=0.0, **kw):
-        def build(gen, device, dtype):
-            return qkv_inputs(gen, device, dtype, batch, L, S, E, Ev, big), kw
-        return build
     f32, f64 = torch.float32, torch.float64
     return [
         Case("unbatched input with L=3, S=5, E=4, Ev=6 (temperature left out)",
-             make((), 3, 5, 4, 6), f32),
+             qkv_case((), 3, 5, 4, 6), f32),
         # Not E=16 with temperature 0.5: there 1/(E T) = T/sqrt(E), and a temperature that
         # multiplies would be taken for the printed 1/E scale.
         Case("unbatched input with L=4, S=4, E=8, Ev=3 and temperature=0.5",
-             make((), 4, 4, 8, 3, temperature=0.5), f64),
+             qkv_case((), 4, 4, 8, 3, temperature=0.5), f64),
         Case("batched input (B=2, H=3) with L=5, S=7, E=8, Ev=3 and temperature=2.0",
-             make((2, 3), 5, 7, 8, 3, temperature=2.0), f64),
+             qkv_case((2, 3), 5, 7, 8, 3, temperature=2.0), f64),
         Case("input with large logits (scores near 800) and temperature=1.0",
-             make((2,), 4, 5, 4, 3, big=40.0, temperature=1.0), f64),
+             qkv_case((2,), 4, 5, 4, 3, big=40.0, temperature=1.0), f64),
         Case("rows far apart (scores near +450 in some rows, -450 in others) and "
              "temperature=0.5: each row needs its own maximum", _rows_apart, f64),
         half_case("batched input (B=2, H=2) with L=4, S=6, E=8, Ev=3 and temperature=2.0",
-                  make((2, 2), 4, 6, 8, 3, temperature=2.0)),
+                  qkv_case((2, 2), 4, 6, 8, 3, temperature=2.0)),
     ]
 
 

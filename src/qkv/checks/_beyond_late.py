@@ -16,24 +16,20 @@ import qkv
 
 from ._experiment import Experiment
 from .harness import Case, Exercise, Forbidden, half_case, Mistake, randn, sizes, via_float32
-from .mistakes.attention import TORCH_ATTENTION, qkv_inputs
+from .mistakes.attention import TORCH_ATTENTION, qkv_case
 
 # --------------------------------------------------------------- assignment 9: linear, flex
 
 
 def _linear_cases():
-    def make(batch, L, S, E, Ev, **kw):
-        def build(gen, device, dtype):
-            return qkv_inputs(gen, device, dtype, batch, L, S, E, Ev), kw
-        return build
     f32, f64 = torch.float32, torch.float64
     return [
-        Case("unbatched input with L=3, S=5, E=4, Ev=6", make((), 3, 5, 4, 6), f64),
+        Case("unbatched input with L=3, S=5, E=4, Ev=6", qkv_case((), 3, 5, 4, 6), f64),
         Case("batched input (B=2, H=2) with L=S=6, E=8, Ev=3 and is_causal=True",
-             make((2, 2), 6, 6, 8, 3, is_causal=True), f64),
-        Case("batched input (B=2) with L=4, S=7, E=4, Ev=5", make((2,), 4, 7, 4, 5), f32),
+             qkv_case((2, 2), 6, 6, 8, 3, is_causal=True), f64),
+        Case("batched input (B=2) with L=4, S=7, E=4, Ev=5", qkv_case((2,), 4, 7, 4, 5), f32),
         half_case("batched input (B=2, H=2) with L=S=5, E=4, Ev=3 and is_causal=True",
-                  make((2, 2), 5, 5, 4, 3, is_causal=True)),
+                  qkv_case((2, 2), 5, 5, 4, 3, is_causal=True)),
     ]
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from .harness import Case, Exercise, half_case, Mistake, picked, randn, via_float32
-from .mistakes.attention import TORCH_ATTENTION, qkv_inputs, row_softmax
+from .mistakes.attention import TORCH_ATTENTION, qkv_case, qkv_inputs, row_softmax
 
 F32, F64 = torch.float32, torch.float64
 
@@ -135,29 +135,23 @@ def sparse_lookup(query: Tensor, keys: Tensor, values: Tensor, temperature: floa
 _BISECTION = 1e-5
 
 
-def _lookup_case(batch, L, S, E, Ev, **kw):
-    def build(gen, device, dtype):
-        return qkv_inputs(gen, device, dtype, batch, L, S, E, Ev), kw
-    return build
-
-
 def _sparse_exercise(item: int) -> Exercise:
     v = partial(picked, i=item)
     return Exercise(
         name="sparsemax_lookup", reference=via_float32(picked(sparse_lookup, item)), forbid=TORCH_ATTENTION,
         legend="(..., L, S) for the weights" if item else "(..., L, Ev) for the output",
         cases=[Case("L=3 queries, S=6 keys, E=4, Ev=2 (temperature left out)",
-                    _lookup_case((), 3, 6, 4, 2), F64, atol=_BISECTION),
+                    qkv_case((), 3, 6, 4, 2), F64, atol=_BISECTION),
                Case("batched (B=2), L=4, S=8, E=3, Ev=5 and temperature=0.5",
-                    _lookup_case((2,), 4, 8, 3, 5, temperature=0.5), F32),
+                    qkv_case((2,), 4, 8, 3, 5, temperature=0.5), F32),
                Case("batched (B=2, H=2), L=3, S=5, E=4, Ev=3 and temperature=4.0 (flatter)",
-                    _lookup_case((2, 2), 3, 5, 4, 3, temperature=4.0), F64,
+                    qkv_case((2, 2), 3, 5, 4, 3, temperature=4.0), F64,
                     atol=_BISECTION),
                Case("L=2, S=7, E=6, Ev=3 and temperature=20.0 (most keys kept)",
-                    _lookup_case((), 2, 7, 6, 3, temperature=20.0), F64,
+                    qkv_case((), 2, 7, 6, 3, temperature=20.0), F64,
                     atol=_BISECTION),
                half_case("batched (B=2), L=3, S=6, E=4, Ev=3 and temperature=2.0",
-                         _lookup_case((2,), 3, 6, 4, 3, temperature=2.0))],
+                         qkv_case((2,), 3, 6, 4, 3, temperature=2.0))],
         mistakes=[
             Mistake("returning (weights, output) instead of (output, weights)",
                     "return the pair in the order (output, weights)",

@@ -282,3 +282,10 @@ def qkv_inputs(gen: torch.Generator, device: torch.device, dtype: torch.dtype, b
         q[..., 0] = abs(big)
         k[..., 0] = big
     return tuple(t.to(device=device, dtype=dtype) for t in (q, k, v))
+
+
+def qkv_case(batch: tuple, L: int, S: int, E: int, Ev: int, big: float = 0.0, **kwargs: Any):
+    """A case's ``build``: :func:`qkv_inputs` (seeded ``(query, key, value)``) and ``kwargs``."""
+    def build(gen, device, dtype):
+        return qkv_inputs(gen, device, dtype, batch, L, S, E, Ev, big), kwargs
+    return build
