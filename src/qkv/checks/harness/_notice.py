@@ -57,20 +57,17 @@ class CallNotice(TorchFunctionMode):
 
 class _Widths(TorchFunctionMode):
     """Records the first floating-point ``(..., L, S)`` result a torch call computes from
-    tensors none of which is ``(..., L, S)`` already: scores, not a bias made whole from a
-    factory (``torch.zeros(L, S)``) or from a mask, which the exercise allows. A softmax (or
-    an exp) over a whole ``(..., L, S)`` tensor is scores too, however it was filled.
+    ``sources`` (the query and the key) out of tensors none of which is ``(..., L, S)``
+    already: scores, not a bias or a mask made whole from a factory (``torch.zeros(L, S)``),
+    from positions (``arange(S) - arange(L)[:, None]`` in floats), a float mask exponentiated
+    into a factor, or a bias's logsumexp, which the exercise allows. A softmax (or an exp) of
+    theirs over a whole ``(..., L, S)`` tensor is scores too, however it was filled."""
 
-    With ``sources`` (the query and the key), only what is computed from them counts: a bias
-    or a mask made whole from positions (``arange(S) - arange(L)[:, None]`` in floats), a
-    float mask exponentiated into a factor, or a bias's logsumexp are no scores."""
-
-    def __init__(self, L: int, S: int, sources: Sequence[Tensor] = ()) -> None:
+    def __init__(self, L: int, S: int, sources: Sequence[Tensor]) -> None:
         super().__init__()
         self.size = (L, S)
         self.seen: Any = None
         self._from: Dict[int, Any] = {}
-        self._watch_all = not sources
         for t in sources:
             self._mark(t)
 
@@ -90,18 +87,16 @@ class _Widths(TorchFunctionMode):
                       for t in (a if isinstance(a, (tuple, list)) else (a,))
                       if isinstance(t, Tensor)]
             outs = out if isinstance(out, (tuple, list)) else (out,)
-            if not self._watch_all:
-                name = getattr(func, "__name__", "")
-                if not any(self._derived(t) for t in _carriers(name, args, inputs)):
-                    return out
-                # written in place (buf[..., j0:j1] = s, buf.copy_(s), out=buf): buf is scores
-                changed = (args[:1] if name == "__setitem__" or name.endswith("_") else ()) + \
-                    ((kwargs or {}).get("out"),)
-                for t in (*outs, *changed):
-                    self._mark(t)
-                if name == "__setitem__" and self._wide(args[0]):
-                    self.seen = tuple(args[0].shape)
             name = getattr(func, "__name__", "")
+            if not any(self._derived(t) for t in _carriers(name, args, inputs)):
+                return out
+            # written in place (buf[..., j0:j1] = s, buf.copy_(s), out=buf): buf is scores
+            changed = (args[:1] if name == "__setitem__" or name.endswith("_") else ()) + \
+                ((kwargs or {}).get("out"),)
+            for t in (*outs, *changed):
+                self._mark(t)
+            if name == "__setitem__" and self._wide(args[0]):
+                self.seen = tuple(args[0].shape)
             if name in _OVER_A_ROW and inputs and self._wide(inputs[0]):
                 self.seen = tuple(inputs[0].shape)
             elif inputs and not any(self._wide(t, any_dtype=True) for t in inputs):
@@ -138,12 +133,11 @@ _OVER_A_ROW = ("softmax", "log_softmax", "_softmax", "exp", "exp_", "exp2", "log
 
 
 def whole_scores(call: Callable[[], Any], L: int, S: int,
-                 sources: Sequence[Tensor] = ()) -> Tuple[Any, Any]:
+                 sources: Sequence[Tensor]) -> Tuple[Any, Any]:
     """``call()``'s result, and the shape of the first ``(..., L, S)`` floating-point tensor a
-    torch function returned during it (``None`` if none did): an exercise that visits the keys
-    a chunk at a time never needs one. With ``sources`` (the query and the key), only tensors
-    computed from them count (a mask or a bias made whole never does). A teaching aid, like
-    the notice."""
+    torch function computed from ``sources`` (the query and the key) during it (``None`` if
+    none did; a mask or a bias made whole never counts): an exercise that visits the keys a
+    chunk at a time never needs one. A teaching aid, like the notice."""
     watch = _Widths(L, S, sources)
     with watch:
         out = call()
