@@ -30,13 +30,13 @@ _DTYPE_HINT = ("take dtype= from the inputs for every tensor you create (a fixed
 _BOOL_HINT = "return a bool tensor (True where attention is allowed)"
 
 
-def shown(value: Any, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters (an int of 5,000 digits has no repr)."""
+def shown(value: Any) -> str:
+    """``repr(value)`` cut to 80 characters (an int of 5,000 digits has no repr)."""
     try:
         text = repr(value)
     except ValueError:
         return f"an int of more than {sys.get_int_max_str_digits()} digits"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def returned_words(got: Any) -> str:
