@@ -90,9 +90,6 @@ class Forbidden:
                          self.patterns + tuple(p for p in other.patterns if p not in self.patterns),
                          self.own + tuple(n for n in other.own if n not in self.own))
 
-    def __bool__(self) -> bool:
-        return bool(self.names or self.patterns or self.own)
-
     def matches(self, name: str) -> bool:
         """Whether a function called ``name`` is one the exercise asks not to call."""
         for found in self._finditer(name.lower()):
