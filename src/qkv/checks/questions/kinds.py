@@ -175,8 +175,8 @@ class Choice:
 
 
 def _as_number(question_id: str, answer: object) -> float:
-    """The student's numeric answer as a float (an int, a float, or a one-element tensor or
-    NumPy array)."""
+    """The student's numeric answer as a finite float (an int, a float, or a one-element tensor
+    or NumPy array)."""
     __tracebackhide__ = True
     if answer is None or answer is Ellipsis:
         _not_answered(question_id, "<your number>")
@@ -185,13 +185,17 @@ def _as_number(question_id: str, answer: object) -> float:
                              f"got {_shown(answer)}{_number_fix(question_id, answer)}")
     try:
         if type(answer) is torch.Tensor:
-            return float(torch.Tensor.item(answer))  # the class's method, not an attribute
-        if type(answer).__module__ == "numpy":  # NumPy's own type: its item() is NumPy's
-            return float(answer.item())  # float() refuses a one-element array in NumPy 2.4
-        return float(answer)
+            value = float(torch.Tensor.item(answer))  # the class's method, not an attribute
+        elif type(answer).__module__ == "numpy":  # NumPy's own type: its item() is NumPy's
+            value = float(answer.item())  # float() refuses a one-element array in NumPy 2.4
+        else:
+            value = float(answer)
     except (TypeError, ValueError, RuntimeError):
         raise AssertionError(f"{question_id}: expected a single number, "
                              f"got {_shown(answer)}") from None
+    if not math.isfinite(value):
+        raise AssertionError(f"{question_id}: expected a finite number, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -225,10 +229,7 @@ class Number:
             AssertionError: no answer yet, or not a number; such an answer is not recorded.
         """
         __tracebackhide__ = True
-        value = _as_number(self.id, answer)
-        if not math.isfinite(value):
-            raise AssertionError(f"{self.id}: expected a finite number, got {value!r}")
-        return value
+        return _as_number(self.id, answer)
 
     def right(self, value: float) -> bool:
         """Whether a normalised answer is the right one."""
@@ -289,10 +290,7 @@ class Computed:
     def normalise(self, answer: object) -> float:
         """The answer as a float (see :meth:`Number.normalise`)."""
         __tracebackhide__ = True
-        value = _as_number(self.id, answer)
-        if not math.isfinite(value):
-            raise AssertionError(f"{self.id}: expected a finite number, got {value!r}")
-        return value
+        return _as_number(self.id, answer)
 
     def right(self, value: float, **params: int) -> bool:
         return self._same(value, float(self.answer(**params)))
