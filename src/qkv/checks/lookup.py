@@ -155,18 +155,11 @@ SOFTMAX = Exercise(
     mistakes=SOFTMAX_MISTAKES, forbid=TORCH_SOFTMAX, legend="the input's shape",
 )
 
-SOFT_LOOKUP_WEIGHTS = Exercise(
-    name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 1)), cases=_soft_cases(),
-    mistakes=soft_mistakes(1),
-    forbid=TORCH_ATTENTION, helpers={"softmax": qkv.softmax},
-    legend="(..., L, S) for the weights",
-)
-SOFT_LOOKUP_OUTPUT = Exercise(
-    name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, 0)), cases=_soft_cases(),
-    mistakes=soft_mistakes(0),
-    forbid=TORCH_ATTENTION, helpers={"softmax": qkv.softmax},
-    legend="(..., L, Ev) for the output",
-)
+SOFT_LOOKUP_WEIGHTS, SOFT_LOOKUP_OUTPUT = (
+    Exercise(name="soft_lookup", reference=via_float32(picked(qkv.soft_lookup, i)),
+             cases=_soft_cases(), mistakes=soft_mistakes(i), forbid=TORCH_ATTENTION,
+             helpers={"softmax": qkv.softmax}, legend=legend)
+    for i, legend in ((1, "(..., L, S) for the weights"), (0, "(..., L, Ev) for the output")))
 
 ADDITIVE_SCORE = Exercise(
     name="additive_score", reference=via_float32(qkv.additive_score), cases=_additive_cases(),
