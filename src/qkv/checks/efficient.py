@@ -16,7 +16,7 @@ from ._efficient_extra import ATTENTION_BACKWARD, SLIDING_KV_CACHE_STEP
 from ._kv_cache import KV_CACHE_STEP
 from .mistakes.attention import FILL_HINT, TORCH_ATTENTION, attention_mistakes, qkv_inputs
 from .harness import (bool_mask, Case, checks_of, close, Exercise, half_case, Mistake, make_check,
-                      via_float32)
+                      randn, via_float32)
 from .mistakes.efficient import chunk_by_chunk, online_variant, short_chunks
 from . import _beyond as b, _beyond_experiments as x
 from ._experiment import ExperimentCheck
@@ -128,8 +128,7 @@ def _cases() -> List[Case]:
                 kwargs["attn_mask"] = torch.stack(
                     [bool_mask(gen, L, S, device=device) for _ in range(batch[0])])[:, None]
             elif mask == "float":
-                kwargs["attn_mask"] = torch.randn(L, S, generator=gen, dtype=torch.float64).to(
-                    device=device, dtype=dtype)
+                kwargs["attn_mask"] = randn(gen, L, S, device=device, dtype=dtype)
             return (q, k, v), kwargs
         return build
 
