@@ -93,16 +93,10 @@ def _cases() -> List[Case]:
     ]
 
 
-BAHDANAU_WEIGHTS = Exercise(
-    name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 1)), cases=_cases(),
-    mistakes=_mistakes(1),
-    legend="(B, S) for the weights",
-)
-BAHDANAU_CONTEXT = Exercise(
-    name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, 0)), cases=_cases(),
-    mistakes=_mistakes(0),
-    legend="(B, He) for the context",
-)
+BAHDANAU_WEIGHTS, BAHDANAU_CONTEXT = (
+    Exercise(name="bahdanau_attention", reference=via_float32(picked(qkv.bahdanau_attention, i)),
+             cases=_cases(), mistakes=_mistakes(i), legend=legend)
+    for i, legend in ((1, "(B, S) for the weights"), (0, "(B, He) for the context")))
 
 
 #: This module's checks, by the name test cells call them (for :mod:`.grading`).
