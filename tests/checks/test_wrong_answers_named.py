@@ -161,6 +161,23 @@ def linear_causal_triu(query, key, value, is_causal=False):
     return sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value
 
 
+def self_attention_dropout(x, W_q, W_k, W_v):
+    q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+    return torch.nn.functional.dropout(w, 0.1) @ v  # training=True is F.dropout's default
+
+
+def sdpa_dropout(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    L, S = query.shape[-2], key.shape[-2]
+    s = query @ key.transpose(-2, -1) * (query.shape[-1] ** -0.5 if scale is None else scale)
+    if is_causal:
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+            else s + attn_mask
+    return torch.nn.functional.dropout(torch.softmax(s, -1), p=0.1) @ value
+
+
 def _call(fn, **kw):
     return lambda *args, **kwargs: fn(*args, **kwargs, **kw)
 
@@ -248,7 +265,21 @@ NAMED = {
         "bfloat16"),
     "linear_attention: causal with triu": (
         "check_linear_attention", linear_causal_triu, "the future kept instead of the past", ""),
+    # Told only "largest difference": two calls on the same input differ.
+    "self_attention: dropout left on": (
+        "check_self_attention", self_attention_dropout, "dropout left on", ""),
+    "scaled_dot_product_attention: dropout left on": (
+        "check_scaled_dot_product_attention", sdpa_dropout, "dropout left on", "largest difference"),
 }
+
+
+@pytest.mark.parametrize("check,answer", [("check_self_attention", self_attention_dropout),
+                                          ("check_scaled_dot_product_attention", sdpa_dropout)])
+def test_dropout_left_on_is_a_named_mistake(check, answer):
+    """``qkv report`` counts it under its name, not as an unnamed failure."""
+    with pytest.raises(CheckFailed) as info:
+        getattr(checks, check)(answer)
+    assert info.value.result.mistake == "dropout left on (the result is random)"
 
 
 @pytest.mark.parametrize("name", NAMED)

@@ -89,6 +89,19 @@ class NotRepeatable(Exception):
     """Raised when two identical calls (a module in eval mode) gave different results."""
 
 
+#: What a function check says of an answer whose two calls on the same input differ.
+NOT_REPEATABLE_WHAT = ("two calls on the same input gave different results: something in your "
+                       "function is random (dropout left on?), which the right answer never is")
+
+
+def _random_states() -> List[torch.Tensor]:
+    """torch's random state on the CPU, and on each GPU once CUDA is in use."""
+    states = [torch.random.get_rng_state()]
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states += torch.cuda.get_rng_state_all()
+    return states
+
+
 # --------------------------------------------------------------------------- inputs
 
 
@@ -208,8 +221,15 @@ def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict,
         args, kwargs = next(inputs, None) or _clone(before)
         with notice:
             return student(*args, **kwargs) if call is None else call(student, *args, **kwargs)
+    drawn = _random_states()
     got = on_helpers(student, exercise.helpers, attempt, notice.paused)
     if not _same(before, (args, kwargs)):
         raise InputsChanged("your code changed its inputs in place")
+    # Every reference here is deterministic: an answer that drew from torch's random state
+    # (F.dropout's training=True default) is called once more, and two results differ only
+    # when the answer is random. An answer that draws nothing is called once.
+    if not _same(drawn, _random_states()) and not _same(
+            plain(got), plain(on_helpers(student, exercise.helpers, attempt, notice.paused))):
+        raise NotRepeatable(NOT_REPEATABLE_WHAT)
     names = reference_names(student, exercise.forbid, {**dict.fromkeys(given), **exercise.helpers})
     return plain(got), tuple(notice.calls + [n for n in names if n not in notice.calls])

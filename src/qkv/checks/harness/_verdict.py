@@ -69,9 +69,12 @@ def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict,
         raise _Failed("", kind="not written")
     if raised.type == "InputsChanged":
         raise _Failed("inputs modified in place", _INPUTS_CHANGED_HINT)
-    if raised.type in ("ExerciseRule", "NotRepeatable"):
+    if raised.type == "NotRepeatable":
         what, _, hint = raised.message.partition(HINT_MARK)
-        raise _Failed(what, hint or _RULE_HINTS.get(raised.type, ""))
+        raise _Failed(what, hint or NOT_REPEATABLE.hint, NOT_REPEATABLE)
+    if raised.type == "ExerciseRule":
+        what, _, hint = raised.message.partition(HINT_MARK)
+        raise _Failed(what, hint)
     at = f"\n  at {raised.line}" if raised.line else ""
     shown = f"{raised.type}: {(raised.message.strip().splitlines() or [''])[0]}"
     m = match_mistake(exercise, args, kwargs, None, raised, expected, rtol, atol, passed_inputs)
@@ -87,9 +90,15 @@ def _judge_raised(exercise: Exercise, raised: Raised, args: tuple, kwargs: dict,
                   hint or generic_hint(raised.message), kind="raised")
 
 
-_RULE_HINTS = {"NotRepeatable": "in eval mode a module gives the same output every time: "
-                                "dropout must be off when self.training is False "
-                                "(nn.Dropout does that; F.dropout needs training=self.training)"}
+#: Two calls on the same input that differ (:class:`._harness.NotRepeatable`): only something
+#: random does that, and in attention code it is dropout left on. A module's check says so in
+#: its own words (eval mode); the name is the same, so that ``qkv report`` counts them together.
+NOT_REPEATABLE = Mistake(
+    "dropout left on (the result is random)",
+    "F.dropout drops at random unless given training=False (training=True is its default), "
+    "and scaled_dot_product_attention drops with dropout_p > 0: leave dropout out here, or "
+    "pass training=False / dropout_p=0.0 (in a module, nn.Dropout is off in eval mode; "
+    "F.dropout needs training=self.training)", lambda *a, **k: None)
 
 
 def _judge_value(exercise: Exercise, got: Any, args: tuple, kwargs: dict, expected: Any,
