@@ -125,6 +125,26 @@ def test_one_number_a_few_percent_off_is_not_told_it_ran_in_half_precision():
     assert "'s precision" in what and "part of the computation ran in" in hint, what
 
 
+def test_a_formula_a_little_off_is_not_told_it_ran_in_a_lower_dtype():
+    """All in float64: an epsilon in a denominator scales each row by its own factor, and a
+    temperature under a square root misses by 60 epsilons of bfloat16, not by its rounding
+    (both were told "part of the computation ran in float32 / bfloat16")."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 4, generator=gen, dtype=torch.float64)
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    what, hint = describe(e / (e.sum(-1, keepdim=True) + 1e-6), x.softmax(-1), 1e-7, 1e-10)
+    assert "float32" not in what + hint and "a factor of its own" in what, what
+    assert "an epsilon added" in hint, hint
+    s = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    what, hint = describe((s / math.sqrt(0.7)).softmax(-1), (s / 0.7).softmax(-1), 1e-7, 1e-10)
+    assert "bfloat16" not in what + hint, what
+    # The same softmax computed in bfloat16 and float32 is still told so.
+    for dtype in (torch.bfloat16, torch.float32):
+        what, hint = describe((s / 0.7).to(dtype).softmax(-1).double(), (s / 0.7).softmax(-1),
+                              1e-7, 1e-10)
+        assert "'s precision" in what and "part of the computation ran in" in hint, what
+
+
 def test_a_result_right_on_some_batch_elements_names_them():
     def build(gen, device, dtype):
         pad = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] * 4 + [False]])
