@@ -178,6 +178,23 @@ def sdpa_dropout(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fal
     return torch.nn.functional.dropout(torch.softmax(s, -1), p=0.1) @ value
 
 
+def softmax_eps(x, dim=-1):
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / (e.sum(dim=dim, keepdim=True) + 1e-6)
+
+
+def soft_lookup_sqrt_temperature(query, keys, values, temperature=1.0):
+    w = torch.softmax(query @ keys.transpose(-2, -1) / math.sqrt(temperature), -1)
+    return w @ values, w
+
+
+def linear_no_eps(query, key, value, is_causal=False):
+    f = torch.nn.functional
+    sim = (f.elu(query) + 1) @ (f.elu(key) + 1).transpose(-2, -1)
+    sim = sim.tril() if is_causal else sim
+    return sim / sim.sum(-1, keepdim=True) @ value
+
+
 def _call(fn, **kw):
     return lambda *args, **kwargs: fn(*args, **kwargs, **kw)
 
@@ -265,6 +282,16 @@ NAMED = {
         "bfloat16"),
     "linear_attention: causal with triu": (
         "check_linear_attention", linear_causal_triu, "the future kept instead of the past", ""),
+    # Told "part of the computation ran in float32" (all in float64).
+    "softmax: an epsilon added to the sum": (
+        "check_softmax", softmax_eps, "an epsilon added to the sum", "float32"),
+    # The same, and it passed on some seeds.
+    "linear_attention: the + 1e-6 left out": (
+        "check_linear_attention", linear_no_eps, "+ 1e-6 left out", "float32"),
+    # Told "part of the computation ran in bfloat16".
+    "soft_lookup: divided by sqrt(temperature)": (
+        "check_soft_lookup", soft_lookup_sqrt_temperature, "divided by sqrt(temperature)",
+        "bfloat16"),
     # Told only "largest difference": two calls on the same input differ.
     "self_attention: dropout left on": (
         "check_self_attention", self_attention_dropout, "dropout left on", ""),

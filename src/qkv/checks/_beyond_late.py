@@ -22,25 +22,35 @@ from .mistakes.attention import TORCH_ATTENTION, qkv_case
 
 
 def _linear_cases():
+    def shifted(build, shift):
+        def moved(gen, device, dtype):
+            (q, k, v), kw = build(gen, device, dtype)
+            return (q - shift, k - shift, v), kw
+        return moved
+
     f32, f64 = torch.float32, torch.float64
     return [
         Case("unbatched input with L=3, S=5, E=4, Ev=6", qkv_case((), 3, 5, 4, 6), f64),
         Case("batched input (B=2, H=2) with L=S=6, E=8, Ev=3 and is_causal=True",
              qkv_case((2, 2), 6, 6, 8, 3, is_causal=True), f64),
         Case("batched input (B=2) with L=4, S=7, E=4, Ev=5", qkv_case((2,), 4, 7, 4, 5), f32),
+        # phi(x) = exp(x) far below 0: normalisers near 0.05, where the + 1e-6 shows.
+        Case("unbatched input with L=S=4, E=4, Ev=2, queries and keys near -4 (small "
+             "normalisers) and is_causal=True",
+             shifted(qkv_case((), 4, 4, 4, 2, is_causal=True), 4.0), f64),
         half_case("batched input (B=2, H=2) with L=S=5, E=4, Ev=3 and is_causal=True",
                   qkv_case((2, 2), 5, 5, 4, 3, is_causal=True)),
     ]
 
 
 def _linear_variant(q, k, v, is_causal=False, *, phi=None, normalise=True, causal=True,
-                    future=False):
+                    future=False, eps=1e-6):
     phi = phi or qkv.elu_feature_map
     sim = phi(q) @ phi(k).transpose(-2, -1)
     if is_causal and causal:
         sim = sim.triu() if future else sim.tril()
     if normalise:
-        sim = sim / (sim.sum(dim=-1, keepdim=True) + 1e-6)
+        sim = sim / (sim.sum(dim=-1, keepdim=True) + eps)
     return sim @ v
 
 
@@ -52,6 +62,9 @@ LINEAR_ATTENTION = Exercise(
                 "weight is negative", partial(_linear_variant, phi=torch.nn.functional.elu)),
         Mistake("no normaliser", "divide by phi(q_i) . sum_j phi(k_j) (+ 1e-6)",
                 partial(_linear_variant, normalise=False)),
+        Mistake("the normaliser's + 1e-6 left out", "the formula adds 1e-6 to each normaliser "
+                "phi(q_i) . sum_j phi(k_j): keep it (where phi is small, it shows)",
+                partial(_linear_variant, eps=0.0)),
         Mistake("is_causal ignored", "when causal, query i sums over keys 0..i only",
                 partial(_linear_variant, causal=False)),
         Mistake("the future kept instead of the past (triu)", "when causal, query i sums over "

@@ -25,7 +25,7 @@ KEY_HINT = ("transpose only the last two axes of the keys: keys.transpose(-2, -1
 
 
 def softmax_variant(x, dim=-1, *, ignore_dim=False, stable=True, keep=True, norm="sum",
-                    log=False, global_max=False):
+                    log=False, global_max=False, eps=0.0):
     """``softmax`` with switches that reproduce common mistakes (defaults: right)."""
     d = -1 if ignore_dim else dim
     peak = x.amax(dim=d, keepdim=True) if keep else x.amax(dim=d)
@@ -37,7 +37,7 @@ def softmax_variant(x, dim=-1, *, ignore_dim=False, stable=True, keep=True, norm
         return e / e.amax(dim=d, keepdim=True)
     if norm == "none":
         return e
-    out = e / (e.sum(dim=d, keepdim=True) if keep else e.sum(dim=d))
+    out = e / ((e.sum(dim=d, keepdim=True) if keep else e.sum(dim=d)) + eps)
     return out.log() if log else out
 
 
@@ -62,6 +62,11 @@ SOFTMAX_MISTAKES = [
             partial(softmax_variant, norm="max")),
     Mistake("log-softmax instead of softmax", "return the probabilities, not their logarithm",
             partial(softmax_variant, log=True)),
+    Mistake("an epsilon added to the sum (1e-6)",
+            "the sum of the exponentials is at least 1 once the maximum is subtracted (the "
+            "largest term is exp(0) = 1): it cannot be 0, and an added epsilon only makes each "
+            "row sum to a little less than one; divide by the sum alone",
+            partial(softmax_variant, eps=1e-6)),
 ]
 
 
@@ -72,7 +77,8 @@ def soft_variant(query, keys, values, temperature=1.0, *, temp="divide", sdpa="n
                  stable=True, key_t=None, hard=False, swap=False):
     """``soft_lookup`` with switches that reproduce common mistakes (defaults: right)."""
     E = query.shape[-1]
-    factor = {"divide": 1.0 / temperature, "multiply": temperature, "ignored": 1.0}[temp]
+    factor = {"divide": 1.0 / temperature, "multiply": temperature, "ignored": 1.0,
+              "sqrt": 1.0 / math.sqrt(temperature)}[temp]
     if sdpa == "also":
         factor /= math.sqrt(E)
     elif sdpa == "instead":
@@ -100,6 +106,9 @@ def soft_mistakes(i: int) -> List[Mistake]:
         Mistake("multiplying by the temperature instead of dividing", temp_hint,
                 v(partial(soft_variant, temp="multiply"))),
         Mistake("the temperature ignored", temp_hint, v(partial(soft_variant, temp="ignored"))),
+        Mistake("divided by sqrt(temperature) instead of the temperature",
+                temp_hint + " itself, not its square root (the square root belongs to sqrt(E), "
+                "which a soft lookup does not have)", v(partial(soft_variant, temp="sqrt"))),
         Mistake("scaling by 1/sqrt(E) as well as the temperature",
                 "a soft lookup has no 1/sqrt(E): only the temperature divides the scores",
                 v(partial(soft_variant, sdpa="also"))),
