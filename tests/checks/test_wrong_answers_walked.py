@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from qkv.checks import (CheckFailed, check_chunked_attention, check_dropout_block_forward,
-                        check_duplicate_token_score,
+                        check_duplicate_token_score, check_grouped_causal_linear_attention,
                         check_grouped_query_attention, check_head_difference,
                         check_masked_scores, check_padding_mask)
 
@@ -86,6 +86,15 @@ def duplicate_score_pairs_later(weights, tokens):
     return (on * has).sum((0, 2)) / has.sum((0, 2))
 
 
+def grouped_linear_quadratic(query, key, value):
+    """The (L, L) weights written inline: the exercise asks for the running sums."""
+    G = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(G, 1), value.repeat_interleave(G, 1)
+    pq, pk = torch.nn.functional.elu(query) + 1, torch.nn.functional.elu(key) + 1
+    sim = (pq @ pk.transpose(-2, -1)).tril()
+    return sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value
+
+
 def head_difference_both_as_key(share, generator):
     return head_difference("key" if share == "both" else share, generator)
 
@@ -108,6 +117,9 @@ WRONG = {
         check_duplicate_token_score, duplicate_score_pairs_later, "comes back only later"),
     "head_difference: share='both' taken for 'key'": (
         check_head_difference, head_difference_both_as_key, "share='both' taken for 'key'"),
+    "grouped_causal_linear_attention: the (L, L) weights built": (
+        check_grouped_causal_linear_attention, grouped_linear_quadratic,
+        "built the (L, L) weights"),
 }
 
 

@@ -15,7 +15,8 @@ from torch import Tensor
 import qkv
 
 from ._experiment import Experiment
-from .harness import Case, Exercise, Forbidden, half_case, Mistake, randn, sizes, via_float32
+from .harness import (Case, Exercise, ExerciseRule, Forbidden, half_case, Mistake, randn, sizes,
+                      via_float32, whole_scores)
 from .mistakes.attention import TORCH_ATTENTION, qkv_case
 
 # --------------------------------------------------------------- assignment 9: linear, flex
@@ -221,9 +222,29 @@ def _not_causal_normaliser(query: Tensor, key: Tensor, value: Tensor) -> Tensor:
     return num / (torch.einsum("bhle,bhse->bhl", phi_q, z)[..., None] + 1e-6)
 
 
+def _running_sums(student: Any, query: Tensor, key: Tensor, value: Tensor) -> Any:
+    """How the exercise calls the answer: refused when it built the ``(L, L)`` weights from the
+    queries and keys (the quadratic form gives the right numbers, and none of the linear time
+    the exercise is about), as chunked_attention refuses whole scores (the same watch,
+    :func:`whole_scores`). A case where a count of heads, E or Ev equals L is not watched: a
+    ``(B, H, L)`` normaliser or a ``(..., L, E)`` feature map has that shape too."""
+    L = query.shape[-2]
+    heads = (query.shape[1], key.shape[1], query.shape[1] // max(key.shape[1], 1))
+    if L in (*heads, query.shape[-1], value.shape[-1]):
+        return student(query, key, value)
+    out, seen = whole_scores(lambda: student(query, key, value), L, L, (query, key))
+    if seen:
+        raise ExerciseRule(
+            f"built the (L, L) weights: a tensor of shape {seen}, phi(q_i) . phi(k_j) for every "
+            f"pair, which this exercise never makes (it is the quadratic form of Part 1)",
+            "keep the running sums: z_i = sum over j <= i of phi(k_j) and S_i = sum over j <= i "
+            "of phi(k_j) v_j^T (a cumsum over the positions); query i needs only those two")
+    return out
+
+
 GROUPED_CAUSAL_LINEAR_ATTENTION = Exercise(
     name="grouped_causal_linear_attention", reference=via_float32(grouped_causal_linear),
-    cases=_grouped_linear_cases(), legend="(B, Hq, L, Ev)",
+    cases=_grouped_linear_cases(), legend="(B, Hq, L, Ev)", run_student=_running_sums,
     # The running sums are the exercise: the quadratic linear_attention of Part 1 is not.
     forbid=TORCH_ATTENTION | Forbidden(own=("linear_attention",)),
     helpers={"repeat_kv": qkv.repeat_kv},  # a wrong repeat_kv costs only its own test
