@@ -176,12 +176,15 @@ def make_mha(**o):
                 out = self.out_proj(out)
             if o.get("unmasked_weights"):
                 w = raw
+            per_head = w
             if need_weights and (average_attn_weights or o["heads"] == "always"):
                 w = {"mean": w.mean(1), "always": w.mean(1), "sum": w.sum(1), "kept": w,
-                     "batch": w.mean(0)}[o["heads"]]
+                     "batch": w.mean(0), "dim1": w.mean(1)}[o["heads"]]
             if unbatched:
                 out = out[0]
                 w = w[0] if w is not None else None
+                if o["heads"] == "dim1" and need_weights and average_attn_weights:
+                    w = per_head[0].mean(1)  # unbatched (H, L, S): dim 1 is the queries
             if o.get("swapped"):
                 return (w if need_weights else None), out
             return out, (w if need_weights or o.get("weights_always") else None)
@@ -273,6 +276,9 @@ MHA_WRONG = {
     "weights summed over heads": (make_mha(heads="sum"), "summed over the heads"),
     "weights always averaged": (make_mha(heads="always"), "average_attn_weights=False"),
     "weights averaged over the batch": (make_mha(heads="batch"), "over the batch"),
+    # Told "the scores that go into the softmax are wrong".
+    "weights averaged over dim 1 after unbatching": (make_mha(heads="dim1"),
+                                                     "the queries of unbatched (H, L, S)"),
     "weights returned before masking": (make_mha(unmasked_weights=True), "before masking"),
     "softmax over the queries": (make_mha(sdim=-2), "softmax over the queries"),
     "softmax over the heads": (make_mha(sdim=1), "softmax over the heads"),

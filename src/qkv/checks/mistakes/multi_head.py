@@ -79,13 +79,16 @@ def _mask(spec_mask, key_mask, is_causal, B, L, S, query, causal_diag, key_axis)
 
 def _returned_weights(weights, unmasked, batched, average, heads):
     """The weights as returned: ``heads`` mean (right), sum, kept (never averaged), always
-    (averaged even when not asked), batch (averaged over dim 0), unmasked (before the mask)."""
+    (averaged even when not asked), batch (averaged over dim 0), unmasked (before the mask),
+    dim1 (averaged over dim 1: the heads of (B, H, L, S), but the queries of (H, L, S))."""
     if heads == "unmasked":
         weights = unmasked
     if not batched:
         weights = weights[0]
     if heads == "batch":
         return weights.mean(dim=0)
+    if heads == "dim1" and average:
+        return weights.mean(dim=1)
     if (average and heads != "kept") or heads == "always":
         return weights.sum(dim=-3) if heads == "sum" else weights.mean(dim=-3)
     return weights
@@ -221,7 +224,7 @@ MHA_MISTAKES = [
     _m("value defaults to query instead of key", "with key given and value omitted, "
        "value = key (value = key if value is None else value)", value_default="query"),
     _m("the weights not averaged over the heads",
-       "with average_attn_weights=True (the default) return weights.mean(dim=1), (B, L, S); "
+       "with average_attn_weights=True (the default) return weights.mean(dim=-3), (B, L, S); "
        "the per-head (B, H, L, S) only when it is False", heads="kept"),
     _m("the weights averaged even with average_attn_weights=False",
        "return the per-head weights (B, H, L, S) when average_attn_weights=False",
@@ -231,6 +234,9 @@ MHA_MISTAKES = [
        heads="sum"),
     _m("the weights averaged over the batch (dim 0) instead of the heads",
        "the weights are (B, H, L, S): average over the heads, dim=-3", heads="batch"),
+    _m("the weights averaged over dim 1, the queries of unbatched (H, L, S) weights",
+       "dim 1 is the heads only with a batch axis: average over dim=-3, the heads of both "
+       "(B, H, L, S) and (H, L, S)", heads="dim1"),
     _m("the weights returned before masking",
        "return the weights of the masked scores, those that multiplied the values",
        heads="unmasked"),
