@@ -195,6 +195,93 @@ def linear_no_eps(query, key, value, is_causal=False):
     return sim / sim.sum(-1, keepdim=True) @ value
 
 
+def no_self_only_self(x, W_q, W_k, W_v):
+    q, k, v = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = ~torch.eye(x.shape[-2], dtype=torch.bool, device=x.device)
+    return torch.softmax(s.masked_fill(allowed, float("-inf")), -1) @ v  # fills where allowed
+
+
+def padded_causal_queries_axis(query, key, value, lengths):
+    L, S = query.shape[-2], key.shape[-2]
+    causal = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    real = torch.arange(S, device=query.device)[None, :] < lengths[:, None]
+    allowed = causal & real[:, None, :, None]  # over the queries, not the keys
+    s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    return torch.softmax(s.masked_fill(~allowed, float("-inf")), -1) @ value
+
+
+def bahdanau_from_one(s, keys, W_q, W_k, v_a, lengths):
+    scores = torch.tanh((s @ W_q.T)[:, None, :] + keys @ W_k.T) @ v_a
+    real = torch.arange(1, keys.shape[1] + 1, device=keys.device)[None, :] < lengths[:, None]
+    return torch.softmax(scores.masked_fill(~real, float("-inf")), dim=-1)
+
+
+def duplicate_with_diagonal(weights, tokens):
+    T = tokens.shape[1]
+    earlier = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()  # not tril(-1)
+    same = (tokens[:, :, None] == tokens[:, None, :]) & earlier
+    on = (weights * same[:, None].to(weights.dtype)).sum(-1)
+    has = same.any(-1)[:, None].to(weights.dtype)
+    return (on * has).sum((0, 2)) / has.sum((0, 2))
+
+
+def cross_transpose_1_2(x, context, W_q, W_k, W_v):
+    q, k, v = x @ W_q.T, context @ W_k.T, context @ W_v.T
+    return torch.softmax(q @ k.transpose(1, 2) / math.sqrt(q.shape[-1]), -1) @ v
+
+
+def temperature_without_sqrt_e(query, key, value, temperature=1.0):
+    return torch.softmax(query @ key.transpose(-2, -1) / temperature, -1) @ value
+
+
+def top_k_beyond(query, keys, values, k):
+    scores = query @ keys.transpose(-2, -1)
+    below = scores.topk(k + 1, dim=-1).values[..., -1:]  # the (k+1)-th best: none at k = S
+    return torch.softmax(scores.masked_fill(scores <= below, float("-inf")), -1) @ values
+
+
+def attention_forward_rope_after_cat(x, params, num_heads, num_kv_heads, k_cache=None,
+                                     v_cache=None):
+    from qkv import apply_rope, merge_heads, repeat_kv, split_heads
+    q = split_heads(x @ params["q_proj.weight"].T, num_heads)
+    k = split_heads(x @ params["k_proj.weight"].T, num_kv_heads)
+    v = split_heads(x @ params["v_proj.weight"].T, num_kv_heads)
+    P = 0 if k_cache is None else k_cache.shape[-2]
+    if k_cache is not None:
+        k, v = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)
+    q, k = apply_rope(q, offset=P), apply_rope(k)  # every key rotated: the cached ones again
+    G = num_heads // num_kv_heads
+    L, S = q.shape[-2], k.shape[-2]
+    s = q @ repeat_kv(k, G).transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = torch.ones(L, S, dtype=torch.bool, device=x.device).tril(S - L)
+    w = torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
+    return merge_heads(w @ repeat_kv(v, G)) @ params["out_proj.weight"].T, k, v
+
+
+def max_weight_flag_inverted(d_k, scaled, generator):
+    q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
+    s = q @ k.T
+    if not scaled:
+        s = s / math.sqrt(d_k)
+    return torch.softmax(s, -1).max(-1).values.mean().item()
+
+
+def head_difference_model_width(share, generator):
+    from qkv import split_heads
+    x = torch.randn(16, 32, generator=generator)
+    W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    W_k = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    q, k = split_heads((x @ W_q.T)[None], 4)[0], split_heads((x @ W_k.T)[None], 4)[0]
+    if share in ("key", "both"):
+        k = k[:1].expand_as(k)
+    if share == "both":
+        q = q[:1].expand_as(q)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(32), -1)  # the model's width
+    return torch.stack([0.5 * (w[i] - w[j]).abs().sum(-1).mean()
+                        for i in range(4) for j in range(i + 1, 4)]).mean().item()
+
+
 def _call(fn, **kw):
     return lambda *args, **kwargs: fn(*args, **kwargs, **kw)
 
@@ -292,6 +379,33 @@ NAMED = {
     "soft_lookup: divided by sqrt(temperature)": (
         "check_soft_lookup", soft_lookup_sqrt_temperature, "divided by sqrt(temperature)",
         "bfloat16"),
+    # Told only "largest difference" (or the generic NaN story).
+    "self_attention_no_self: the mask inverted (only itself)": (
+        "check_self_attention_no_self", no_self_only_self, "attends only to itself", ""),
+    "padded_causal_attention: the padding mask over the queries": (
+        "check_padded_causal_attention", padded_causal_queries_axis,
+        "over the queries instead of the keys", "overflowing"),
+    "padded_bahdanau_weights: positions counted from 1": (
+        "check_padded_bahdanau_weights", bahdanau_from_one, "the last real state masked too", ""),
+    "duplicate_token_score: tril() instead of tril(-1)": (
+        "check_duplicate_token_score", duplicate_with_diagonal, "tril() instead of tril(-1)", ""),
+    "attention_forward: RoPE after the cache is appended": (
+        "check_attention_forward", attention_forward_rope_after_cat,
+        "the cached keys rotated twice", "largest difference"),
+    "attention_with_temperature: the 1/sqrt(E) left out": (
+        "check_attention_with_temperature", temperature_without_sqrt_e,
+        "the 1/sqrt(E) left out", ""),
+    # Told the generic "over 48 seeds your mean ... averages".
+    "max_weight: scaled inverted": (
+        "check_max_weight", max_weight_flag_inverted, "scaled inverted", ""),
+    "head_difference: divided by sqrt(32), the model's width": (
+        "check_head_difference", head_difference_model_width, "sqrt(32), the model's width", ""),
+    # An IndexError with no hint.
+    "cross_attention: K.transpose(1, 2) on unbatched input": (
+        "check_cross_attention", cross_transpose_1_2, "count from the end", ""),
+    # Told "topk along the keys: dim=-1", which it is.
+    "top_k_lookup: the cut at the (k+1)-th largest": (
+        "check_top_k_lookup", top_k_beyond, "k can be S", ""),
     # Told only "largest difference": two calls on the same input differ.
     "self_attention: dropout left on": (
         "check_self_attention", self_attention_dropout, "dropout left on", ""),

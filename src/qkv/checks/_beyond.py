@@ -42,10 +42,11 @@ def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature
                           keepdim: bool = True, tempered: bool = True) -> Tensor:
     """``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``, or one bug of the buggy
     version put back (``scale_power=1``: ``/ E``; ``dim=-2``: the softmax over the queries;
-    ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``);
-    or another slip (``width="S"``: sqrt of the number of keys; ``root_t``: / sqrt(E * T);
-    ``keepdim=False``: the row sums without it; ``tempered=False``: the temperature ignored)."""
-    E = query.shape[-1] if width == "E" else key.shape[-2]
+    ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``); or another slip
+    (``width="S"``: sqrt of the number of keys, ``"none"``: no sqrt(E); ``root_t``:
+    / sqrt(E * T); ``keepdim=False``: the row sums without it; ``tempered=False``: the
+    temperature ignored)."""
+    E = {"E": query.shape[-1], "S": key.shape[-2], "none": 1}[width]
     t = 1.0 / temperature if multiply else temperature if tempered else 1.0
     t = math.sqrt(t) if root_t else t
     scores = (query @ key.transpose(-2, -1)) / (E ** scale_power * t)
@@ -108,6 +109,9 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
         Mistake("scaled by 1/sqrt(S), the number of keys, instead of 1/sqrt(E)",
                 "E is the width of queries and keys, query.shape[-1]",
                 partial(temperature_attention, width="S")),
+        Mistake("divided by the temperature only (the 1/sqrt(E) left out)",
+                "the temperature divides the scaled scores: query @ key^T / (sqrt(E) * "
+                "temperature), both", partial(temperature_attention, width="none")),
         Mistake("the temperature ignored", "divide the scaled scores by the temperature: "
                 "query @ key^T / (sqrt(E) * temperature)",
                 partial(temperature_attention, tempered=False)),

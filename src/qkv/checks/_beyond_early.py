@@ -81,13 +81,15 @@ def _separated(build):
 def padded_bahdanau(s: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, v_a: Tensor,
                     lengths: Tensor, *, dim: int = -1, after: bool = False,
                     no_tanh: bool = False, one_more: bool = False,
-                    invert: bool = False) -> Tensor:
+                    invert: bool = False, one_less: bool = False) -> Tensor:
     """(B, S) additive-attention weights with the padded encoder states (``j >= lengths[b]``)
     at 0; or one bug of the printed version put back (``one_more``: key ``lengths[b]`` kept);
-    or another slip (``invert``: the real states masked instead of the padded ones)."""
+    or another slip (``invert``: the real states masked instead of the padded ones;
+    ``one_less``: the last real state masked too, positions counted from 1)."""
     hidden = (s @ W_q.T)[:, None, :] + keys @ W_k.T
     scores = (hidden if no_tanh else torch.tanh(hidden)) @ v_a
-    real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None] + one_more
+    real = (torch.arange(keys.shape[1], device=keys.device)[None, :]
+            < lengths[:, None] + int(one_more) - int(one_less))
     if after:
         return torch.softmax(scores, dim=dim) * real
     return torch.softmax(scores.masked_fill(real if invert else ~real, float("-inf")), dim=dim)
@@ -119,6 +121,11 @@ PADDED_BAHDANAU_WEIGHTS = Exercise(
         Mistake("one padded state kept (j <= lengths[b] instead of j < lengths[b])",
                 "sequence b's real states are j = 0 .. lengths[b] - 1: keep j < lengths[b]",
                 partial(padded_bahdanau, one_more=True)),
+        Mistake("the last real state masked too (positions counted from 1: arange(1, S + 1) "
+                "< lengths, or j < lengths[b] - 1)",
+                "sequence b's real states are j = 0 .. lengths[b] - 1: arange(S) starts at 0, "
+                "and j < lengths[b] keeps all of them",
+                partial(padded_bahdanau, one_less=True)),
         Mistake("the mask inverted: the real states masked, the padded ones kept",
                 "masked_fill fills where its mask is True: fill the padded states, "
                 "scores.masked_fill(~real, -inf) with real = arange(S) < lengths[:, None]",
@@ -132,13 +139,14 @@ PADDED_BAHDANAU_WEIGHTS = Exercise(
 
 
 def top_k(query: Tensor, keys: Tensor, values: Tensor, k: int, *, renormalise: bool = True,
-          strict: bool = False, fill: float = float("-inf")) -> Tensor:
+          strict: bool = False, fill: float = float("-inf"), beyond: bool = False) -> Tensor:
     """A soft lookup over each query's ``k`` best keys only (dot-product scores); or a bug of
     the printed version put back (``renormalise=False``: the softmax of all scores, cut;
-    ``strict``: the k-th key dropped); or another slip (``fill``: the dropped keys' score)."""
+    ``strict``: the k-th key dropped); or another slip (``fill``: the dropped keys' score;
+    ``beyond``: the cut above the (k+1)-th largest, which ``topk`` refuses at k = S)."""
     scores = query @ keys.transpose(-2, -1)
-    kth = scores.topk(k, dim=-1).values[..., -1:]
-    keep = scores > kth if strict else scores >= kth
+    kth = scores.topk(k + beyond, dim=-1).values[..., -1:]
+    keep = scores > kth if strict or beyond else scores >= kth
     if not renormalise:
         return (torch.softmax(scores, dim=-1) * keep) @ values
     return torch.softmax(scores.masked_fill(~keep, fill), dim=-1) @ values
@@ -172,8 +180,13 @@ TOP_K_LOOKUP = Exercise(
                 "a score of 0 still gets weight exp(0) in the softmax: fill the dropped "
                 "scores with float('-inf'), so their weight is exactly 0",
                 partial(top_k, fill=0.0)),
+        Mistake("the cut at the (k+1)-th largest score (topk(k + 1)), which does not exist "
+                "when k = S", "k can be S (every key kept): cut at the k-th largest itself, "
+                "scores >= scores.topk(k, dim=-1).values[..., -1:]",
+                partial(top_k, beyond=True)),
     ],
-    error_hints=[("selected index k out of range", "topk along the keys: dim=-1")],
+    error_hints=[("selected index k out of range", "topk along the keys: dim=-1; and k can be "
+                  "S (every key kept): take the k-th largest, topk(k), not topk(k + 1)")],
 )
 
 # --------------------------------------------------------------- assignment 3: no self-attention
@@ -181,9 +194,10 @@ TOP_K_LOOKUP = Exercise(
 
 def no_self(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, *, untransposed: bool = False,
             scale_by_input: bool = False, fill: float = float("-inf"),
-            after: bool = False) -> Tensor:
+            after: bool = False, only_self: bool = False) -> Tensor:
     """Self-attention where no token attends to itself (diagonal masked); or a bug put back
-    (``after``: the diagonal weight zeroed after the softmax, the rows not renormalised)."""
+    (``after``: the diagonal weight zeroed after the softmax, the rows not renormalised;
+    ``only_self``: every token but itself masked, the mask inverted)."""
     if untransposed:
         q, k, v = x @ W_q, x @ W_k, x @ W_v
     else:
@@ -191,6 +205,7 @@ def no_self(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, *, untransposed: b
     width = x.shape[-1] if scale_by_input else q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(width)
     eye = torch.eye(x.shape[-2], dtype=torch.bool, device=x.device)
+    eye = ~eye if only_self else eye
     if after:
         return torch.softmax(scores, dim=-1).masked_fill(eye, 0.0) @ v
     return torch.softmax(scores.masked_fill(eye, fill), dim=-1) @ v
@@ -222,6 +237,11 @@ SELF_ATTENTION_NO_SELF = Exercise(
         Mistake("the diagonal zeroed after the softmax (the rows no longer sum to one)",
                 "mask the diagonal's scores with -inf before the softmax, so the other "
                 "tokens' weights still sum to one", partial(no_self, after=True)),
+        Mistake("the mask inverted: each token attends only to itself (the other tokens "
+                "masked)", "masked_fill fills where its mask is True: fill the diagonal, "
+                "scores.masked_fill(torch.eye(L, dtype=torch.bool), -inf); filling ~eye (the "
+                "allowed pairs) leaves each token only itself, and the output is its own value",
+                partial(no_self, only_self=True)),
     ],
     error_hints=[("cannot be multiplied", "W_q is (d_k, d): the queries are x @ W_q.T")],
 )

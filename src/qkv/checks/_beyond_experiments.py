@@ -108,14 +108,14 @@ SELF_WEIGHT = Experiment(
 
 def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
                always: bool = False, dim: int = -1, max_dim: int = -1,
-               median: bool = False) -> float:
+               median: bool = False, inverted: bool = False) -> float:
     """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
     or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
     ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along; ``median``:
-    the median over the queries)."""
+    the median over the queries; ``inverted``: divided only when ``scaled`` is False)."""
     q = torch.randn(32, d_k, generator=generator)
     k = torch.randn(32, d_k, generator=generator)
-    scores = q @ k.T / (d_k ** power if scaled or always else 1.0)
+    scores = q @ k.T / (d_k ** power if (scaled != inverted) or always else 1.0)
     largest = torch.softmax(scores, dim=dim).max(dim=max_dim).values
     return (largest.median() if median else largest.mean()).item()
 
@@ -129,6 +129,9 @@ MAX_WEIGHT = Experiment(
                 partial(max_weight, power=1.0)),
         Mistake("scaled ignored (the scores always divided)",
                 "divide by sqrt(d_k) only when scaled is True", partial(max_weight, always=True)),
+        Mistake("scaled inverted (the scores divided only when scaled is False)",
+                "divide by sqrt(d_k) when scaled is True: if scaled:, not if not scaled:",
+                partial(max_weight, inverted=True)),
         Mistake("softmax over the queries (dim=0)", "each query's weights over the keys sum to "
                 "one: softmax(dim=-1), then the largest of each row", partial(max_weight, dim=0)),
         Mistake("the largest weight of each column (max over the queries, dim=0)",

@@ -21,22 +21,23 @@ from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs
 def padded_causal(query: Tensor, key: Tensor, value: Tensor, lengths: Tensor, *,
                   future: bool = False, inclusive: bool = False, after: bool = False,
                   invert: bool = False, stable: bool = True, short: bool = False,
-                  max_over_all: bool = False) -> Tensor:
+                  max_over_all: bool = False, queries_axis: bool = False) -> Tensor:
     """Attention where query ``i`` of sequence ``b`` sees keys ``j <= i`` with ``j <
     lengths[b]``; or one bug of the printed version put back (``future``: ``triu``;
     ``inclusive``: ``<=``; ``after``: weights zeroed after the softmax; ``invert``: the mask's
     meaning flipped; ``stable=False``: no row maximum subtracted; ``short``: ``< lengths - 1``;
     ``max_over_all``: the maximum taken over every key, hidden ones too, and the exponentials
-    zeroed where hidden)."""
+    zeroed where hidden; ``queries_axis``: the padding mask broadcast over the queries)."""
     L, S = query.shape[-2], key.shape[-2]
     ones = torch.ones(L, S, dtype=torch.bool, device=query.device)
     causal = ones.triu() if future else ones.tril()
     pos = torch.arange(S, device=query.device)[None, :]
     real = pos <= lengths[:, None] if inclusive else pos < lengths[:, None] - int(short)
-    allowed = causal & real[:, None, None, :]
+    allowed = causal & (real[:, None, :, None] if queries_axis else real[:, None, None, :])
     if invert:
         allowed = ~allowed
-    if not (future or inclusive or after or invert or short or max_over_all) and stable:
+    if not (future or inclusive or after or invert or short or max_over_all
+            or queries_axis) and stable:
         mask = (qkv.causal_mask(L, S, device=query.device)
                 & qkv.padding_mask(lengths, S)[:, None, None, :])
         return qkv.scaled_dot_product_attention(query, key, value, attn_mask=mask)
@@ -95,6 +96,10 @@ PADDED_CAUSAL_ATTENTION = Exercise(
                 partial(padded_causal, max_over_all=True)),
         Mistake("one real key too few (< lengths - 1)", "keys 0..length-1 are real: "
                 "arange(S) < lengths", partial(padded_causal, short=True)),
+        Mistake("the padding mask over the queries instead of the keys (real[:, None, :, None])",
+                "the padding hides keys: the mask is (B, 1, 1, S), real[:, None, None, :], so "
+                "that it broadcasts over the queries; over the queries it leaves a padded "
+                "query's row with no key at all (NaN)", partial(padded_causal, queries_axis=True)),
     ],
     error_hints=[("same device", "build the masks on query.device"),
                  ("without overflow", FILL_HINT)],

@@ -117,13 +117,14 @@ TALKING_HEADS_ATTENTION = Exercise(
 
 
 def head_difference(share: str, generator: torch.Generator, *, split: str = "heads",
-                    shared: str = "keys", both: str = "both") -> float:
+                    shared: str = "keys", both: str = "both", width: int = 8) -> float:
     """The mean total-variation distance between the attention weights of 4 random heads
     (D=32, width 8) on 16 random tokens, over the 6 pairs of heads; ``share`` is ``"none"``,
     ``"key"`` (every head uses head 0's keys) or ``"both"`` (head 0's queries and keys); or
     with a slip (``split``: ``"reshape"`` (4, 16, 8) without a transpose, ``"strided"`` head h
     the features h::4; ``shared="queries"``: head 0's queries shared for ``"key"``; ``both``:
-    what ``"both"`` is taken for)."""
+    what ``"both"`` is taken for; ``width``: the scores divided by sqrt(width), 32 for the
+    model's width)."""
     share = both if share == "both" else share
     x = torch.randn(16, 32, generator=generator)
     W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
@@ -142,7 +143,7 @@ def head_difference(share: str, generator: torch.Generator, *, split: str = "hea
         k = k[:1].expand_as(k)
     if share == "both":
         q = q[:1].expand_as(q)
-    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)  # (4, 16, 16)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(width), dim=-1)  # (4, 16, 16)
     tv = 0.5 * (w[:, None] - w[None, :]).abs().sum(dim=-1).mean(dim=-1)  # (4, 4)
     a, b = torch.triu_indices(4, 4, offset=1)
     return tv[a, b].mean().item()
@@ -165,6 +166,9 @@ HEAD_DIFFERENCE = Experiment(
         Mistake("share='key' shares the queries instead of the keys",
                 "with share='key' every head uses head 0's keys, k[:1], with its own queries",
                 partial(head_difference, shared="queries")),
+        Mistake("the scores divided by sqrt(32), the model's width, instead of sqrt(8), a head's",
+                "each head's scores are dot products of width 8 (32 // 4 heads): divide them by "
+                "sqrt(8)", partial(head_difference, width=32)),
         *(Mistake(f"share='both' taken for '{taken}': {what}", "with share='both' every head "
                   "uses head 0's queries and keys: q[:1] and k[:1]",
                   partial(head_difference, both=taken))

@@ -110,6 +110,10 @@ ATTENTION_FORWARD = Exercise(
         Mistake("RoPE positions not offset by the cache's length",
                 "new position i sits at position P + i: apply_rope(q, offset=P), apply_rope(k, "
                 "offset=P) with P = k_cache.shape[-2] (0 without a cache)", _ATT(rope="no_offset")),
+        Mistake("RoPE applied after the cache is appended (the cached keys rotated twice)",
+                "the cache holds keys already rotated: rotate only the new keys, "
+                "apply_rope(k, offset=P), then torch.cat([k_cache, k], dim=-2)",
+                _ATT(rope="after_cat")),
         Mistake("no RoPE", "rotate the queries and the keys (not the values) with apply_rope",
                 _ATT(rope="none")),
         Mistake("key/value heads tiled ([a, b, a, b]) instead of repeated in place ([a, a, b, b])",

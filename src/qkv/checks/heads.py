@@ -186,6 +186,11 @@ DUPLICATE_TOKEN_SCORE = Exercise(
         Mistake("the query's own key counted (j <= t: every token matches itself)",
                 "only earlier keys count: j < t, the diagonal excluded",
                 partial(_duplicate_score, self_too=True)),
+        Mistake("the query's own key counted (tril() instead of tril(-1): every token is its own "
+                "duplicate, so every query is averaged)", "only earlier keys count: j < t, "
+                "ones(T, T).tril(-1), the diagonal excluded; with it every query has a match "
+                "(itself) and the average takes in queries without a real duplicate",
+                partial(_duplicate_score, self_too=True, every_query=True)),
         Mistake("later copies of the token counted too (j != t instead of j < t)",
                 "only the earlier keys count: j < t", partial(_duplicate_score, later_too=True)),
         Mistake("queries whose token comes back only later counted among the pairs averaged",

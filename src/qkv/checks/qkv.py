@@ -176,12 +176,18 @@ def _cases(cross: bool) -> List[Case]:
     ]
 
 
+#: K.transpose(1, 2) (or a softmax over dim=2) assumes a batch axis: unbatched input has two.
+_AXES_FROM_THE_END = ("an axis counted from the front assumes a batch axis, and unbatched input "
+                      "has none: count from the end, K.transpose(-2, -1) and softmax(dim=-1)")
+
+
 SELF_ATTENTION = Exercise(
     name="self_attention", reference=via_float32(qkv.self_attention), cases=_cases(cross=False),
     mistakes=_mistakes(_self, cross=False), forbid=TORCH_ATTENTION,
     legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT), ("x.T", "transpose only the last two axes: "
-                                                              "K.transpose(-2, -1)")],
+                                                              "K.transpose(-2, -1)"),
+                 ("Dimension out of range", _AXES_FROM_THE_END)],
 )
 
 CROSS_ATTENTION = Exercise(
@@ -189,6 +195,7 @@ CROSS_ATTENTION = Exercise(
     mistakes=_mistakes(_cross, cross=True), forbid=TORCH_ATTENTION, legend="(..., L, Ev)",
     error_hints=[("cannot be multiplied", _LAYOUT + "; keys and values come from context"),
                  ("x.T", "transpose only the last two axes: K.transpose(-2, -1)"),
+                 ("Dimension out of range", _AXES_FROM_THE_END),
                  ("batch2 tensor", "the batch axes broadcast (one unbatched context may serve "
                   "a batch of x): use @ or torch.matmul, which broadcast, not torch.bmm")],
 )

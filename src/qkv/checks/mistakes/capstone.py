@@ -23,6 +23,7 @@ def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_c
                       mask="bottom_right", cache="after", rope="offset", repeat="interleave",
                       scale=True, return_old=False, cache_repeated=False):
     """The attention sublayer with one switch turned from the right answer (the defaults);
+    ``rope="after_cat"``: the keys rotated after the cache is appended (the cached ones twice);
     ``scale``: ``True`` (by 1/sqrt(E)), ``False`` (none) or ``"D"`` (by 1/sqrt(D), the model's
     width)."""
     Hkv = num_kv_heads or num_heads
@@ -31,7 +32,7 @@ def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_c
     k = qkv.split_heads(x @ params["k_proj.weight"].T, Hkv)
     val = qkv.split_heads(x @ params["v_proj.weight"].T, Hkv)
     P = 0 if k_cache is None else k_cache.shape[-2]
-    if rope != "none":
+    if rope not in ("none", "after_cat"):
         offset = P if rope == "offset" else 0
         q, k = qkv.apply_rope(q, offset=offset), qkv.apply_rope(k, offset=offset)
     if k_cache is not None and cache == "after":
@@ -39,6 +40,8 @@ def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_c
     elif k_cache is not None and cache == "before":
         k, val = torch.cat([k, k_cache], -2), torch.cat([val, v_cache], -2)
     # cache == "ignored": the new positions attend to themselves only
+    if rope == "after_cat":  # every key rotated from position 0: the cached ones a second time
+        q, k = qkv.apply_rope(q, offset=P), qkv.apply_rope(k)
     spread = (lambda t: t.repeat_interleave(G, dim=-3)) if repeat == "interleave" else \
         (lambda t: t.repeat(1, G, 1, 1))
     kr, vr = spread(k), spread(val)
