@@ -9,7 +9,8 @@ from functools import partial
 import pytest
 import torch
 
-from qkv.checks import (CheckFailed, check_chunked_attention, check_dropout_block_forward,
+from qkv.checks import (CheckFailed, check_bahdanau_attention, check_chunked_attention,
+                        check_dropout_block_forward,
                         check_duplicate_token_score, check_grouped_causal_linear_attention,
                         check_grouped_query_attention, check_head_difference,
                         check_masked_scores, check_padding_mask)
@@ -95,6 +96,12 @@ def grouped_linear_quadratic(query, key, value):
     return sim / (sim.sum(-1, keepdim=True) + 1e-6) @ value
 
 
+def bahdanau_squeezed(query, keys, W_q, W_k, v_a):
+    """squeeze() drops every size-1 axis: on a batch of one the context comes back (He,)."""
+    w = torch.softmax(torch.tanh((query @ W_q.T).unsqueeze(1) + keys @ W_k.T) @ v_a, dim=-1)
+    return torch.bmm(w.unsqueeze(1), keys).squeeze(), w
+
+
 def head_difference_both_as_key(share, generator):
     return head_difference("key" if share == "both" else share, generator)
 
@@ -120,6 +127,8 @@ WRONG = {
     "grouped_causal_linear_attention: the (L, L) weights built": (
         check_grouped_causal_linear_attention, grouped_linear_quadratic,
         "built the (L, L) weights"),
+    "bahdanau_attention: bmm(...).squeeze() on a batch of one": (
+        check_bahdanau_attention, bahdanau_squeezed, "expected (1, 3) = (B, He)"),
 }
 
 

@@ -87,6 +87,8 @@ def _cases() -> List[Case]:
         Case("B=3, S=5, Hd=4, He=6, A=7", make(3, 5, 4, 6, 7), f32),
         Case("B=2, S=4, Hd=He=A=5", make(2, 4, 5, 5, 5), f64),
         Case("B=4, S=7, Hd=3, He=5, A=6", make(4, 7, 3, 5, 6), f64),
+        # A batch of one: a squeeze() of every size-1 axis gives the context back (He,).
+        Case("a batch of one: B=1, S=4, Hd=5, He=3, A=6", make(1, 4, 5, 3, 6), f64),
         Case("B=2, S=6, Hd=He=A=4 and large scores (v_a times 1000)", make(2, 6, 4, 4, 4, 1000.0), f32,
              rtol=1e-3, atol=1e-4),
         half_case("B=2, S=5, Hd=4, He=6, A=5", make(2, 5, 4, 6, 5), torch.bfloat16),
