@@ -282,6 +282,16 @@ def head_difference_model_width(share, generator):
                         for i in range(4) for j in range(i + 1, 4)]).mean().item()
 
 
+def alibi_far_ahead(head, generator):
+    import qkv
+    q, k = torch.randn(64, 16, generator=generator), torch.randn(64, 16, generator=generator)
+    s = q @ k.T / 4 + qkv.alibi_bias(8, 64)[head]
+    s = s.masked_fill(~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
+    w = torch.softmax(s, -1)[32:]
+    far = (torch.arange(64)[None, :] - torch.arange(64)[:, None] > 16)[32:]  # ahead: all masked
+    return (w * far).sum(-1).mean().item()
+
+
 def _call(fn, **kw):
     return lambda *args, **kwargs: fn(*args, **kwargs, **kw)
 
@@ -400,6 +410,10 @@ NAMED = {
         "check_max_weight", max_weight_flag_inverted, "scaled inverted", ""),
     "head_difference: divided by sqrt(32), the model's width": (
         "check_head_difference", head_difference_model_width, "sqrt(32), the model's width", ""),
+    # Told "this is not a measurement": it measures, on keys that are all masked.
+    "alibi_far_weight: the keys ahead counted (all masked)": (
+        "check_alibi_far_weight", alibi_far_ahead, "whatever the inputs drawn",
+        "this is not a measurement"),
     # An IndexError with no hint.
     "cross_attention: K.transpose(1, 2) on unbatched input": (
         "check_cross_attention", cross_transpose_1_2, "count from the end", ""),

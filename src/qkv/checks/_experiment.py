@@ -183,10 +183,11 @@ def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                     f"{mistake.name}", mistake.hint, mistake.name)
     ref_sd, my_sd = statistics.stdev(reference), statistics.stdev(mine)
     if ref_sd > exp.floor and my_sd == 0:
-        return (f"every seed gave {mine[0]:.4g}: this is not a measurement",
-                "draw the inputs from the generator and measure, do not return a formula; if "
-                "you do measure, your code cannot see what it counts: try it on an input where "
-                "the answer is known", "")
+        return (f"every seed gave {mine[0]:.4g}, whatever the inputs drawn: not a measurement "
+                "of them", "if you measure, your code cannot see what it counts (a "
+                "selection that is always empty, a mask that hides it all): try it on an input "
+                "where the answer is known; and draw the inputs from the generator and measure, "
+                "do not return a formula", "")
     if drew == 0 and made:
         return (f"your {exp.name} drew nothing from the generator passed in",
                 f"{_GENERATOR_HINT}; {OWN_GENERATOR}", "")
