@@ -249,7 +249,7 @@ def kv_mask_without_device(query, key, value, k_cache=None, v_cache=None, scale=
 
 def grouped_linear_by_view(query, key, value):
     """The debugged causal linear attention with the heads grouped by a view instead of copied
-    (running sums: the exercise refuses the (L, L) weights)."""
+    (running sums: the (L, L) weights get a note)."""
     B, Hq, L, E = query.shape
     Hkv = key.shape[1]
     phi_q = (torch.nn.functional.elu(query) + 1).reshape(B, Hkv, Hq // Hkv, L, E)

@@ -124,9 +124,6 @@ WRONG = {
         check_duplicate_token_score, duplicate_score_pairs_later, "comes back only later"),
     "head_difference: share='both' taken for 'key'": (
         check_head_difference, head_difference_both_as_key, "share='both' taken for 'key'"),
-    "grouped_causal_linear_attention: the (L, L) weights built": (
-        check_grouped_causal_linear_attention, grouped_linear_quadratic,
-        "built the (L, L) weights"),
     "bahdanau_attention: bmm(...).squeeze() on a batch of one": (
         check_bahdanau_attention, bahdanau_squeezed, "expected (1, 3) = (B, He)"),
 }
@@ -138,6 +135,21 @@ def test_the_wrong_answer_is_refused(name):
     with pytest.raises(CheckFailed) as info:
         check(answer)
     assert words in str(info.value), str(info.value)
+
+
+def test_the_grouped_linear_attention_built_as_l_by_l_weights_gets_a_note(capsys):
+    """Part 5 asks for the running sums, 'no (L, L) weights': written inline (no call of
+    linear_attention, which had the only note) they passed with nothing said; now a note, as
+    for the call, in the kernel and in what the grader records."""
+    from qkv.checks import grading
+    from qkv.checks.harness import check_now
+    check_grouped_causal_linear_attention(grouped_linear_quadratic)
+    assert "you built the (L, L) weights" in capsys.readouterr().out
+    check = grading.CHECKS["check_grouped_causal_linear_attention"]
+    assert "you built the (L, L) weights" in check_now(check, grouped_linear_quadratic, 1).notice
+    from answers_beyond import grouped_causal_linear_attention as running_sums
+    check_grouped_causal_linear_attention(running_sums)
+    assert "you built" not in capsys.readouterr().out
 
 
 def test_the_same_chunked_answer_with_its_guards_passes():

@@ -23,7 +23,7 @@ from ._draws import WORDS_PER_TWIST, drawn_count, twists
 from ._exercise import NOTHING, Args, Case, Exercise, Forbidden, Mistake
 from ._half import HALF, half_case, via_float32
 from ._helpers import on_helpers
-from ._harness import (ExerciseRule, InputsChanged, NotRepeatable, Raised, number_of,
+from ._harness import (ExerciseRule, InputsChanged, Noted, NotRepeatable, Raised, number_of,
                        plain, plain_number)
 from ._inputs import bool_mask, randn, sizes
 from ._kernel import check_now, make_check, one_thread, run_check
@@ -36,7 +36,7 @@ __all__ = [
     "Args", "bool_mask", "Case", "Check", "check_now", "checks_of", "close", "close_each",
     "drawn_count", "Exercise", "ExerciseCheck", "ExerciseRule", "Forbidden", "HALF",
     "half_case", "InputsChanged", "is_tensor", "make_check", "Mistake", "NOTHING", "notice_text",
-    "NotRepeatable", "number_of", "on_helpers", "one_thread", "pair_check", "picked", "plain",
+    "Noted", "NotRepeatable", "number_of", "on_helpers", "one_thread", "pair_check", "picked", "plain",
     "plain_number", "Raised", "randn", "reference_names", "run_check", "SECONDS", "shown",
     "single", "sizes", "split_outcome", "twists", "via_float32", "whole_scores", "WORDS_PER_TWIST",
 ]

@@ -85,6 +85,16 @@ class InputsChanged(Exception):
     """Raised by :func:`run_student` when the student's code changed its inputs in place."""
 
 
+@dataclass(frozen=True)
+class Noted:
+    """What an exercise's ``run_student`` returns to add notes to the result: ``result`` is
+    compared as usual, and each of ``notes`` (``"built ..."``, see :data:`._notice.BUILT`) is
+    a notice, like a call the exercise asks not to make: a note, not a failure."""
+
+    result: Any
+    notes: Tuple[str, ...] = ()
+
+
 class NotRepeatable(Exception):
     """Raised when two identical calls (a module in eval mode) gave different results."""
 
@@ -215,12 +225,17 @@ def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict,
     before = _clone((args, kwargs))
     call = exercise.run_student
     inputs = iter([(args, kwargs)])  # the inputs given; a second attempt gets fresh copies
+    notes: List[str] = []
 
     def attempt() -> Any:
         nonlocal args, kwargs
         args, kwargs = next(inputs, None) or _clone(before)
         with notice:
-            return student(*args, **kwargs) if call is None else call(student, *args, **kwargs)
+            got = student(*args, **kwargs) if call is None else call(student, *args, **kwargs)
+        if isinstance(got, Noted):
+            notes.extend(n for n in got.notes if n not in notes)
+            return got.result
+        return got
     drawn = _random_states()
     got = on_helpers(student, exercise.helpers, attempt, notice.paused)
     if not _same(before, (args, kwargs)):
@@ -232,4 +247,4 @@ def run_student(exercise: Exercise, student: Any, args: tuple, kwargs: dict,
             plain(got), plain(on_helpers(student, exercise.helpers, attempt, notice.paused))):
         raise NotRepeatable(NOT_REPEATABLE_WHAT)
     names = reference_names(student, exercise.forbid, {**dict.fromkeys(given), **exercise.helpers})
-    return plain(got), tuple(notice.calls + [n for n in names if n not in notice.calls])
+    return plain(got), tuple(notice.calls + [n for n in names if n not in notice.calls] + notes)

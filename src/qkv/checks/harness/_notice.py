@@ -288,13 +288,21 @@ def _said(c: Any, forbid: Forbidden, allowed: set) -> Any:
     return None
 
 
+#: How a note on what the answer built (not called) begins (see :class:`._harness.Noted`).
+BUILT = "built "
+
+
 def notice_text(calls: List[str]) -> str:
-    """The notice a result carries, ``""`` when nothing forbidden was called."""
+    """The notice a result carries, ``""`` when nothing forbidden was called (or built)."""
     if not calls:
         return ""
+    built = [c for c in calls if c.startswith(BUILT)]
+    called = [c for c in calls if not c.startswith(BUILT)]
     # An earlier answer of the student's own is theirs: the exercise asks for another way.
-    asks = ("this exercise asks for another way (read its text), not your earlier answer"
-            if all(c.startswith("your ") for c in calls)
+    asks = ("this exercise asks for another way (read its text)"
+            + (", not your earlier answer" if called else "")
+            if all(c.startswith("your ") for c in called)
             else "this exercise asks you to write it yourself")
-    return (f"you called {', '.join(calls)}; {asks} (the check compares results only: this is "
+    did = ([f"called {', '.join(called)}"] if called else []) + built
+    return (f"you {' and '.join(did)}; {asks} (the check compares results only: this is "
             f"a note for you, and a grader may read it)")
