@@ -96,6 +96,51 @@ CHAPTERS = chapters()
 _DRAWS = re.compile(r"\bplt\.(show|subplots)\b|\bplot_\w+\(|\bviz\.attention_heatmap\(")
 
 
+# An image call of matplotlib, and the arguments that fix its colour range.
+_IMAGE_CALL = re.compile(r"\b(imshow|matshow|pcolormesh)\(")
+_COLOUR_RANGE = re.compile(r"\b(vmin|vmax|norm)\s*=")
+
+
+def _call_text(source: str, start: int) -> str:
+    """The text of the call whose "(" is at ``start``, to its matching ")"."""
+    depth = 0
+    for i in range(start, len(source)):
+        depth += {"(": 1, ")": -1}.get(source[i], 0)
+        if depth == 0:
+            return source[start:i + 1]
+    return source[start:]
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_every_heat_map_fixes_its_colour_range(page):
+    """Left to itself, imshow scales the colours to the data: a grid whose cells are all equal
+    (chapter 9's multi-query panel, every query head reading the one key/value head) gets
+    vmin == vmax and is drawn in a single flat colour, the opposite of what it shows. Every
+    image call on a page sets vmin, vmax or norm."""
+    import jupytext
+
+    nb = jupytext.read(page.source, fmt="md:myst")
+    loose = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for m in _IMAGE_CALL.finditer(cell.source):
+            call = _call_text(cell.source, m.end() - 1)
+            if not _COLOUR_RANGE.search(call):
+                loose.append(m.group(1) + call.splitlines()[0])
+    assert not loose, f"{page.name}: image calls with no fixed colour range: {loose}"
+
+
+def test_the_heat_map_check_catches_the_blank_grid():
+    """The rule above, on the call that drew chapter 9's blank panel and on its fix."""
+    def loose(src):
+        m = _IMAGE_CALL.search(src)
+        return not _COLOUR_RANGE.search(_call_text(src, m.end() - 1))
+
+    assert loose('ax.imshow(uses, cmap="Blues", aspect="auto")\nax.set(vmin=0)')
+    assert not loose('ax.imshow(uses, cmap="Blues", aspect="auto", vmin=0, vmax=1)')
+
+
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
 def test_every_figure_cell_gives_a_caption_and_alt_text(page):
     """Read by myst-nb (cell metadata mystnb.figure.caption and mystnb.image.alt): a screen
