@@ -185,7 +185,7 @@ _MISTAKES = [
     # its kind) has the other guard, or it would have failed on a case before.
     Mistake("NaN for a query that may attend to no key at all (0 / 0 at the end)",
             "a row whose every key is masked ends with l = 0: return zeros for it, e.g. "
-            "torch.where(l > 0, acc / l, 0.0) (PyTorch's SDPA gives zeros too)",
+            "torch.where(l > 0, acc / l, 0.0) (the course's choice, chapter 6)",
             _nan_where_no_key),
     # Before the maximum that starts at 0: that one has no guard either, and is named on the
     # very negative scores first.
