@@ -6,6 +6,8 @@ chapter can arrange several plots in one figure.
 
 from __future__ import annotations
 
+import textwrap
+
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 import matplotlib.pyplot as plt
@@ -217,11 +219,13 @@ def plot_gpu_results(results: Mapping, E: int = 64, dtype: str = "float16", sour
     if missing:
         raise ValueError(f"results is not a results file of benchmarks/attention_gpu.py: it lacks "
                          f"{missing}")
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    # One column of four panels, so that a phone shows it at a readable size, with one legend
+    # below them all (the same colour is the same method in every panel) covering no data.
+    fig, axes = plt.subplots(4, 1, figsize=(5.5, 14), layout="constrained")
     # One colour per method across the four panels.
     every = sorted({r["method"] for t in ("forward", "backward", "training_memory") for r in results[t]})
     colors = {m: f"C{i}" for i, m in enumerate(every)}
-    panels = [(axes[0, 0], "forward", False), (axes[0, 1], "forward", True), (axes[1, 0], "backward", False)]
+    panels = [(axes[0], "forward", False), (axes[1], "forward", True), (axes[2], "backward", False)]
     for ax, table, causal in panels:
         rows = [r for r in results[table] if r["causal"] == causal and r["E"] == E and r["dtype"] == dtype]
         for method in sorted({r["method"] for r in rows}):
@@ -233,12 +237,15 @@ def plot_gpu_results(results: Mapping, E: int = 64, dtype: str = "float16", sour
         ax.set_ylabel(f"{table} TFLOP/s")
         ax.set_title(f"{table}, E={E}, {dtype}, causal={causal}", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    _plot_training_memory(axes[1, 1], results["training_memory"], colors)
-    fig.suptitle(f"{results['device']}: torch {results['torch']}, triton {results['triton']}, "
-                 f"CUDA {results['cuda']}, measured {results['date']}"
-                 + (f" ({source})" if source else ""), fontsize=9)
-    fig.tight_layout()
+    _plot_training_memory(axes[3], results["training_memory"], colors)
+    legend = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncol=2, fontsize=9)
+    title = (f"{results['device']}: torch {results['torch']}, triton {results['triton']}, "
+             f"CUDA {results['cuda']}, measured {results['date']}" + (f" ({source})" if source else ""))
+    fig.suptitle(textwrap.fill(title, 70), fontsize=9)
     return fig
 
 
@@ -265,4 +272,3 @@ def _plot_training_memory(ax: Axes, rows: Sequence[Mapping], colors: Mapping[str
     ax.set_title(f"one training step, B={first.get('B')}, H={first.get('H')}, E={first.get('E')}, "
                  f"{first.get('dtype')}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
