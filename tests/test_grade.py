@@ -825,6 +825,40 @@ def test_a_cell_in_ipython_s_syntax_is_read_for_flags_as_the_sandbox_runs_it():
         "check_attention_scores", "", [timed])
 
 
+@pytest.mark.parametrize("first", ["%pip install numpy==1.26", "%conda install numpy",
+                                   "%timeit -n1 pass", "torch.matmul?", "files = !ls",
+                                   "%matplotlib inline", "%%capture"])
+def test_one_line_of_ipython_syntax_hides_no_cell_from_the_flags(first: str):
+    """atk11: the static reading stripped magics with a line regex, so ``%pip install x`` (and
+    each line here) left a cell that did not parse, read as naming nothing, while the sandbox
+    ran it through IPython: delegation with the reference bound as a default argument scored
+    15/15 with no flag at all. The cell is read as IPython makes it."""
+    from qkv_course.grade import worker
+
+    answer = (f"{first}\nimport qkv\n"
+              "def attention_scores(query, key, scale=None, _f=qkv.attention_scores):\n"
+              "    return _f(query, key, scale).to(query.dtype)\n")
+    compile(worker._transform(answer), "<cell>", "exec")  # what the sandbox runs: all of it
+    assert "uses the course's reference (qkv.attention_scores)" in gc.static_flags(
+        "check_attention_scores", answer, [])
+    # The code a magic runs in the sandbox's get_ipython(), written out by hand, is read too.
+    by_hand = ("get_ipython().run_cell_magic('capture', '', 'import qkv\\n"
+               "attention_scores = qkv.attention_scores\\n')\n")
+    assert "uses the course's reference (qkv.attention_scores)" in gc.static_flags(
+        "check_attention_scores", by_hand, [])
+
+
+def test_a_cell_that_does_not_compile_even_as_ipython_reads_it_is_flagged():
+    """A cell the reading cannot parse is never "names nothing": a person reads it."""
+    broken = "%pip install x\ndef attention_scores(query, key:\n    return qkv.x\n"
+    assert gc.static_flags("check_attention_scores", broken, []) == [
+        "a cell could not be read: the answer cell a, SyntaxError at line 2: '(' was never "
+        "closed, even as IPython reads it; the sandbox ran none of it (what it calls was not "
+        "looked at: read it)"]
+    # A magic whose text is not Python (%pip's arguments) is run as no code: nothing to read.
+    assert gc.static_flags("check_attention_scores", "%pip install -q tqdm\n", []) == []
+
+
 def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_course, tmp_path,
                                                                        fake_sandbox):
     """A task's answer is written in the markdown cell below it ("*Your list of bugs:*") or in a

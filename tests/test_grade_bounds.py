@@ -207,10 +207,27 @@ def test_a_cell_the_parser_fails_on_is_a_flag_and_grading_goes_on():
     assert any("torch.softmax" in d for d in details)  # what could be read still is
     found = flags.flags_for(tests, {"softmax": crafted}, [], calls)
     assert [f["detail"] for f in found] == [
-        "a cell could not be read: the answer cell softmax, MemoryError (the parser failed on "
-        "it; what it calls was not looked at: read it)"]
+        "a cell could not be read: the answer cell softmax, MemoryError (what it calls was not "
+        "looked at: read it)"]
     assert flags.given_by_setup(crafted) == set()
-    assert flags.names_in("def f(:\n") == set()  # a syntax error is no flag: it defines nothing
+
+
+def test_a_cell_that_needs_ipython_to_rewrite_it_over_and_over_is_flagged_not_read():
+    """IPython tokenises the whole cell again after each magic it rewrites: 200 magic lines in
+    400 KB cost 200 s of CPU in ``transform_cell``. The trusted side's reading pays from a
+    budget, and a cell past it is flagged for a person (grading goes on)."""
+    source = ("%time f()\n" + "x = a.b.c + 1\n" * 140) * 200
+    start = time.process_time()
+    found = flags.flags_for([{"grade_id": "t", "notices": []}], {"softmax": source}, [],
+                            {"t": [("check_softmax", "softmax")]})
+    assert time.process_time() - start < 60  # unbudgeted: 200 s on the machine that found it
+    assert [f["detail"] for f in found] == [
+        "a cell could not be read: the answer cell softmax, its IPython syntax needs more than "
+        "1,048,576 characters of work beyond reading it once (what it calls was not looked "
+        "at: read it)"]
+    # A few magics in an ordinary cell are read as IPython reads them.
+    few = "%time x = 1\n" * 30 + "def softmax(x):\n    return torch.softmax(x, -1)\n"
+    assert "torch.softmax" in flags.names_in(few)
 
 
 def test_a_notebook_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path):

@@ -16,7 +16,6 @@ the student, the test and what was seen, from two sources:
 from __future__ import annotations
 
 import ast
-import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 SOFTMAX = ("softmax",)
@@ -42,89 +41,141 @@ HANDED = {"ablation": {"qkv.ablation_baseline", "qkv.ablation_loss", "qkv.chapte
 
 
 class NotRead(Exception):
-    """The parser itself failed on a piece of code (not a syntax error: ``MemoryError`` on
-    ``"-" * 100000``, ``RecursionError``, ...): what it names is unknown, a person reads it."""
+    """A piece of code could not be read: it does not compile even as IPython reads it, or the
+    transform or the parser failed on it (``MemoryError`` on ``"-" * 100000``,
+    ``RecursionError``, the work budget): what it names is unknown, a person reads it."""
 
 
-def _parse(source: str) -> Optional[ast.AST]:
-    """The code's tree, read as Python after :func:`_without_magics`; ``None`` for code that
-    does not compile even so (it defines nothing in the sandbox either); :class:`NotRead` when
-    the parser fails in any other way."""
+class _DoesNotCompile(NotRead):
+    """A syntax error, even as IPython reads the code: the sandbox compiled none of it."""
+
+
+#: Work (characters parsed and tokenised, plus :data:`_PER_READ` for each piece of code read)
+#: that reading one cell may cost beyond reading it once. IPython tokenises the whole cell again
+#: after each piece of its syntax it rewrites (200 magic lines in 400 KB: 200 s of CPU), and this
+#: reading runs in the trusted grader, outside every limit: a cell that needs more is flagged.
+_WORK = 1 << 20
+_PER_READ = 1 << 10
+#: The calls IPython writes for a magic; the sandbox's ``get_ipython()`` runs the code of some
+#: (``%time``, ``%%capture``...). Every one whose code is Python is read: a flag is for a person.
+_MAGIC_CALLS = ("run_cell_magic", "run_line_magic")
+
+
+class _Budget:
+    def __init__(self, chars: int) -> None:
+        self.left = chars
+
+    def spend(self, chars: int) -> None:
+        self.left -= chars
+        if self.left < 0:
+            raise NotRead(f"its IPython syntax needs more than {_WORK:,} characters of work "
+                          "beyond reading it once")
+
+
+def _ipython(source: str, budget: _Budget) -> str:
+    """The text IPython compiles for a cell, as the sandbox runs it (``worker._transform``:
+    ``TransformerManager().transform_cell``, a text transform that runs nothing), each pass of
+    its tokeniser paid for from ``budget``."""
     try:
-        try:
-            return ast.parse(source)
-        except SyntaxError:
-            return ast.parse(_without_magics(source))
-    except (SyntaxError, ValueError):
-        return None
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # then the sandbox runs plain Python too
+        return source
+
+    class Counted(TransformerManager):
+        def do_one_token_transform(self, lines):  # type: ignore[no-untyped-def]
+            budget.spend(sum(map(len, lines)))
+            return super().do_one_token_transform(lines)
+
+    return Counted().transform_cell(source)
+
+
+def _parse(source: str, budget: Optional[_Budget] = None) -> ast.AST:
+    """The tree of the code IPython makes of a cell (what the sandbox compiles).
+
+    Raises:
+        NotRead: the cell does not compile even as IPython reads it (the sandbox ran none of it
+            either, but a person reads it: never "it names nothing"), or the transform or the
+            parser failed on it in another way (``MemoryError`` on ``"-" * 100000``,
+            ``RecursionError``, the work budget).
+    """
+    budget = budget or _Budget(2 * len(source) + _WORK)
+    budget.spend(len(source) + _PER_READ)
+    try:
+        return ast.parse(_ipython(source, budget))
+    except NotRead:
+        raise
+    except SyntaxError as e:
+        raise _DoesNotCompile(f"{type(e).__name__} at line {e.lineno}: {str(e.msg)[:100]}, "
+                              "even as IPython reads it; the sandbox ran none of it") from None
     except Exception as e:  # MemoryError, RecursionError, anything else of the parser's
         raise NotRead(f"{type(e).__name__}: {str(e)[:100]}".rstrip(": ")) from None
 
 
-_MAGIC = re.compile(r"^(\s*)(%%?|!)(.*)$")
-
-
-def _without_magics(source: str) -> str:
-    """The Python of a cell that uses IPython's syntax, which the sandbox runs through IPython:
-    a cell magic's body is read as code (``%%capture`` or ``%%writefile`` hides nothing), a
-    line magic's arguments too (``%time f()`` reads ``f()``), a shell line (``!ls``) is none."""
-    lines = source.splitlines()
-    out = []
-    for line in lines:
-        found = _MAGIC.match(line)
-        if not found:
-            out.append(line)
-        elif found.group(2) == "%" and not found.group(3).startswith("%"):
-            rest = found.group(3).split(None, 1)  # the magic's name, then what it runs
-            out.append(found.group(1) + (rest[1] if len(rest) > 1 else "pass"))
-        else:  # a cell magic's first line, or a shell command
-            out.append(found.group(1) + "pass")
-    return "\n".join(out)
+def _trees(source: str) -> List[List[ast.AST]]:
+    """The nodes of a cell's tree and of the trees of the code its magics hold (``%%capture``'s
+    body, ``%time``'s line, read as IPython reads them: they share the cell's namespace), each
+    tree walked once. A magic's text that is not Python (``%pip install x``) is not run as
+    code, and is left out."""
+    budget = _Budget(2 * len(source) + _WORK)
+    trees = [list(ast.walk(_parse(source, budget)))]
+    for nodes in trees:  # grows as magics are found: no recursion, one budget
+        for node in nodes:
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _MAGIC_CALLS and node.args
+                    and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                            for a in node.args)):
+                for text in node.args[1:]:  # a line magic's line; a cell magic's line, body
+                    try:
+                        trees.append(list(ast.walk(_parse(text.value, budget))))
+                    except _DoesNotCompile:
+                        pass  # the sandbox runs no such code (it raises, or it is a no-op)
+    return trees
 
 
 def names_in(source: str) -> Set[str]:
-    """Every dotted name and imported module a piece of code mentions (empty if it does not
-    parse: a cell that does not parse defines nothing).
+    """Every dotted name and imported module a piece of code mentions, read as IPython runs it
+    (:func:`_trees`).
 
     Raises:
-        NotRead: the parser failed on it (not a syntax error).
+        NotRead: it could not be read (it does not compile, or the parser failed on it).
     """
-    tree = _parse(source)
-    if tree is None:
-        return set()
+    trees = _trees(source)
     found: Set[str] = set()
     shadowed: Set[str] = set()
-    defined = {n.name for n in ast.walk(tree)
+    defined = {n.name for nodes in trees for n in nodes
                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    aliases = _aliases(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Attribute):
-            found.add(node.attr)
-            path = _dotted(node)
-            # torch.softmax inside the student's own ``def softmax``: the attribute is torch's,
-            # not theirs, so it keeps its whole dotted name (the exercise's name alone is not
-            # delegation; its module's is).
-            if node.attr in defined and path and path.split(".")[0] not in ("self", "cls"):
-                shadowed.add(path)
-            root = path.split(".")[0]
-            if root in aliases:  # q.Block after `import qkv as q`: qkv.Block
-                path = aliases[root] + path[len(root):]
-            if path.startswith("qkv."):  # which of the course's names: given, or the student's
-                found.add(path)
-        elif isinstance(node, ast.Name):
-            found.add(node.id)
+    aliases: Dict[str, str] = {}
+    for nodes in trees:
+        aliases.update(_aliases(nodes))
+    for nodes in trees:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+                path = _dotted(node)
+                # torch.softmax inside the student's own ``def softmax``: the attribute is
+                # torch's, not theirs, so it keeps its whole dotted name (the exercise's name
+                # alone is not delegation; its module's is).
+                if node.attr in defined and path and path.split(".")[0] not in ("self", "cls"):
+                    shadowed.add(path)
+                root = path.split(".")[0]
+                if root in aliases:  # q.Block after `import qkv as q`: qkv.Block
+                    path = aliases[root] + path[len(root):]
+                if path.startswith("qkv."):  # which of the course's names: given, or theirs
+                    found.add(path)
+            elif isinstance(node, ast.Name):
+                found.add(node.id)
     return (found - defined) | shadowed  # the student's own functions are not delegation
 
 
-def _aliases(tree: ast.AST) -> Dict[str, str]:
+def _aliases(nodes: Iterable[ast.AST]) -> Dict[str, str]:
     """The names the code binds to the course's modules: ``{"q": "qkv"}`` for ``import qkv as
     q``, ``{"b": "qkv.bottleneck"}`` for ``from qkv import bottleneck as b``."""
     found: Dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.update({a.asname: a.name for a in node.names
                           if a.asname and a.name.split(".")[0] == "qkv"})
@@ -176,7 +227,7 @@ STATIC_CHARS = 1 << 20
 
 def _added_names(added: Iterable[str]) -> Tuple[Set[str], bool, List[str]]:
     """The names the added cells use, read up to :data:`STATIC_CHARS` characters in all;
-    whether some were left unread; and why each cell the parser failed on was not read."""
+    whether some were left unread; and why each cell that could not be read was not."""
     names: Set[str] = set()
     failed: List[str] = []
     budget = STATIC_CHARS
@@ -203,14 +254,13 @@ def _names_or_none(source: str, failed: List[str]) -> Set[str]:
 def _answer_names(answer_source: str, added_names: Set[str], given: str,
                   failed: List[str]) -> Set[str]:
     """The names the code that can define an answer uses (its cell and the added cells), less
-    those the release itself wrote in the answer cell (``given``); an answer cell the parser
-    fails on names nothing, and why is appended to ``failed``."""
+    those the release itself wrote in the answer cell (``given``); an answer cell that could not
+    be read adds no names, and why is appended to ``failed`` (a flag, never "names nothing")."""
     return (_names_or_none(answer_source, failed) | added_names) - _names_or_none(given, [])
 
 
 def _unread(why: str) -> str:
-    return (f"a cell could not be read: {why} (the parser failed on it; what it calls was not "
-            "looked at: read it)")
+    return (f"a cell could not be read: {why} (what it calls was not looked at: read it)")
 
 
 def given_by_setup(setup: str) -> Set[str]:
@@ -219,9 +269,7 @@ def given_by_setup(setup: str) -> Set[str]:
     try:
         tree = _parse(setup)
     except NotRead:
-        tree = None  # the instructor's own cell: then nothing is given
-    if tree is None:
-        return set()
+        return set()  # the instructor's own cell: then nothing is given
     return {f"qkv.{a.name}" for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.module == "qkv" for a in node.names}
 
@@ -273,7 +321,7 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
             for detail in _delegates(check, _less_given(names[answer], from_setup | handed)):
                 flags.append({"test": test["grade_id"], "source": "static",
                               "detail": f"{answer}: {detail}"})
-    # A cell the parser failed on is a flag for a person, never the end of grading.
+    # A cell that could not be read is a flag for a person, never the end of grading.
     flags += [{"test": "", "source": "static", "detail": _unread(why)} for why in failed]
     unique = {(f["test"], f["source"], f["detail"]): f for f in flags}
     return list(unique.values())
