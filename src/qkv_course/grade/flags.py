@@ -134,7 +134,8 @@ def _trees(source: str) -> List[List[ast.AST]]:
 
 def names_in(source: str) -> Set[str]:
     """Every dotted name and imported module a piece of code mentions, read as IPython runs it
-    (:func:`_trees`).
+    (:func:`_trees`). Linear in the code's length: a long attribute chain (``a.b.b.b...``) is
+    walked once, and its paths keep :data:`_PATH_PARTS` parts at most.
 
     Raises:
         NotRead: it could not be read (it does not compile, or the parser failed on it).
@@ -148,6 +149,8 @@ def names_in(source: str) -> Set[str]:
     for nodes in trees:
         aliases.update(_aliases(nodes))
     for nodes in trees:
+        inner = {id(n.value) for n in nodes
+                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)}
         for node in nodes:
             if isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
@@ -155,20 +158,53 @@ def names_in(source: str) -> Set[str]:
                 found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
             elif isinstance(node, ast.Attribute):
                 found.add(node.attr)
-                path = _dotted(node)
-                # torch.softmax inside the student's own ``def softmax``: the attribute is
-                # torch's, not theirs, so it keeps its whole dotted name (the exercise's name
-                # alone is not delegation; its module's is).
-                if node.attr in defined and path and path.split(".")[0] not in ("self", "cls"):
-                    shadowed.add(path)
-                root = path.split(".")[0]
-                if root in aliases:  # q.Block after `import qkv as q`: qkv.Block
-                    path = aliases[root] + path[len(root):]
-                if path.startswith("qkv."):  # which of the course's names: given, or theirs
-                    found.add(path)
+                if id(node) not in inner:  # the top of a chain: its paths, read once
+                    _chain(node, defined, aliases, found, shadowed)
             elif isinstance(node, ast.Name):
                 found.add(node.id)
     return (found - defined) | shadowed  # the student's own functions are not delegation
+
+
+#: Parts of an attribute chain's path kept: the first ones, then ``…`` and the last one (no
+#: code a person writes is longer; reading ``a.b.b.b...`` in full costs its length squared).
+_PATH_PARTS = 12
+
+
+def _chain(top: ast.Attribute, defined: Set[str], aliases: Dict[str, str],
+           found: Set[str], shadowed: Set[str]) -> None:
+    """The paths of one attribute chain on a plain name (``a.b.c``: ``a.b`` and ``a.b.c``):
+    what the course's reference is reached by, and torch's own attribute where the student
+    defines a function of that name (``torch.softmax`` in their ``def softmax``)."""
+    parts = []
+    value: ast.AST = top
+    while isinstance(value, ast.Attribute):
+        parts.append(value.attr)
+        value = value.value
+    if not isinstance(value, ast.Name):
+        return
+    parts.append(value.id)
+    parts.reverse()  # root first
+    root = parts[0]
+    alias = aliases.get(root)
+    for depth in range(1, len(parts)):
+        attr = parts[depth]
+        mine = attr in defined and root not in ("self", "cls")
+        if not (mine or alias or root == "qkv"):
+            continue
+        if depth < _PATH_PARTS:
+            kept = parts[:depth + 1]
+        else:
+            kept = parts[:_PATH_PARTS - 2] + ["…", attr]
+        path = ".".join(kept)
+        # torch.softmax inside the student's own ``def softmax``: the attribute is torch's,
+        # not theirs, so it keeps its whole dotted name (the exercise's name alone is not
+        # delegation; its module's is).
+        if mine:
+            shadowed.add(path)
+        if alias:  # q.Block after `import qkv as q`: qkv.Block
+            path = alias + path[len(root):]
+        if path.startswith("qkv."):  # which of the course's names: given, or the student's
+            found.add(path)
 
 
 def _aliases(nodes: Iterable[ast.AST]) -> Dict[str, str]:
@@ -182,16 +218,6 @@ def _aliases(nodes: Iterable[ast.AST]) -> Dict[str, str]:
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "qkv":
             found.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
     return found
-
-
-def _dotted(node: ast.Attribute) -> str:
-    """``a.b.c`` for an attribute chain on a plain name, else the empty string."""
-    parts = [node.attr]
-    value = node.value
-    while isinstance(value, ast.Attribute):
-        parts.append(value.attr)
-        value = value.value
-    return ".".join([value.id, *reversed(parts)]) if isinstance(value, ast.Name) else ""
 
 
 def _public_check(name: str) -> bool:
