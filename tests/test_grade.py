@@ -859,6 +859,59 @@ def test_a_cell_that_does_not_compile_even_as_ipython_reads_it_is_flagged():
     assert gc.static_flags("check_attention_scores", "%pip install -q tqdm\n", []) == []
 
 
+def test_a_folder_that_names_no_one_on_the_roster_is_graded_said_and_flagged(
+        empty_course, tmp_path, fake_sandbox, capsys):
+    """atk11: the registered zoë (NFC) handed in through a zip made on macOS (NFD names): the
+    folder silently became a new student with 15 points, and the registered one exported a
+    final-looking 0. So did a typo. Both are still graded and written, but the run names them
+    (with the registered id they are closest to) and exits 1, their notebooks are flagged, and
+    the export flags both rows of one id in two Unicode forms."""
+    import unicodedata
+
+    from nbgrader.api import Gradebook
+
+    from qkv_course.nbgrader import provisional
+
+    nfc, nfd = (unicodedata.normalize(form, "zoë") for form in ("NFC", "NFD"))
+    course = _copy(empty_course, tmp_path / "course")
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db) as gb:  # the roster, as `nbgrader db student add` makes it
+        for student in (nfc, "bob"):
+            gb.add_student(student)
+    for student in (nfd, "bbo", "bob"):
+        gc.submit(course, student, class_.submission("model"))
+    for _ in range(2):  # said again on every run, not only when the student is made
+        capsys.readouterr()
+        assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 1
+        out = capsys.readouterr().out
+        assert (f"'zoe\\u0308' {gc.ASSIGNMENT}: NOT ON THE ROSTER: submitted/zoe\\u0308/ names "
+                "no registered student; it is the registered student 'zo\\xeb' written in "
+                "another Unicode form") in out, out
+        assert (f"'bbo' {gc.ASSIGNMENT}: NOT ON THE ROSTER: submitted/bbo/ names no registered "
+                "student; the closest registered id is 'bob'.") in out
+        assert "'bob'" not in out.replace("closest registered id is 'bob'", "")
+    with Gradebook(db) as gb:
+        assert gb.find_submission_notebook("scaling", gc.ASSIGNMENT, nfd).flagged
+        assert gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "bbo").flagged
+        assert not gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "bob").flagged
+        rows = {r["student_id"]: r for r in provisional.rows(gb, [gc.ASSIGNMENT])}
+    assert rows[nfc]["raw_score"] == 0 and rows[nfc]["flagged"]  # no final-looking 0
+    assert rows[nfd]["raw_score"] == rows["bob"]["raw_score"] > 0 and rows[nfd]["flagged"]
+    assert not rows["bob"]["flagged"]
+
+
+def test_a_course_that_registers_no_one_has_no_roster(empty_course, tmp_path, fake_sandbox,
+                                                      capsys):
+    """Where nobody registers students (each is made as they hand in, as nbgrader autograde
+    does), a newcomer in a later run is no stranger: the students qkv grade made are no roster."""
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "ann", class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    gc.submit(course, "ben", class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert "ROSTER" not in capsys.readouterr().out
+
+
 def test_the_markdown_a_student_writes_reaches_the_autograded_notebook(empty_course, tmp_path,
                                                                        fake_sandbox):
     """A task's answer is written in the markdown cell below it ("*Your list of bugs:*") or in a

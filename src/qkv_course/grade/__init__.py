@@ -26,7 +26,8 @@ The trusted half (the parent, which alone judges and writes):
 - :mod:`.records`: one result file per submission, the record;
 - :mod:`.gradebook`: nbgrader's gradebook and autograded notebooks, from the result files;
   :mod:`.autograded`: one submission's autograded notebook, as ``nbgrader autograde`` writes it;
-  :mod:`.outdated`: a grade of an earlier submission, kept and flagged;
+  :mod:`.outdated`: a grade of an earlier submission, kept and flagged; :mod:`.roster`: a
+  submission folder that names no registered student, graded, said and flagged;
 - :mod:`.flags`: delegation, flagged for a person;
 - :mod:`.run`, :mod:`.summary`, :mod:`.command`: the run (sandboxes, limits, the gradebook
   written), its summary lines, and the ``qkv grade`` command; :mod:`.jobs`: which submissions a

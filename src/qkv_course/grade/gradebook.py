@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..usage import UsageError
-from . import autograded, outdated, records
+from . import autograded, outdated, records, roster
 from .plan import Plan
 from .notebook_file import read_regular
 
@@ -188,12 +188,16 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
 
     written = 0
     late = _late_plugin(course)
+    # A folder that names no one on the roster is written as a new student (nothing of it is
+    # lost), flagged: the run names it (:mod:`.roster`).
+    on_roster = roster.registered(course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         try:
             gb.find_assignment(assignment)
         except MissingEntry:
             raise UsageError(f"the gradebook has no assignment {assignment!r}: run `nbgrader "
                              f"generate_assignment {assignment} --force` first") from None
+        known = {s.id for s in gb.students}
         for student, notebook, record in records.all_results(course, assignment):
             if (only is not None and student not in only) or notebook not in plans \
                     or (student, notebook) in skip:
@@ -226,7 +230,8 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                                                **({"timestamp": when} if when else {}))
                 _record_grades(gb, node, plan, student, before,
                                unread=bool(record.get("unreadable")))
-                if record.get("flags"):  # formgrader's flag column shows it to whoever grades
+                if record.get("flags") or (on_roster and student not in on_roster):
+                    # formgrader's flag column shows it to whoever grades
                     gb.find_submission_notebook(plan.notebook, assignment, student).flagged = True
                 # A grade flagged as an earlier submission's is current again.
                 outdated_mark = outdated.lift(gb, course, student, assignment, notebook, record)
@@ -240,6 +245,9 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                               "a rerun writes it again")
                 continue
             # After the commit: an interrupted write is done again by the next run.
+            if student not in known:
+                roster.note_added(course, [student])
+                known.add(student)
             mark.write_text(f"{digest} {records.sha256(written_nb)}", encoding="utf-8")
             if outdated_mark is not None:
                 outdated_mark.unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..usage import UsageError
-from . import checks_api, gradebook, judge, outdated, records
+from . import checks_api, gradebook, judge, outdated, records, roster
 from .jobs import find_jobs, handed_in_otherwise, strays
 from .one import Job, grade_one
 from .summary import Summary, course_option, printable, report, summary_line
@@ -135,6 +135,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
     found = find_jobs(course, assignment, plans, students, None if merge else shard)
     if shard is None:
         summary.left_out += strays(course, assignment, plans, students)
+        if not compare:  # before the gradebook is written, which makes them students
+            summary.strangers = roster.strangers(course, assignment, {j[0] for j in found})
     # (--force grades every submission: no file need be read to know which are current.)
     stale = found if force and not merge else [j for j in found if not records.current(
         records.path_of(course, j[0], assignment, j[1].notebook), records.submission_sha(j[2]),
@@ -261,4 +263,5 @@ def main(course: Path, assignment: str, **options: Any) -> int:
     shard = options.get("shard")
     summary = grade_class(course, assignment, **options)
     print(report(summary, assignment, shard, course), file=sys.stdout)
-    return 1 if summary.errors or summary.left_out or summary.unreadable else 0
+    return 1 if summary.errors or summary.left_out or summary.unreadable or summary.strangers \
+        else 0

@@ -24,6 +24,8 @@ class Summary:
     #: Lines about submissions left out of the gradebook: a notebook under another name, a
     #: submission a merge found no current result file for.
     left_out: List[str] = field(default_factory=list)
+    #: Lines about submission folders that name no one on the gradebook's roster (:mod:`.roster`).
+    strangers: List[str] = field(default_factory=list)
     #: ``(student, notebook)`` of each submission the grader failed on.
     not_graded: List[Tuple[str, str]] = field(default_factory=list)
     #: The gradebook's grades left from an earlier submission, flagged (:mod:`.outdated`).
@@ -118,6 +120,7 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
         lines.append(f"{summary.errors} submission(s) NOT graded because the grader failed: "
                      "run the same command again")
     lines += map(printable, summary.left_out)
+    lines += map(printable, summary.strangers)
     if summary.outdated:
         lines.append(printable(outdated.summary_line(summary.outdated)))
     if shard is None:

@@ -14,8 +14,10 @@ model answer, and ``grades.csv`` holds a total that will still change, with noth
   for a person, or a hand-given score is to be reviewed after autograding again) and
   ``ungraded_points`` (the points of the answers nobody has scored: while it is above 0, the
   total is provisional), and ``flagged`` (formgrader's flag on one of its notebooks: for a
-  person to read before the total is used; ``qkv grade`` sets it on a flag of its own and on a
-  grade that is of an earlier submission than the current one, which could not be graded).
+  person to read before the total is used; ``qkv grade`` sets it on a flag of its own, on a
+  grade that is of an earlier submission than the current one, which could not be graded, and
+  on a submission folder that names no one on the roster; set here too on every row of two ids
+  that are one in another Unicode form or case, the registered student's 0 included).
 
 Enable both in ``nbgrader_config.py``::
 
@@ -35,8 +37,9 @@ from __future__ import annotations
 
 import csv
 import re
+import unicodedata
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Set, Tuple
 
 from nbconvert.exporters import HTMLExporter
 from nbconvert.exporters.exporter import ResourcesDict
@@ -129,6 +132,7 @@ def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterab
         The rows; a student who submitted nothing scores 0 and needs no manual grading.
     """
     assignments, students = {str(a) for a in assignments}, {str(s) for s in students}
+    twins = same_ids(s.id for s in gradebook.students)
     out = []
     for assignment in gradebook.assignments:
         if assignments and assignment.name not in assignments:
@@ -141,7 +145,7 @@ def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterab
                    "first_name": student.first_name, "email": student.email,
                    "max_score": assignment.max_score, "timestamp": "", "raw_score": 0.0,
                    "late_submission_penalty": 0.0, "score": 0.0, "needs_manual_grading": False,
-                   "ungraded_points": 0.0, "flagged": False}
+                   "ungraded_points": 0.0, "flagged": student.id in twins}
             try:
                 submission = gradebook.find_submission(assignment.name, student.id)
             except MissingEntry:
@@ -154,9 +158,20 @@ def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterab
                        score=max(0.0, submission.score - penalty),
                        needs_manual_grading=bool(submission.needs_manual_grade),
                        ungraded_points=ungraded,
-                       flagged=any(nb.flagged for nb in submission.notebooks))
+                       flagged=student.id in twins or any(nb.flagged
+                                                          for nb in submission.notebooks))
             out.append(row)
     return out
+
+
+def same_ids(ids: Iterable[str]) -> Set[str]:
+    """The ids that are another's in another Unicode form or case (``zoe\u0308``, decomposed as
+    a zip made on macOS writes it, and the registered ``zoë``): one student graded under a
+    folder's name, the other exporting no grade of it. Their rows are flagged."""
+    groups: Dict[str, List[str]] = {}
+    for i in ids:
+        groups.setdefault(unicodedata.normalize("NFC", i).casefold(), []).append(i)
+    return {i for group in groups.values() if len(group) > 1 for i in group}
 
 
 class ProvisionalCsvExport(ExportPlugin):
@@ -175,6 +190,12 @@ class ProvisionalCsvExport(ExportPlugin):
         if pending:
             self.log.warning("%d of %d totals in %s are provisional: answers wait for grading "
                              "by hand (column ungraded_points)", pending, len(table), dest)
+        twins = sorted(same_ids(s.id for s in gradebook.students))
+        if twins:
+            self.log.warning("student ids %s are one id in another Unicode form or case: a "
+                             "submission folder named otherwise than the roster was graded as a "
+                             "new student (`qkv grade` named it); their rows are flagged",
+                             ", ".join(map(ascii, twins)))
         flagged = sum(1 for row in table if row["flagged"])
         if flagged:
             self.log.warning("%d of %d rows in %s are flagged for review in formgrader (column "
