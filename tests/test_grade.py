@@ -1133,3 +1133,63 @@ def test_the_cell_a_sandbox_stopped_in_is_named_as_the_instructor_sees_it():
     assert said == [f"the submission's process ended during {w}: SIGKILL" for w in (
         "the set-up cell", "the answer cell masked_scores", "the instructor's cell cell-13",
         "a cell the student added (cell 3 run)")]
+
+
+def _dies_in(answer: str) -> nbformat.NotebookNode:
+    """The model answers, the process ending (``os._exit``) at the end of ``answer``'s cell."""
+    nb = class_.submission("model")
+    cell = next(c for c in nb.cells if class_.grade_id(c) == answer)
+    cell.source += "\nimport os\nos._exit(3)\n"
+    return nb
+
+
+@pytest.fixture(scope="module")
+def died(empty_course, tmp_path_factory, fake_sandbox):
+    """gina dies in the last answer cell, dave in the second one; graded once."""
+    course = _copy(empty_course, tmp_path_factory.mktemp("died") / "course")
+    gc.submit(course, "gina", _dies_in("scaling_q2"))
+    gc.submit(course, "dave", _dies_in("scaled_dot_product_attention"))
+    import io
+    import contextlib
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    recs = {s: records.read(records.path_of(course, s, gc.ASSIGNMENT, "scaling"))
+            for s in ("gina", "dave")}
+    return {"course": course, "out": out.getvalue(), "records": recs}
+
+
+def test_a_process_that_dies_in_an_answer_cell_keeps_the_points_of_the_answers_before(died):
+    pts = class_.points()
+    full = class_.expected("model")[0]
+    got = {s: v["score"] for s, v in gc.scores(died["course"]).items()}
+    # gina: every answer before the fatal cell ran again in a fresh sandbox and was judged.
+    assert got["gina"] == full - pts["test_scaling_q2"]
+    # dave: only attention_scores came before the fatal cell.
+    assert got["dave"] == pts["test_attention_scores"]
+    gina = died["records"]["gina"]
+    assert gina["skipped_cell"]["cell"] == "scaling_q2"
+    assert "graded again in a fresh sandbox without the answer cell scaling_q2" in gina["sandbox"]
+    assert "SANDBOX STOPPED" in died["out"]
+    (q2,) = [t for t in gina["tests"] if t["grade_id"] == "test_scaling_q2"]
+    assert q2["status"] == "error" and "not graded" in q2["message"]
+    assert "ended during the answer cell scaling_q2 (cell 45 of the notebook as released)" \
+        in q2["message"]
+    assert {c["cell"] for c in gina["cells"] if c["outcome"].startswith("skipped")} == \
+        {"scaling_q2"}
+
+
+def test_a_stopped_sandbox_is_flagged_for_formgrader(died):
+    from nbgrader.api import Gradebook
+
+    assert any(f["source"] == "sandbox" for f in died["records"]["dave"]["flags"])
+    with Gradebook(f"sqlite:///{died['course'] / 'gradebook.db'}") as gb:
+        assert gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "dave").flagged is True
+
+
+def test_the_student_s_feedback_names_the_cell_the_process_died_in(died):
+    text = (died["course"] / "autograded" / "dave" / gc.ASSIGNMENT / gc.NOTEBOOK).read_text()
+    assert "the answer cell scaled_dot_product_attention (cell 13 of the notebook as released)" \
+        in text
+    assert "during cell " not in text

@@ -104,22 +104,113 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     run = submission.cells_to_run(p, sub)
     answers, answers_problem = notebook_file.first_answers(path.parent)
     start = time.monotonic()
-    with pool.submission([source for _, source in run]) as box:
-        tests = judge.grade(box, p, key, student, limits, answers)
-        outcomes = list(getattr(box, "cells", []) or [])
-        stopped = getattr(box, "failed", None)
+    where = _positions(p)
+    tests, outcomes, stopped = _run(pool, p, key, student, limits, answers, run)
+    stopped = _cell_named(stopped, run, where)
+    skipped: Dict[str, str] = {}
+    fatal = _died_in_cell(stopped, outcomes, run)
+    if fatal is not None:
+        # The process died in one of the cells (os._exit, a signal, a segfault), before any
+        # test was judged: once, in a fresh sandbox, the cells before it run again without
+        # it and the tests are judged on them; a test below the fatal cell that does not
+        # pass then is not graded, and says why.
+        first, label = stopped, run[fatal][0]
+        kept = run[:fatal]
+        tests2, outcomes2, stopped2 = _run(pool, p, key, student, limits, answers, kept)
+        if len(outcomes2) == len(kept):  # every cell before the fatal one ran again
+            tests, outcomes = tests2, outcomes2
+            cell = _cell_named(f"cell {fatal}", run, where)
+            stopped = (f"{first}; graded again in a fresh sandbox without {cell} and the "
+                       "cells after it")
+            if stopped2:
+                stopped += f"; then {_cell_named(stopped2, kept, where)}"
+            skipped = {"cell": label, "why": first[:300]}
+            below = _tests_below(p, run, fatal, where)
+            for t in tests:
+                if t.status != judge.PASS and t.grade_id in below:
+                    t.status = judge.ERROR
+                    t.mistake = None
+                    t.message = (f"not graded: the submission's process ended during {cell}, "
+                                 f"above this test ({first.split(': ', 1)[-1]}); the notebook "
+                                 "was graded again without that cell and the cells after it, "
+                                 "so the tests above it keep their points")
     # The sandbox has ended: from here on only this process acts.
     cells = [{"cell": label, "outcome": str(o)[:300], **_time_limit(o)}
              for (label, _), o in zip(run, outcomes)]
+    if skipped:
+        cells.append({"cell": skipped["cell"], "outcome": "skipped: the process ended here "
+                      "in the first run (" + skipped["why"][:200] + ")"})
     _say_why_undefined(tests, run, outcomes)
-    return _record(student, p, sha, sub, tests, cells,
-                   _cell_named(str(stopped or ""), run)[:300], time.monotonic() - start,
-                   answers, answers_problem)
+    record = _record(student, p, sha, sub, tests, cells, stopped[:300],
+                     time.monotonic() - start, answers, answers_problem)
+    if skipped:
+        record["skipped_cell"] = skipped
+    if stopped:  # formgrader's flag: a person looks at a submission the sandbox stopped
+        record["flags"].append({"test": "", "source": "sandbox", "detail": stopped[:300]})
+    return record
 
 
-def _cell_named(reason: str, run: List[Tuple[str, str]]) -> str:
-    """The sandbox's "during cell 5" with the cell said as the instructor sees it ("the
-    instructor's cell cell-13", "the answer cell masked_scores"): 5 counts the cells run."""
+def _run(pool: Any, p: Plan, key: bytes, student: str, limits: judge.Timeouts,
+         answers: Dict[str, Any], run: List[Tuple[str, str]]
+         ) -> Tuple[List[judge.TestResult], List[Any], str]:
+    """The cells ``run`` in one fresh sandbox and every test judged on them: the tests, each
+    cell's outcome, and why the sandbox stopped ("" when it did not); each test's message
+    names the cell as the student sees it."""
+    with pool.submission([source for _, source in run]) as box:
+        tests = judge.grade(box, p, key, student, limits, answers)
+        outcomes = list(getattr(box, "cells", []) or [])
+        stopped = str(getattr(box, "failed", None) or "")
+    if stopped:
+        named = _cell_named(stopped, run, _positions(p))
+        for t in tests:
+            t.message = t.message.replace(stopped, named)
+    return tests, outcomes, stopped
+
+
+def _died_in_cell(stopped: str, outcomes: List[Any], run: List[Tuple[str, str]]
+                  ) -> Optional[int]:
+    """The index (in ``run``) of the cell the submission's process died in, when it died
+    while the cells ran (not at a limit of time, not in the set-up cell), else None."""
+    index = len(outcomes)
+    if not stopped.startswith(DIED) or index == 0 or index >= len(run) or run[index][0] == SETUP:
+        return None
+    return index
+
+
+#: How the sandbox says the submission's process ended (see :mod:`.child`).
+DIED = "the submission's process ended during "
+
+
+def _positions(p: Plan) -> Dict[str, int]:
+    """Each cell's place in the released notebook (1 for the first), by grade id and id."""
+    where: Dict[str, int] = {}
+    for i, cell in enumerate(p.skeleton.get("cells", []), 1):
+        meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell, dict) else {}
+        for name in (meta.get("grade_id"), cell.get("id") if isinstance(cell, dict) else None):
+            if isinstance(name, str) and name:
+                where.setdefault(name, i)
+    return where
+
+
+def _tests_below(p: Plan, run: List[Tuple[str, str]], fatal: int, where: Dict[str, int]) -> set:
+    """The tests that come after the fatal cell in the notebook (a cell the student added
+    sits after the instructor's cell before it)."""
+    at = 0
+    for label, _ in reversed(run[:fatal + 1]):
+        name = label[len("instructor:"):] if label.startswith("instructor:") else label
+        if name in where:
+            at = where[name]
+            break
+    return {t.grade_id for t in p.tests if where.get(t.grade_id, 0) > at}
+
+
+def _cell_named(reason: str, run: List[Tuple[str, str]],
+                where: Optional[Dict[str, int]] = None) -> str:
+    """The sandbox's "during cell 5" with the cell said as the student and the instructor see
+    it ("the answer cell masked_scores (cell 12 of the notebook as released)", "the
+    instructor's cell cell-13"): 5 counts the cells run, which neither of them can find."""
+    where = where or {}
+
     def named(match: Any) -> str:
         index = int(match.group(1))
         if index >= len(run):
@@ -128,10 +219,17 @@ def _cell_named(reason: str, run: List[Tuple[str, str]]) -> str:
         if label == SETUP:
             return "the set-up cell"
         if label == "added":
-            return f"a cell the student added (cell {index} run)"
+            above = next((run[i][0] for i in range(index - 1, -1, -1)
+                          if run[i][0] not in ("added", SETUP)), "")
+            name = above[len("instructor:"):] if above.startswith("instructor:") else above
+            at = f", below cell {where[name]} of the notebook as released" if name in where \
+                else ""
+            return f"a cell the student added (cell {index} run{at})"
+        name = label[len("instructor:"):] if label.startswith("instructor:") else label
+        at = f" (cell {where[name]} of the notebook as released)" if name in where else ""
         if label.startswith("instructor:"):
-            return f"the instructor's cell {label[len('instructor:'):]}"
-        return f"the answer cell {label}"
+            return f"the instructor's cell {name}{at}"
+        return f"the answer cell {label}{at}"
     return re.sub(r"\bcell (\d+)\b", named, reason, count=1)
 
 
