@@ -1193,3 +1193,36 @@ def test_the_student_s_feedback_names_the_cell_the_process_died_in(died):
     assert "the answer cell scaled_dot_product_attention (cell 13 of the notebook as released)" \
         in text
     assert "during cell " not in text
+
+
+def test_a_late_penalty_is_one_rule_whatever_the_order_of_grading(graded, tmp_path,
+                                                                   fake_sandbox):
+    """Graded, then graded by hand, then exported: the "zero" penalty took only the autograded
+    points (the hand ones survived); a later `qkv grade --force` took them all. The export
+    computes it from the whole score, whatever came first."""
+    import datetime
+    import os
+
+    from nbgrader.api import Gradebook
+
+    course = _copy(graded, tmp_path / "course")
+    with (course / "nbgrader_config.py").open("a") as f:
+        f.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment(gc.ASSIGNMENT, duedate=datetime.datetime(2026, 3, 1))
+    (course / "submitted" / "alice" / gc.ASSIGNMENT / "timestamp.txt").write_text(
+        "2026-03-02 08:15:00 UTC")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force"]) == 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # then graded by hand
+        grade = gb.find_grade(class_.WRITTEN, "scaling", gc.ASSIGNMENT, "alice")
+        grade.manual_score, grade.needs_manual_grade = 2.0, False
+        gb.db.commit()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.run(["nbgrader", "export"], cwd=course, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(course / "grades.csv", newline="") as f:
+        alice = {r["student_id"]: r for r in csv.DictReader(f)}["alice"]
+    assert float(alice["raw_score"]) == class_.expected("model")[0] + 2
+    assert float(alice["late_submission_penalty"]) == float(alice["raw_score"])
+    assert float(alice["score"]) == 0.0

@@ -146,7 +146,9 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     if skipped:
         record["skipped_cell"] = skipped
     if stopped:  # formgrader's flag: a person looks at a submission the sandbox stopped
-        record["flags"].append({"test": "", "source": "sandbox", "detail": stopped[:300]})
+        record["flags"].append({"test": "", "source": "sandbox", "detail": (
+            "the sandbox stopped it (its line of the summary says why): a person looks "
+            "before the total is used")})
     return record
 
 

@@ -39,7 +39,7 @@ import csv
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from nbconvert.exporters import HTMLExporter
 from nbconvert.exporters.exporter import ResourcesDict
@@ -120,13 +120,43 @@ def _ungraded_points(submission) -> float:
                      for grade in notebook.grades if not_scored(grade)))
 
 
-def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterable[str] = ()) -> List[Dict]:
+def late_penalties(config: Any) -> Callable[[Any], float]:
+    """The late penalty of a submission, computed now from each notebook's whole score (the
+    points given by hand included) with the course's late-submission plugin (``config``: the
+    course's nbgrader configuration), as ``nbgrader autograde`` computes it for one notebook.
+
+    The gradebook's own ``late_submission_penalty`` is what the score was when the notebook
+    was last autograded (before or after its hand grading): one late student would export
+    two totals depending on the order of the commands."""
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    assign = AssignLatePenalties(config=config)
+    assign.init_plugin()
+
+    def penalty(submission: Any) -> float:
+        seconds = submission.total_seconds_late or 0
+        if seconds <= 0:
+            return 0.0
+        total = 0.0
+        for notebook in submission.notebooks:
+            got = assign.plugin_inst.late_submission_penalty(submission.student.id,
+                                                             notebook.score, seconds)
+            if got is not None:  # as nbgrader bounds it: from 0 to the notebook's score
+                total += min(max(float(got), 0.0), notebook.score)
+        return total
+    return penalty
+
+
+def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterable[str] = (),
+         late: Optional[Callable[[Any], float]] = None) -> List[Dict]:
     """One row per assignment and student in the gradebook, with :data:`COLUMNS` as keys.
 
     Args:
         gradebook: an open nbgrader gradebook.
         assignments: only these assignments (all when empty).
         students: only these student ids (all when empty).
+        late: a submission's late penalty (:func:`late_penalties`); the gradebook's stored
+            one when not given.
 
     Returns:
         The rows; a student who submitted nothing scores 0 and needs no manual grading.
@@ -151,7 +181,8 @@ def rows(gradebook: Gradebook, assignments: Iterable[str] = (), students: Iterab
             except MissingEntry:
                 out.append(row)
                 continue
-            penalty = submission.late_submission_penalty or 0.0
+            penalty = late(submission) if late is not None else (
+                submission.late_submission_penalty or 0.0)
             ungraded = _ungraded_points(submission)
             row.update(timestamp=submission.timestamp, raw_score=submission.score,
                        late_submission_penalty=penalty,
@@ -180,7 +211,7 @@ class ProvisionalCsvExport(ExportPlugin):
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "grades.csv"
         self.log.info("Exporting grades to %s", dest)
-        table = rows(gradebook, self.assignment, self.student)
+        table = rows(gradebook, self.assignment, self.student, late_penalties(self.config))
         with open(dest, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
             writer.writeheader()
