@@ -372,9 +372,14 @@ def test_a_rerun_leaves_a_score_given_by_hand_alone(graded, tmp_path, fake_sandb
     written = _cell(nb, class_.WRITTEN)
     written["source"] = "A new answer, written after the first was graded."
     path.write_text(json.dumps(nb))
+    assert "REOPENED" not in capsys.readouterr().out  # the reruns above reopened nothing
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     assert [gc.scores(course)["alice"]["grades"][g] for g in by_hand] == [(None, True),
                                                                           (None, False)]
+    # The run names the hand grade it sent back to a person.
+    assert (f"1 hand grade(s) REOPENED for review (the answer changed since it was scored; "
+            f"the old score is kept until you save one in formgrader): alice "
+            f"{gc.ASSIGNMENT}/scaling: {class_.WRITTEN}") in capsys.readouterr().out
     # A regrade before anyone has looked keeps it flagged: the score is still for the old text.
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force",
                 "--student", "alice"]) == 0

@@ -56,7 +56,8 @@ def _timestamp(stamp: str) -> Any:
 
 
 def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
-                   before: Optional[Dict[str, str]] = None, unread: bool = False) -> None:
+                   before: Optional[Dict[str, str]] = None, unread: bool = False,
+                   reopened: Optional[List[str]] = None) -> None:
     """nbgrader's SaveAutoGrades on the autograded notebook (checkless tests: for a person).
 
     ``before``: what a person graded last time (:func:`.autograded.answer_texts` of the notebook
@@ -66,6 +67,9 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
 
     ``unread``: the notebook could not be read, so its written answers are not "left as
     released" (scored 0, "No response."): they wait for a person, as its tasks do.
+
+    ``reopened``: gets the grade id of each answer a person had scored, and that goes back to
+    a person now (its text changed): the run names them.
     """
     from nbgrader import utils
 
@@ -83,6 +87,7 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
             # this regrade finds).
             reviewed = grade.manual_score is not None and gid in same and \
                 not grade.needs_manual_grade
+            was_settled = grade.manual_score is not None and not grade.needs_manual_grade
         if utils.is_grade(cell):
             score = (None if gid in plan.manual_tests or (unread and utils.is_solution(cell))
                      else utils.determine_grade(cell, None)[0])
@@ -95,6 +100,9 @@ def _record_grades(gb: Any, node: Any, plan: Plan, student: str,
             # rather than keep a score given to other text.
             grade.auto_score = None
             grade.needs_manual_grade = not reviewed
+        if (utils.is_grade(cell) or utils.is_task(cell)) and reopened is not None and \
+                was_settled and grade.needs_manual_grade:
+            reopened.append(gid)
         if utils.is_solution(cell) or utils.is_task(cell):
             comment = gb.find_comment(gid, plan.notebook, plan.assignment, student)
             unchanged = (meta.get("checksum") == utils.compute_checksum(cell)
@@ -126,7 +134,7 @@ def require_assignment(course: Path, assignment: str) -> None:
 
 
 def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = (),
-          failed: Optional[List[str]] = None) -> int:
+          failed: Optional[List[str]] = None, reopened: Optional[List[str]] = None) -> int:
     """Write the gradebook and the autograded notebooks from an assignment's result files.
 
     Args:
@@ -149,7 +157,8 @@ def write(course: Path, plans: Dict[str, Plan], only: Any = None, skip: Any = ()
         # nbgrader autograde); the rows are written all the same.
         warnings.simplefilter("ignore")
         return _write_all(course, plans, only, assignment, set(skip),
-                          failed if failed is not None else [])
+                          failed if failed is not None else [],
+                          reopened if reopened is not None else [])
 
 
 def _late_plugin(course: Path) -> Any:
@@ -183,7 +192,7 @@ def _late_penalty(gb: Any, late: Any, plan: Plan, student: str) -> None:
 
 
 def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
-               skip: set, failed: List[str]) -> int:
+               skip: set, failed: List[str], reopened: List[str]) -> int:
     from nbgrader.api import Gradebook, MissingEntry
 
     written = 0
@@ -228,8 +237,9 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 when = _timestamp(stamp)
                 gb.update_or_create_submission(assignment, student,
                                                **({"timestamp": when} if when else {}))
+                again: List[str] = []
                 _record_grades(gb, node, plan, student, before,
-                               unread=bool(record.get("unreadable")))
+                               unread=bool(record.get("unreadable")), reopened=again)
                 if record.get("flags") or (on_roster and student not in on_roster):
                     # formgrader's flag column shows it to whoever grades
                     gb.find_submission_notebook(plan.notebook, assignment, student).flagged = True
@@ -238,6 +248,7 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 gb.db.flush()
                 _late_penalty(gb, late, plan, student)
                 gb.db.commit()  # one submission's grades together
+                reopened += [f"{student} {assignment}/{notebook}: {gid}" for gid in again]
             except Exception as e:  # noqa: BLE001 (said, and the next student is written)
                 gb.db.rollback()
                 failed.append(f"{student} {assignment}/{notebook}: NOT WRITTEN to the gradebook "

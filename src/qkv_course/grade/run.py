@@ -172,7 +172,8 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         # the gradebook's grade of it is flagged.
         skip = {(j[0], j[1].notebook) for j in stale} if merge else set(summary.not_graded)
         skip |= handed_in_otherwise(course, assignment, plans, students)
-        summary.written = gradebook.write(course, plans, skip=skip, failed=summary.left_out)
+        summary.written = gradebook.write(course, plans, skip=skip, failed=summary.left_out,
+                                          reopened=summary.reopened)
         summary.outdated = outdated.flag(course, assignment, skip)
     summary.seconds = time.monotonic() - started
     return summary

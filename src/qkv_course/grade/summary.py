@@ -30,6 +30,9 @@ class Summary:
     not_graded: List[Tuple[str, str]] = field(default_factory=list)
     #: The gradebook's grades left from an earlier submission, flagged (:mod:`.outdated`).
     outdated: List[str] = field(default_factory=list)
+    #: ``student assignment/notebook: grade id`` of each hand grade sent back for review (its
+    #: answer's text changed since a person scored it).
+    reopened: List[str] = field(default_factory=list)
     #: ``--merge``: nothing was graded; how many submissions had no current result file.
     merged: bool = False
     not_merged: int = 0
@@ -121,6 +124,11 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
                      "run the same command again")
     lines += map(printable, summary.left_out)
     lines += map(printable, summary.strangers)
+    if summary.reopened:
+        lines.append(printable(
+            f"{len(summary.reopened)} hand grade(s) REOPENED for review (the answer changed "
+            "since it was scored; the old score is kept until you save one in formgrader): "
+            + "; ".join(summary.reopened)))
     if summary.outdated:
         lines.append(printable(outdated.summary_line(summary.outdated)))
     if shard is None:
