@@ -87,3 +87,20 @@ def test_the_error_says_where_a_rename_works_and_doing_so_collects_the_file(tmp_
     proc = _zip_collect(course)
     assert proc.returncode == 0, proc.stderr
     assert (course / "submitted" / "frank" / ASSIGNMENT / NOTEBOOK).is_file()
+
+
+@pytest.mark.slow
+def test_submission_times_outside_submitted_survive_a_second_collect(tmp_path):
+    """instr11: a timestamp.txt written by hand into submitted/ was deleted by the next
+    `zip_collect --force` (nbgrader clears the student's folder). The times kept in
+    downloaded/<assignment>/timestamps.csv are written again by every collect."""
+    course = _course(tmp_path, [f"erin_{NOTEBOOK}", "erin_qkv_answers.json", f"bob_{NOTEBOOK}"])
+    (course / "downloaded" / ASSIGNMENT / "timestamps.csv").write_text(
+        "student_id,timestamp\nerin,2026-03-02 08:15:00 UTC\n")
+    folder = course / "submitted" / "erin" / ASSIGNMENT
+    for _ in range(2):  # the second download: collected again with --force
+        proc = _zip_collect(course)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (folder / "timestamp.txt").read_text().startswith("2026-03-02 08:15:00"), \
+            proc.stderr
+    assert not (course / "submitted" / "bob" / ASSIGNMENT / "timestamp.txt").exists()

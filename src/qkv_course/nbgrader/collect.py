@@ -8,6 +8,14 @@ released, so the id is whatever comes before ``_<notebook>``, however many ``_``
 ``.`` it holds; and a file it cannot map to a student and a released notebook stops the
 collection with an error that names the file and what was expected.
 
+Submission times: an LMS download carries none that ``zip_collect`` can read, and a
+``timestamp.txt`` written by hand into ``submitted/`` is deleted by the next ``zip_collect
+--force`` (nbgrader clears a student's folder before copying the new files). So the times live
+outside ``submitted/``, in ``downloaded/<assignment>/timestamps.csv`` (lines ``<student
+id>,<time>``, e.g. ``erin,2026-03-02 08:15:00 UTC``; a header line ``student_id,timestamp``
+is allowed): the collector gives each collected file its student's time, and ``zip_collect``
+writes ``timestamp.txt`` again on every run.
+
 Enable it in ``nbgrader_config.py``::
 
     c.ZipCollectApp.collector_plugin = "qkv_course.nbgrader.collect.StudentFileCollector"
@@ -15,14 +23,17 @@ Enable it in ``nbgrader_config.py``::
 
 from __future__ import annotations
 
+import csv
 import os
 import re
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from nbgrader.plugins import FileNameCollectorPlugin
 
 #: The questions' first answers, beside the notebook (:mod:`qkv.checks.questions.record`).
 ANSWERS = "qkv_answers.json"
+#: The submission times, in ``downloaded/<assignment>/`` (beside ``archive/``).
+TIMESTAMPS = "timestamps.csv"
 # nbgrader makes a folder per student id: keep ids to characters that are safe in a path.
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -38,6 +49,28 @@ class StudentFileCollector(FileNameCollectorPlugin):
             self._fail(f"no released notebooks in {folder}: run `python -m qkv_course generate` "
                        "(or nbgrader generate_assignment) before collecting")
         return names
+
+    def _timestamps(self) -> Dict[str, str]:
+        """``student id -> time`` from ``downloaded/<assignment>/timestamps.csv`` (none when
+        the file is absent); read once per collection."""
+        if getattr(self, "_stamps", None) is None:
+            app = self.parent
+            path = os.path.join(os.path.dirname(app._format_collect_path(app.archive_directory)),
+                                TIMESTAMPS)
+            self._stamps: Optional[Dict[str, str]] = {}
+            if os.path.isfile(path):
+                with open(path, newline="", encoding="utf-8") as fh:
+                    for n, row in enumerate(csv.reader(fh), 1):
+                        cells = [c.strip() for c in row]
+                        if not any(cells) or cells[0].startswith("#") or \
+                                (n == 1 and cells[0].lower() in ("student_id", "student")):
+                            continue
+                        if len(cells) != 2 or not all(cells):
+                            self._fail(f"{path}, line {n}: expected <student id>,<time> "
+                                       f"(erin,2026-03-02 08:15:00 UTC), not {','.join(row)!r}")
+                        self._stamps[cells[0]] = cells[1]
+                app.log.info("Submission times from %s: %d student(s)", path, len(self._stamps))
+        return self._stamps
 
     def _fail(self, message: str) -> None:
         self.parent.fail("zip_collect: " + message)
@@ -56,7 +89,11 @@ class StudentFileCollector(FileNameCollectorPlugin):
                     self._fail(f"{submitted_file}: {student!r} is not a usable student id (letters, "
                                "digits, '.', '_' and '-', starting with a letter or digit); "
                                + self._how_to_rename())
-                return {"student_id": student, "file_id": notebook}
+                found = {"student_id": student, "file_id": notebook}
+                stamp = self._timestamps().get(student)
+                if stamp:  # zip_collect writes it to submitted/<student>/<assignment>/timestamp.txt
+                    found["timestamp"] = stamp
+                return found
         self._fail(f"{submitted_file} cannot be mapped to a student: expected <student id>_<notebook>, "
                    f"where <notebook> is one of {', '.join(released)} (or {ANSWERS}); "
                    + self._how_to_rename())
