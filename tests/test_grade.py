@@ -255,7 +255,7 @@ def test_a_merge_says_which_submissions_have_no_current_result(empty_course, tmp
 
 
 def test_a_question_is_graded_on_the_first_answer_the_record_holds(empty_course, tmp_path,
-                                                                     fake_sandbox):
+                                                                     fake_sandbox, capsys):
     """The notebook says the first answer is graded and recorded in qkv_answers.json, handed in
     beside it: qkv grade judges that answer, as nbgrader's kernel does; a changed record is a
     changed submission."""
@@ -271,6 +271,17 @@ def test_a_question_is_graded_on_the_first_answer_the_record_holds(empty_course,
     record.write_text(json.dumps({"scaling_q1": 64}))
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     assert gc.scores(course)["ben"]["grades"]["test_scaling_q1"][0] == 0.5
+    # instr11: a re-collect (zip_collect --force) deleted it: the run says so, loudly.
+    assert "LOST" not in capsys.readouterr().out
+    record.unlink()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert "1 submission(s) LOST their qkv_answers.json since the last grading" in out
+    assert f"ben {gc.ASSIGNMENT}/scaling" in out.split("LOST")[1]
+    said = records.read(records.path_of(course, "ben", gc.ASSIGNMENT, "scaling"))["flags"]
+    assert any(f["detail"].startswith(records.ANSWERS_GONE) for f in said), said
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force"]) == 0
+    assert "1 submission(s) LOST" in capsys.readouterr().out  # said again while it is gone
 
 
 def test_a_broken_record_is_flagged_and_its_questions_judged_on_the_notebook(

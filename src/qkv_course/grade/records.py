@@ -95,6 +95,28 @@ def read(path: Path) -> Optional[Dict[str, Any]]:
     return record
 
 
+#: The start of the flag of a submission whose questions' record went away since it was graded.
+ANSWERS_GONE = f"{ANSWERS_FILE}, which this submission's last grading read"
+
+
+def answers_gone(previous: Optional[Dict[str, Any]], record: Dict[str, Any]) -> Optional[str]:
+    """The flag's detail when the questions' record graded last time (``previous``: the result
+    file before this grading) is gone now: a re-collect (``zip_collect --force``) clears the
+    student's folder, and the first answers are then judged on the notebook. None otherwise
+    (said again on a regrade while it is still gone)."""
+    if previous is None or "+" in str(record.get("submission_sha256", "")):
+        return None
+    had = "+" in str(previous.get("submission_sha256", ""))
+    said = any(str(f.get("detail", "")).startswith(ANSWERS_GONE)
+               for f in previous.get("flags", []) if isinstance(f, dict))
+    if not (had or said):
+        return None
+    return (f"{ANSWERS_GONE} (the questions' first answers), is gone from the submission's "
+            "folder: its questions were judged on the notebook's answers. A re-collect "
+            "(`nbgrader zip_collect --force`) deletes it when the new download lacks it: copy "
+            "it back from the earlier download and grade again")
+
+
 def current(path: Path, submission_sha: str, plan_digest: str) -> bool:
     """Whether a result file records this very submission, graded under this plan."""
     record = read(path)

@@ -207,13 +207,19 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
             return
         if stopping.is_set():
             return
-        records.write(records.path_of(course, student, p.assignment, p.notebook), record)
+        where = records.path_of(course, student, p.assignment, p.notebook)
+        gone = records.answers_gone(records.read(where), record)
+        if gone:  # a re-collect deleted the questions' record graded before: said, flagged
+            record["flags"].append({"test": "", "source": "record", "detail": gone})
+        records.write(where, record)
         line = summary_line(record)
         with lock, checks_api.OUTPUT:
             summary.graded += 1
             summary.unreadable += bool(record.get("unreadable"))
             summary.sandbox_failed += bool(record.get("sandbox"))
             summary.flagged += bool(record.get("flags"))
+            if gone:
+                summary.answers_gone.append(f"{student} {p.assignment}/{p.notebook}")
             summary.lines.append(line)
             echo(line)
 

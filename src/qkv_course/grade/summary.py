@@ -33,6 +33,8 @@ class Summary:
     #: ``student assignment/notebook: grade id`` of each hand grade sent back for review (its
     #: answer's text changed since a person scored it).
     reopened: List[str] = field(default_factory=list)
+    #: Submissions whose qkv_answers.json, graded before, is gone (a re-collect deleted it).
+    answers_gone: List[str] = field(default_factory=list)
     #: ``--merge``: nothing was graded; how many submissions had no current result file.
     merged: bool = False
     not_merged: int = 0
@@ -124,6 +126,11 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
                      "run the same command again")
     lines += map(printable, summary.left_out)
     lines += map(printable, summary.strangers)
+    if summary.answers_gone:
+        lines.append(printable(
+            f"{len(summary.answers_gone)} submission(s) LOST their qkv_answers.json since the "
+            "last grading (a re-collect with --force deletes it; their questions were judged "
+            "on the notebook): copy it back and grade again: " + "; ".join(summary.answers_gone)))
     if summary.reopened:
         lines.append(printable(
             f"{len(summary.reopened)} hand grade(s) REOPENED for review (the answer changed "
