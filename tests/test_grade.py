@@ -1194,6 +1194,9 @@ def test_a_process_that_dies_in_an_answer_cell_keeps_the_points_of_the_answers_b
         in q2["message"]
     assert {c["cell"] for c in gina["cells"] if c["outcome"].startswith("skipped")} == \
         {"scaling_q2"}
+    # The summary says "not graded", not what a check said of a notebook cut short.
+    line = next(x for x in died["out"].splitlines() if x.startswith("dave "))
+    assert "test_scaled_dot_product_attention (error)" in line and "NameError" not in line
 
 
 def test_a_stopped_sandbox_is_flagged_for_formgrader(died):

@@ -130,6 +130,8 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
                 if t.status != judge.PASS and t.grade_id in below:
                     t.status = judge.ERROR
                     t.mistake = None
+                    # what its calls said came from a notebook cut short: no verdict
+                    t.calls = [{k: c[k] for k in ("call", "seed") if k in c} for c in t.calls]
                     t.message = (f"not graded: the submission's process ended during {cell}, "
                                  f"above this test ({first.split(': ', 1)[-1]}); the notebook "
                                  "was graded again without that cell and the cells after it, "
