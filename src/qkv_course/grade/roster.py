@@ -5,8 +5,9 @@ student of any id it is given. A folder named otherwise than the roster (``zoë`
 on macOS writes it, decomposed (NFD), for the registered ``zoë``; a typo; another case) became a
 new student in silence, graded, while the registered student exported 0 as if they had handed in
 nothing (atk11). Such a folder is still graded and written (nothing of the submission is lost),
-but the run names it, with the registered id it is closest to, and exits 1; its notebook is
-flagged in formgrader. Ids are compared in Unicode's NFC form, case-folded.
+but every run names it, with the registered id it is closest to, and its notebook is flagged
+in formgrader (the run still exits 0: a late enrolment is no error). Ids are compared in
+Unicode's NFC form, case-folded.
 
 The roster is the gradebook's students less those ``qkv grade`` added itself (kept in
 ``qkv-grades/.students-added``) and nobody registered since with a name or e-mail. A course that
