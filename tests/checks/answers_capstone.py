@@ -19,13 +19,15 @@ def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="in
         k = split_heads(x @ params["k_proj.weight"].T, num_kv_heads)
         v = split_heads(x @ params["v_proj.weight"].T, num_kv_heads)
         P = 0 if k_cache is None else k_cache.shape[-2]
-        if rope != "none":
+        if rope not in ("none", "after_cat"):
             off = P if rope == "offset" else 0
             q, k = apply_rope(q, offset=off), apply_rope(k, offset=off)
         if k_cache is not None and cache == "after":
             k, v = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)
         elif k_cache is not None and cache == "before":
             k, v = torch.cat([k, k_cache], dim=-2), torch.cat([v, v_cache], dim=-2)
+        if rope == "after_cat":  # the whole key cache rotated again, from position 0
+            q, k = apply_rope(q, offset=P), apply_rope(k)
         G = num_heads // num_kv_heads
         kr, vr = (repeat_kv(k, G), repeat_kv(v, G)) if repeat == "interleave" else \
             (k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1))
