@@ -1,0 +1,193 @@
+"""The names a cell of code uses, read as IPython runs it: what the delegation flags look at.
+
+The sandbox runs each cell through IPython (``TransformerManager().transform_cell``), so a cell
+is read here the same way: its magics become calls, and the code a magic runs (``%%capture``'s
+body, ``%time``'s line) is read too. The reading runs in the trusted grader, outside every time
+limit, so its work is budgeted and linear in the code's length; a cell that cannot be read is
+said (:class:`NotRead`), never taken to name nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, Iterable, List, Optional, Set
+
+
+class NotRead(Exception):
+    """A piece of code could not be read: it does not compile even as IPython reads it, or the
+    transform or the parser failed on it (``MemoryError`` on ``"-" * 100000``,
+    ``RecursionError``, the work budget): what it names is unknown, a person reads it."""
+
+
+class _DoesNotCompile(NotRead):
+    """A syntax error, even as IPython reads the code: the sandbox compiled none of it."""
+
+
+#: Work (characters parsed and tokenised, plus :data:`_PER_READ` for each piece of code read)
+#: that reading one cell may cost beyond reading it once. IPython tokenises the whole cell again
+#: after each piece of its syntax it rewrites (200 magic lines in 400 KB: 200 s of CPU), and this
+#: reading runs in the trusted grader, outside every limit: a cell that needs more is flagged.
+_WORK = 1 << 20
+_PER_READ = 1 << 10
+#: The calls IPython writes for a magic; the sandbox's ``get_ipython()`` runs the code of some
+#: (``%time``, ``%%capture``...). Every one whose code is Python is read: a flag is for a person.
+_MAGIC_CALLS = ("run_cell_magic", "run_line_magic")
+
+
+class _Budget:
+    def __init__(self, chars: int) -> None:
+        self.left = chars
+
+    def spend(self, chars: int) -> None:
+        self.left -= chars
+        if self.left < 0:
+            raise NotRead(f"its IPython syntax needs more than {_WORK:,} characters of work "
+                          "beyond reading it once")
+
+
+def _ipython(source: str, budget: _Budget) -> str:
+    """The text IPython compiles for a cell, as the sandbox runs it (``worker._transform``:
+    ``TransformerManager().transform_cell``, a text transform that runs nothing), each pass of
+    its tokeniser paid for from ``budget``."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # then the sandbox runs plain Python too
+        return source
+
+    class Counted(TransformerManager):
+        def do_one_token_transform(self, lines):  # type: ignore[no-untyped-def]
+            budget.spend(sum(map(len, lines)))
+            return super().do_one_token_transform(lines)
+
+    return Counted().transform_cell(source)
+
+
+def parse(source: str, budget: Optional[_Budget] = None) -> ast.AST:
+    """The tree of the code IPython makes of a cell (what the sandbox compiles).
+
+    Raises:
+        NotRead: the cell does not compile even as IPython reads it (the sandbox ran none of it
+            either, but a person reads it: never "it names nothing"), or the transform or the
+            parser failed on it in another way (``MemoryError`` on ``"-" * 100000``,
+            ``RecursionError``, the work budget).
+    """
+    budget = budget or _Budget(2 * len(source) + _WORK)
+    budget.spend(len(source) + _PER_READ)
+    try:
+        return ast.parse(_ipython(source, budget))
+    except NotRead:
+        raise
+    except SyntaxError as e:
+        raise _DoesNotCompile(f"{type(e).__name__} at line {e.lineno}: {str(e.msg)[:100]}, "
+                              "even as IPython reads it; the sandbox ran none of it") from None
+    except Exception as e:  # MemoryError, RecursionError, anything else of the parser's
+        raise NotRead(f"{type(e).__name__}: {str(e)[:100]}".rstrip(": ")) from None
+
+
+def _trees(source: str) -> List[List[ast.AST]]:
+    """The nodes of a cell's tree and of the trees of the code its magics hold (``%%capture``'s
+    body, ``%time``'s line, read as IPython reads them: they share the cell's namespace), each
+    tree walked once. A magic's text that is not Python (``%pip install x``) is not run as
+    code, and is left out."""
+    budget = _Budget(2 * len(source) + _WORK)
+    trees = [list(ast.walk(parse(source, budget)))]
+    for nodes in trees:  # grows as magics are found: no recursion, one budget
+        for node in nodes:
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _MAGIC_CALLS and node.args
+                    and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                            for a in node.args)):
+                for text in node.args[1:]:  # a line magic's line; a cell magic's line, body
+                    try:
+                        trees.append(list(ast.walk(parse(text.value, budget))))
+                    except _DoesNotCompile:
+                        pass  # the sandbox runs no such code (it raises, or it is a no-op)
+    return trees
+
+
+def names_in(source: str) -> Set[str]:
+    """Every dotted name and imported module a piece of code mentions, read as IPython runs it
+    (:func:`_trees`). Linear in the code's length: a long attribute chain (``a.b.b.b...``) is
+    walked once, and its paths keep :data:`_PATH_PARTS` parts at most.
+
+    Raises:
+        NotRead: it could not be read (it does not compile, or the parser failed on it).
+    """
+    trees = _trees(source)
+    found: Set[str] = set()
+    shadowed: Set[str] = set()
+    defined = {n.name for nodes in trees for n in nodes
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    aliases: Dict[str, str] = {}
+    for nodes in trees:
+        aliases.update(_aliases(nodes))
+    for nodes in trees:
+        inner = {id(n.value) for n in nodes
+                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)}
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+                if id(node) not in inner:  # the top of a chain: its paths, read once
+                    _chain(node, defined, aliases, found, shadowed)
+            elif isinstance(node, ast.Name):
+                found.add(node.id)
+    return (found - defined) | shadowed  # the student's own functions are not delegation
+
+
+#: Parts of an attribute chain's path kept: the first ones, then ``…`` and the last one (no
+#: code a person writes is longer; reading ``a.b.b.b...`` in full costs its length squared).
+_PATH_PARTS = 12
+
+
+def _chain(top: ast.Attribute, defined: Set[str], aliases: Dict[str, str],
+           found: Set[str], shadowed: Set[str]) -> None:
+    """The paths of one attribute chain on a plain name (``a.b.c``: ``a.b`` and ``a.b.c``):
+    what the course's reference is reached by, and torch's own attribute where the student
+    defines a function of that name (``torch.softmax`` in their ``def softmax``)."""
+    parts = []
+    value: ast.AST = top
+    while isinstance(value, ast.Attribute):
+        parts.append(value.attr)
+        value = value.value
+    if not isinstance(value, ast.Name):
+        return
+    parts.append(value.id)
+    parts.reverse()  # root first
+    root = parts[0]
+    alias = aliases.get(root)
+    for depth in range(1, len(parts)):
+        attr = parts[depth]
+        mine = attr in defined and root not in ("self", "cls")
+        if not (mine or alias or root == "qkv"):
+            continue
+        if depth < _PATH_PARTS:
+            kept = parts[:depth + 1]
+        else:
+            kept = parts[:_PATH_PARTS - 2] + ["…", attr]
+        path = ".".join(kept)
+        # torch.softmax inside the student's own ``def softmax``: the attribute is torch's,
+        # not theirs, so it keeps its whole dotted name (the exercise's name alone is not
+        # delegation; its module's is).
+        if mine:
+            shadowed.add(path)
+        if alias:  # q.Block after `import qkv as q`: qkv.Block
+            path = alias + path[len(root):]
+        if path.startswith("qkv."):  # which of the course's names: given, or the student's
+            found.add(path)
+
+
+def _aliases(nodes: Iterable[ast.AST]) -> Dict[str, str]:
+    """The names the code binds to the course's modules: ``{"q": "qkv"}`` for ``import qkv as
+    q``, ``{"b": "qkv.bottleneck"}`` for ``from qkv import bottleneck as b``."""
+    found: Dict[str, str] = {}
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update({a.asname: a.name for a in node.names
+                          if a.asname and a.name.split(".")[0] == "qkv"})
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "qkv":
+            found.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+    return found
