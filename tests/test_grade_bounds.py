@@ -251,11 +251,28 @@ def test_a_cell_that_needs_ipython_to_rewrite_it_over_and_over_is_flagged_not_re
     assert time.process_time() - start < 60  # unbudgeted: 200 s on the machine that found it
     assert [f["detail"] for f in found] == [
         "a cell could not be read: the answer cell softmax, its IPython syntax needs more than "
-        "1,048,576 characters of work beyond reading it once (what it calls was not looked "
+        "2,097,152 characters of work beyond reading it once (what it calls was not looked "
         "at: read it)"]
-    # A few magics in an ordinary cell are read as IPython reads them.
+    # A few magics in an ordinary cell are read as IPython reads them; so are twenty in a
+    # long honest cell (65 KB: honest12 found it flagged under a budget of 1 MiB).
     few = "%time x = 1\n" * 30 + "def softmax(x):\n    return torch.softmax(x, -1)\n"
     assert "torch.softmax" in flags.names_in(few)
+    long = "".join(("%time " if i % 100 == 0 else "") + f"t{i} = f(x)  # my own check {i}\n"
+                   for i in range(2_000))
+    assert len(long) > 60_000 and "f" in flags.names_in(long)
+
+
+def test_a_help_lookup_is_no_delegation():
+    """``torch.softmax?`` is IPython's ``%pinfo torch.softmax``: it shows help and runs
+    nothing, so it names nothing the answer uses (honest12: it was flagged as delegation)."""
+    own = "def softmax(x, dim=-1):\n    e = x.exp()\n    return e / e.sum(dim, keepdim=True)\n"
+    for looked_up in ("torch.softmax?", "F.softmax??", "?torch.softmax"):
+        found = flags.flags_for([{"grade_id": "t", "notices": []}],
+                                {"softmax": own + looked_up + "\n"}, [],
+                                {"t": [("check_softmax", "softmax")]})
+        assert found == [], (looked_up, found)
+    # A magic that runs code is still read: torch's softmax inside the student's own.
+    assert "torch.softmax" in flags.names_in(own + "%time y = torch.softmax(x, -1)\n")
 
 
 def test_a_notebook_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path):
