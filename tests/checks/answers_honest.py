@@ -161,6 +161,15 @@ def softmax_recursive(x, dim=-1):
     return e / e.sum()
 
 
+def softmax_summed_in_a_random_order(x, dim=-1):
+    """The row sums taken over the terms in a torch.randperm order: any order gives the same
+    sum but for rounding (honest12: told 'dropout left on')."""
+    x = x.movedim(dim, -1)
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    order = torch.randperm(x.shape[-1])
+    return (e / e[..., order].sum(-1, keepdim=True)).movedim(-1, dim)
+
+
 def attention_scores_cached_scale(query, key, scale=None):
     """The scale from an lru_cache'd helper."""
     s = _inverse_sqrt(query.shape[-1]) if scale is None else scale
@@ -484,6 +493,7 @@ CPU_ONLY = ("kv_cache_step with a mask made without device=",)
 
 OTHERWISE = {
     "softmax by recursion": ("check_softmax", softmax_recursive, {}),
+    "softmax summed in a random order": ("check_softmax", softmax_summed_in_a_random_order, {}),
     "attention_scores with an lru_cache'd scale and einsum": (
         "check_attention_scores", attention_scores_cached_scale, {}),
     "chunked attention with a mask of its own turned into a float bias": (
