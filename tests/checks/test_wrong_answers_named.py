@@ -379,9 +379,6 @@ NAMED = {
         "bfloat16"),
     "linear_attention: causal with triu": (
         "check_linear_attention", linear_causal_triu, "the future kept instead of the past", ""),
-    # Told "part of the computation ran in float32" (all in float64).
-    "softmax: an epsilon added to the sum": (
-        "check_softmax", softmax_eps, "an epsilon added to the sum", "float32"),
     # The same, and it passed on some seeds.
     "linear_attention: the + 1e-6 left out": (
         "check_linear_attention", linear_no_eps, "+ 1e-6 left out", "float32"),
@@ -435,6 +432,27 @@ def test_dropout_left_on_is_a_named_mistake(check, answer):
     with pytest.raises(CheckFailed) as info:
         getattr(checks, check)(answer)
     assert info.value.result.mistake == "dropout left on (the result is random)"
+
+
+def _float32_softmax(x, dim=-1):
+    e = (x.float() - x.float().amax(dim, keepdim=True)).exp()
+    return (e / e.sum(dim, keepdim=True)).to(x.dtype)
+
+
+def test_an_epsilon_in_softmax_s_sum_and_a_softmax_in_float32_are_told_apart():
+    """A softmax's sum is at least 1, so an epsilon of 1e-6 added to it moves the result by
+    about what float32's rounding does, and a named mistake for it matched a float32 softmax
+    too (honest12: told to remove an epsilon it never had). What tells them apart is how:
+    the epsilon scales each row by a factor of its own, rounding moves each value on its own."""
+    with pytest.raises(CheckFailed) as info:
+        checks.check_softmax(softmax_eps)
+    said = str(info.value)
+    assert "a denominator a little off: an epsilon added" in said and "float32" not in said, said
+    with pytest.raises(CheckFailed) as info:
+        checks.check_softmax(_float32_softmax)
+    said = str(info.value)
+    assert "ran in float32" in said and "epsilon added to the sum" not in said, said
+    assert "denominator" not in said, said
 
 
 @pytest.mark.parametrize("name", NAMED)

@@ -25,7 +25,7 @@ KEY_HINT = ("transpose only the last two axes of the keys: keys.transpose(-2, -1
 
 
 def softmax_variant(x, dim=-1, *, ignore_dim=False, stable=True, keep=True, norm="sum",
-                    log=False, global_max=False, eps=0.0):
+                    log=False, global_max=False):
     """``softmax`` with switches that reproduce common mistakes (defaults: right)."""
     d = -1 if ignore_dim else dim
     peak = x.amax(dim=d, keepdim=True) if keep else x.amax(dim=d)
@@ -37,7 +37,7 @@ def softmax_variant(x, dim=-1, *, ignore_dim=False, stable=True, keep=True, norm
         return e / e.amax(dim=d, keepdim=True)
     if norm == "none":
         return e
-    out = e / ((e.sum(dim=d, keepdim=True) if keep else e.sum(dim=d)) + eps)
+    out = e / (e.sum(dim=d, keepdim=True) if keep else e.sum(dim=d))
     return out.log() if log else out
 
 
@@ -62,11 +62,6 @@ SOFTMAX_MISTAKES = [
             partial(softmax_variant, norm="max")),
     Mistake("log-softmax instead of softmax", "return the probabilities, not their logarithm",
             partial(softmax_variant, log=True)),
-    Mistake("an epsilon added to the sum (1e-6)",
-            "the sum of the exponentials is at least 1 once the maximum is subtracted (the "
-            "largest term is exp(0) = 1): it cannot be 0, and an added epsilon only makes each "
-            "row sum to a little less than one; divide by the sum alone",
-            partial(softmax_variant, eps=1e-6)),
 ]
 
 
