@@ -43,6 +43,22 @@ def test_a_hand_graded_cell_says_which_cells_above_it_ran_out_of_time():
     assert "train (" in last and "evaluate (" in last
 
 
+def test_a_cell_the_student_added_counts_where_it_stands():
+    """honest12: a slow cell the student added below every test was named to the grader of a
+    test above it. Each added cell is placed by the cell it follows ("after")."""
+    limit = "it ran past its limit of 60 s (an endless loop?)"
+    said = _said([{"cell": "added", "outcome": "...", "time_limit": limit, "after": "model"},
+                  {"cell": "added", "outcome": "...", "time_limit": limit,
+                   "after": "test_training_result"},
+                  {"cell": "added", "outcome": "...", "time_limit": limit, "after": "test_last"}])
+    first, last = said["test_training_result"], said["test_last"]
+    assert "a cell the student added below model (" in first
+    assert "below test_training_result" not in first and "below test_last" not in first
+    assert "below test_training_result (" in last and "below test_last" not in last
+    top = _said([{"cell": "added", "outcome": "...", "time_limit": limit, "after": None}])
+    assert "a cell the student added (" in top["test_training_result"]
+
+
 def test_a_run_that_finished_says_only_that_a_person_grades_it():
     said = _said([{"cell": "instructor:train", "outcome": "CellOutcome(index=2, raised=None)"}])
     assert said == {"test_training_result": WAITS + "\n", "test_last": WAITS + "\n"}
@@ -56,3 +72,13 @@ def test_the_record_marks_a_cell_interrupted_at_its_limit():
         "time_limit": "it ran past its limit of 60 s"}
     assert _time_limit(CellOutcome(2, Raised("ValueError", "bad"))) == {}
     assert _time_limit(CellOutcome(2)) == {}
+
+
+def test_the_record_places_each_added_cell_after_the_cell_it_follows():
+    from qkv_course.grade.one import _anchors
+    from qkv_course.grade.submission import Submission
+
+    sub = Submission(added=[(None, "print(1)"), ("model", "slow()"), ("train", "slow()")])
+    run = [("setup", ""), ("added", "print(1)"), ("model", "def f(): ..."),
+           ("added", "slow()"), ("instructor:train", ""), ("added", "slow()")]
+    assert _anchors(run, sub) == {1: None, 3: "model", 5: "train"}

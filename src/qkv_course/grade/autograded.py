@@ -44,23 +44,33 @@ def _result_outputs(test: Dict[str, Any]) -> List[Dict[str, Any]]:
              "data": {MIME: fields, "text/plain": ""}}]
 
 
-def _unfinished(cells: List[Dict[str, Any]]) -> Dict[str, str]:
-    """The cells of the run that the sandbox interrupted at their time limit: cell id or
-    grade id -> how it was told (the instructor's cells are labelled ``instructor:<id>``)."""
-    return {c["cell"].split(":", 1)[-1]: c["time_limit"] for c in cells if c.get("time_limit")}
+def _unfinished(cells: List[Dict[str, Any]]) -> List[Tuple[Any, str, str]]:
+    """The cells of the run that the sandbox interrupted at their time limit: ``(where, name,
+    how it was told)``, ``where`` the cell id or grade id it is or (a cell the student added)
+    follows, ``None`` above every cell of the release (the instructor's cells are labelled
+    ``instructor:<id>``)."""
+    found = []
+    for c in cells:
+        if not c.get("time_limit"):
+            continue
+        if c["cell"] == "added":
+            where = c.get("after")
+            name = "a cell the student added" + (f" below {where}" if where else "")
+        else:
+            where = name = c["cell"].split(":", 1)[-1]
+        found.append((where, name, c["time_limit"]))
+    return found
 
 
-def _waits(unfinished: Dict[str, str], before: List[str]) -> str:
+def _waits(unfinished: List[Tuple[Any, str, str]], above: set) -> str:
     """What a hand-graded test cell says: a person grades it; and which cells above it did not
     finish in the sandbox (their results, a training run say, are not in this run)."""
-    late = [gid for gid in before if gid in unfinished]
-    if "added" in unfinished:
-        late.append("a cell the student added")
+    late = [f"{name} ({told})" for where, name, told in unfinished
+            if where is None or where in above]
     if not late:
         return WAITS + "\n"
     return (WAITS + ". In qkv grade's sandbox these cells above it did not finish, so what they "
-            "compute is missing from this run: " + "; ".join(
-                f"{gid} ({unfinished.get(gid, unfinished.get('added'))})" for gid in late) + "\n")
+            "compute is missing from this run: " + "; ".join(late) + "\n")
 
 
 def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
@@ -76,7 +86,7 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
     for anchor, source, pasted in record.get("notes", []):
         added.setdefault(anchor, []).append(("markdown", source, pasted))
     cells: List[Dict[str, Any]] = []
-    unfinished, seen = _unfinished(record.get("cells", [])), []
+    unfinished, seen = _unfinished(record.get("cells", [])), set()
 
     def add_student_cells(anchor: Any) -> None:
         for kind, source, pasted in added.pop(anchor, []):
@@ -93,7 +103,6 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
         cell = copy.deepcopy(original)
         meta = nbgrader_meta(cell)
         gid = meta.get("grade_id")
-        seen.append(gid or cell.get("id"))
         cell["metadata"] = {"nbgrader": meta} if meta else {}
         cell["source"] = text(cell.get("source"))  # one string, as nbgrader's checksums read it
         if cell.get("cell_type") == "code":  # numbered as run (qkv report: a test that ran)
@@ -117,6 +126,7 @@ def autograded_notebook(plan: Plan, record: Dict[str, Any]) -> Dict[str, Any]:
                 cell["outputs"] = _result_outputs(result) + [
                     _error_output(result["status"], result["message"])]
         cells.append(cell)
+        seen |= {gid, cell.get("id")} - {None}  # the cells above the next one
         add_student_cells(cell.get("id"))
         if gid and gid != cell.get("id"):
             add_student_cells(gid)

@@ -74,6 +74,19 @@ def _time_limit(outcome: Any) -> Dict[str, str]:
     return {"time_limit": raised.message} if raised is not None and raised.type == "TimeLimit" else {}
 
 
+def _anchors(run: List[Tuple[str, str]], sub: submission.Submission) -> Dict[int, Optional[str]]:
+    """For each cell the student added (its index in ``run``), the id of the instructor's cell
+    it follows in the notebook (``None``: above them all), as the submission placed it."""
+    pending = list(sub.added)
+    found: Dict[int, Optional[str]] = {}
+    for i, (label, source) in enumerate(run):
+        if label == "added":
+            k = next((j for j, (_, s) in enumerate(pending) if s == source), None)
+            if k is not None:
+                found[i] = pending.pop(k)[0]
+    return found
+
+
 def _unreadable(student: str, p: Plan, sha: str, why: str) -> Dict[str, Any]:
     tests = [judge.TestResult(t.grade_id, t.points, judge.ERROR,
                               f"the submitted notebook could not be read: {why}") for t in p.tests]
@@ -137,8 +150,10 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
                                  "was graded again without that cell and the cells after it, "
                                  "so the tests above it keep their points")
     # The sandbox has ended: from here on only this process acts.
-    cells = [{"cell": label, "outcome": str(o)[:300], **_time_limit(o)}
-             for (label, _), o in zip(run, outcomes)]
+    anchors = _anchors(run, sub)
+    cells = [{"cell": label, "outcome": str(o)[:300], **_time_limit(o),
+              **({"after": anchors.get(i)} if label == "added" else {})}
+             for i, ((label, _), o) in enumerate(zip(run, outcomes))]
     if skipped:
         cells.append({"cell": skipped["cell"], "outcome": "skipped: the process ended here "
                       "in the first run (" + skipped["why"][:200] + ")"})
