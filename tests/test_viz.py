@@ -37,6 +37,21 @@ def test_plot_head_grid_draws_only_the_heads_asked_for():
     with pytest.raises(ValueError, match="heads"):
         viz.plot_head_grid(w, heads=[4])
 
+def test_a_grid_of_three_heads_fits_a_phone_and_keeps_its_map_size():
+    """Three heads a row (as the book draws them) make a figure under 5.5 in wide, the width the
+    book's stacked figures use, and each map keeps about ``cell`` inches, as in a wider grid."""
+    w = torch.softmax(torch.randn(6, 12, 14, 14), -1)
+    sizes = {}
+    for k in (3, 6):
+        fig = viz.plot_head_grid(w, tokens=[f"t{i}" for i in range(14)], heads=range(k))
+        fig.canvas.draw()
+        width = fig.get_size_inches()[0]
+        sizes[k] = (width, fig.get_axes()[0].get_window_extent().width / fig.dpi)
+        plt.close(fig)
+    assert sizes[3][0] <= 5.5
+    assert sizes[3][1] >= 0.8 * 1.3 and abs(sizes[3][1] - sizes[6][1]) < 0.15
+
+
 def _results(runs, memory=()):
     return {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0",
             "date": "2026-11-23T00:00:00+00:00", "forward": runs, "backward": runs, "training_memory": list(memory)}

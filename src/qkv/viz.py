@@ -132,9 +132,9 @@ def plot_head_grid(
         tokens: when given, the tokens label the axes of the bottom-left map
             only (the maps are too small for more).
         cell: size of one map in inches.
-        heads: the heads to draw, one column each (default: all ``H``). A page
-            column holds about six maps a row legibly; draw a model with more
-            heads as several grids.
+        heads: the heads to draw, one column each (default: all ``H``). A phone
+            shows about three maps a row legibly (the book's chapters draw three
+            heads a grid); draw a model with more heads as several grids.
 
     Returns:
         The figure.
@@ -144,8 +144,10 @@ def plot_head_grid(
     """
     heads, labels, tokens = _check_grid(weights, labels, tokens, cell, heads)
     layers, _, L, S = weights.shape
+    # Room beside and below the maps for the axis labels, so that each map keeps about ``cell``
+    # inches however few heads a row holds.
     fig, axes = plt.subplots(
-        layers, len(heads), figsize=(cell * len(heads), cell * layers * 1.15), squeeze=False
+        layers, len(heads), figsize=(cell * len(heads) + 0.9, cell * layers * 1.15 + 0.6), squeeze=False
     )
     w = weights.detach().float().cpu()
     for i in range(layers):
@@ -159,11 +161,11 @@ def plot_head_grid(
             if col == 0:
                 ax.set_ylabel(f"layer {i}", fontsize=9)
             if labels is not None:
-                ax.set_xlabel(labels[i][h], fontsize=7)
+                ax.set_xlabel(labels[i][h], fontsize=8)
     if tokens is not None:
         ax = axes[layers - 1][0]
-        ax.set_xticks(range(S), tokens, rotation=90, fontsize=5)
-        ax.set_yticks(range(L), tokens, fontsize=5)
+        ax.set_xticks(range(S), tokens, rotation=90, fontsize=6)
+        ax.set_yticks(range(L), tokens, fontsize=6)
     # Each map is queries down, keys across: said once for the whole grid.
     fig.supxlabel("keys (columns of each map)", fontsize=9)
     fig.supylabel("queries (rows of each map)", fontsize=9)
