@@ -141,6 +141,46 @@ def test_the_heat_map_check_catches_the_blank_grid():
     assert not loose('ax.imshow(uses, cmap="Blues", aspect="auto", vmin=0, vmax=1)')
 
 
+# A grid of heads, and the heads it draws given as a range.
+_HEAD_GRID_CALL = re.compile(r"\bplot_head_grid\(")
+_HEADS_RANGE = re.compile(r"\bheads\s*=\s*range\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+MAX_GRID_HEADS = 3  # maps a row that a 390 px phone shows at a readable size (about 85 px each)
+
+
+def _grid_heads(call: str) -> int | None:
+    """How many heads a plot_head_grid call draws, when it says so with heads=range(...)."""
+    m = _HEADS_RANGE.search(call)
+    if not m:
+        return None
+    return int(m.group(1)) if m.group(2) is None else int(m.group(2)) - int(m.group(1))
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
+def test_every_head_grid_fits_a_phone(page):
+    """A phone shrinks a figure to its column: six heads a row (chapter 5's old grids) left each
+    map about 46 px wide at 390 px, its labels unreadable. Every plot_head_grid call on a page
+    names its heads with heads=range(...), at most three of them."""
+    import jupytext
+
+    nb = jupytext.read(page.source, fmt="md:myst")
+    wide = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for m in _HEAD_GRID_CALL.finditer(cell.source):
+            n = _grid_heads(_call_text(cell.source, m.end() - 1))
+            if n is None or n > MAX_GRID_HEADS:
+                wide.append(" ".join(_call_text(cell.source, m.end() - 1).split()))
+    assert not wide, f"{page.name}: head grids wider than {MAX_GRID_HEADS} heads (or all heads): {wide}"
+
+
+def test_the_head_grid_check_counts_heads():
+    assert _grid_heads("(w, heads=range(6))") == 6
+    assert _grid_heads("(w, labels=l, heads=range(6, 12))") == 6
+    assert _grid_heads("(\n    w, heads=range(3, 6)\n)") == 3
+    assert _grid_heads("(w)") is None
+
+
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.name)
 def test_every_figure_cell_gives_a_caption_and_alt_text(page):
     """Read by myst-nb (cell metadata mystnb.figure.caption and mystnb.image.alt): a screen
