@@ -52,6 +52,18 @@ def test_a_grid_of_three_heads_fits_a_phone_and_keeps_its_map_size():
     assert sizes[3][1] >= 0.8 * 1.3 and abs(sizes[3][1] - sizes[6][1]) < 0.15
 
 
+def test_attention_heatmap_takes_a_colour_range_for_negative_matrices():
+    """A bias matrix is <= 0: with the default vmin=0 every cell got the bottom colour (ch07's
+    ALiBi figure drew four flat maps); vmin/vmax set the scale."""
+    bias = -torch.arange(16.0).reshape(4, 4)
+    ax = viz.attention_heatmap(bias, colorbar=False, vmin=-15.0, vmax=0.0)
+    assert ax.get_images()[0].get_clim() == (-15.0, 0.0)
+    plt.close(ax.figure)
+    ax = viz.attention_heatmap(torch.rand(3, 3), colorbar=False)
+    assert ax.get_images()[0].get_clim()[0] == 0.0
+    plt.close(ax.figure)
+
+
 def _results(runs, memory=()):
     return {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0",
             "date": "2026-11-23T00:00:00+00:00", "forward": runs, "backward": runs, "training_memory": list(memory)}

@@ -28,6 +28,8 @@ def attention_heatmap(
     xlabel: str = "key (attended to)",
     ylabel: str = "query (attending)",
     colorbar: bool = True,
+    vmin: Optional[float] = 0.0,
+    vmax: Optional[float] = None,
 ) -> Axes:
     """Draw one attention matrix, queries as rows and keys as columns.
 
@@ -39,6 +41,9 @@ def attention_heatmap(
         title: the plot's title.
         xlabel, ylabel: axis labels.
         colorbar: add a colour bar.
+        vmin, vmax: the values at the two ends of the colour scale (``None``: the data's
+            own). The default 0 suits weights; a matrix of scores or biases, which are
+            negative, needs its own ``vmin``, or every cell below 0 gets the bottom colour.
 
     Returns:
         The axes drawn on.
@@ -60,7 +65,7 @@ def attention_heatmap(
     y_labels = d.require_labels("y_labels", y_labels, w.shape[0], "query (row)")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.3 * w.shape[1] + 2, 0.3 * w.shape[0] + 1.5))
-    im = ax.imshow(w.numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+    im = ax.imshow(w.numpy(), cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto")
     for labels, set_ticks, set_labels, n in (
         (x_labels, ax.set_xticks, ax.set_xticklabels, w.shape[1]),
         (y_labels, ax.set_yticks, ax.set_yticklabels, w.shape[0]),
