@@ -8,7 +8,7 @@ the call modified them in place. The checks compare plain tensors that crossed a
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import Tensor
@@ -91,36 +91,41 @@ def _clone(x: Any) -> Any:
     return x
 
 
-def same_but_rounding(x: Any, y: Any) -> bool:
-    """:func:`_same`, but floating-point tensors need only agree to their dtype's rounding (64
-    epsilons of the largest value): what summing in another order changes (an answer that
-    visits the keys in a random order), unlike dropout (zeros, and the rest scaled)."""
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to the last bit, NaN where the other is NaN."""
+    return bool(torch.equal(_as64(a).nan_to_num(), _as64(b).nan_to_num())
+                and torch.equal(_as64(a).isnan(), _as64(b).isnan()))
+
+
+def _within_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to the dtype's rounding (64 epsilons of the largest value) when floating point."""
+    if not a.is_floating_point():
+        return _equal(a, b)
+    tol = 64 * torch.finfo(a.dtype).eps
+    scale = float(b.nan_to_num(0, 0, 0).abs().max()) if b.numel() else 0.0
+    return bool(torch.allclose(_as64(a), _as64(b), rtol=tol, atol=tol * scale, equal_nan=True))
+
+
+def _alike(x: Any, y: Any, leaf: Callable[[torch.Tensor, torch.Tensor], bool]) -> bool:
+    """``x`` and ``y`` of the same structure (tensors in lists, tuples and dicts), each pair
+    of tensors of one shape and dtype and ``leaf``-equal."""
     if isinstance(x, torch.Tensor):
-        if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if not x.is_floating_point():
-            return _same(x, y)
-        a, b = _as64(x), _as64(y)
-        tol = 64 * torch.finfo(x.dtype).eps
-        scale = float(b.nan_to_num(0, 0, 0).abs().max()) if b.numel() else 0.0
-        return bool(torch.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True))
+        return (isinstance(y, torch.Tensor) and x.shape == y.shape and x.dtype == y.dtype
+                and leaf(x, y))
     if isinstance(x, (list, tuple)):
         return isinstance(y, (list, tuple)) and len(x) == len(y) and all(
-            same_but_rounding(a, b) for a, b in zip(x, y))
+            _alike(a, b, leaf) for a, b in zip(x, y))
     if isinstance(x, dict):
-        return isinstance(y, dict) and all(k in y and same_but_rounding(x[k], y[k]) for k in x)
+        return isinstance(y, dict) and all(k in y and _alike(x[k], y[k], leaf) for k in x)
     return True
+
+
+def same_but_rounding(x: Any, y: Any) -> bool:
+    """:func:`_same`, but floating-point tensors need only agree to their dtype's rounding:
+    what summing in another order changes (an answer that visits the keys in a random order),
+    unlike dropout (zeros, and the rest scaled)."""
+    return _alike(x, y, _within_rounding)
 
 
 def _same(x: Any, y: Any) -> bool:
-    if isinstance(x, torch.Tensor):
-        if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        return bool(torch.equal(_as64(x).nan_to_num(), _as64(y).nan_to_num())
-                    and torch.equal(_as64(x).isnan(), _as64(y).isnan()))
-    if isinstance(x, (list, tuple)):
-        return isinstance(y, (list, tuple)) and len(x) == len(y) and all(
-            _same(a, b) for a, b in zip(x, y))
-    if isinstance(x, dict):
-        return isinstance(y, dict) and all(k in y and _same(x[k], y[k]) for k in x)
-    return True
+    return _alike(x, y, _equal)
