@@ -101,6 +101,17 @@ _IMAGE_CALL = re.compile(r"\b(imshow|matshow|pcolormesh)\(")
 _COLOUR_RANGE = re.compile(r"\b(vmin|vmax|norm)\s*=")
 
 
+def _code_calls(page, pattern):
+    """Each call that ``pattern`` finds in the page's code cells: ``(match, the call's text)``."""
+    import jupytext
+
+    nb = jupytext.read(page.source, fmt="md:myst")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for m in pattern.finditer(cell.source):
+                yield m, _call_text(cell.source, m.end() - 1)
+
+
 def _call_text(source: str, start: int) -> str:
     """The text of the call whose "(" is at ``start``, to its matching ")"."""
     depth = 0
@@ -117,17 +128,8 @@ def test_every_heat_map_fixes_its_colour_range(page):
     (chapter 9's multi-query panel, every query head reading the one key/value head) gets
     vmin == vmax and is drawn in a single flat colour, the opposite of what it shows. Every
     image call on a page sets vmin, vmax or norm."""
-    import jupytext
-
-    nb = jupytext.read(page.source, fmt="md:myst")
-    loose = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        for m in _IMAGE_CALL.finditer(cell.source):
-            call = _call_text(cell.source, m.end() - 1)
-            if not _COLOUR_RANGE.search(call):
-                loose.append(m.group(1) + call.splitlines()[0])
+    loose = [m.group(1) + call.splitlines()[0] for m, call in _code_calls(page, _IMAGE_CALL)
+             if not _COLOUR_RANGE.search(call)]
     assert not loose, f"{page.name}: image calls with no fixed colour range: {loose}"
 
 
@@ -160,17 +162,8 @@ def test_every_head_grid_fits_a_phone(page):
     """A phone shrinks a figure to its column: six heads a row (chapter 5's old grids) left each
     map about 46 px wide at 390 px, its labels unreadable. Every plot_head_grid call on a page
     names its heads with heads=range(...), at most three of them."""
-    import jupytext
-
-    nb = jupytext.read(page.source, fmt="md:myst")
-    wide = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        for m in _HEAD_GRID_CALL.finditer(cell.source):
-            n = _grid_heads(_call_text(cell.source, m.end() - 1))
-            if n is None or n > MAX_GRID_HEADS:
-                wide.append(" ".join(_call_text(cell.source, m.end() - 1).split()))
+    wide = [" ".join(call.split()) for _, call in _code_calls(page, _HEAD_GRID_CALL)
+            if (_grid_heads(call) or MAX_GRID_HEADS + 1) > MAX_GRID_HEADS]
     assert not wide, f"{page.name}: head grids wider than {MAX_GRID_HEADS} heads (or all heads): {wide}"
 
 
