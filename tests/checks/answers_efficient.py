@@ -220,14 +220,15 @@ def chunked_keys_transposed_first(query, key, value, attn_mask=None, is_causal=F
     L, S = query.shape[-2], key.shape[-2]
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     key_t = key.transpose(-2, -1)
-    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype)
+    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype, device=query.device)
     l = torch.zeros_like(m)
-    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype)
+    acc = query.new_zeros(query.shape[:-1] + (value.shape[-1],))
     for j0 in range(0, S, chunk_size):
         j1 = min(j0 + chunk_size, S)
         s = query @ key_t[..., j0:j1] * scale
         if is_causal:
-            s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(L)[:, None],
+            s = s.masked_fill(torch.arange(j0, j1, device=query.device)[None, :]
+                              > torch.arange(L, device=query.device)[:, None],
                               float("-inf"))
         if attn_mask is not None:
             mk = attn_mask[..., j0:j1]
@@ -486,9 +487,9 @@ RING_RIGHT = {
 def _chunked_with(query, key, value, chunk_size, scale, bias=None, mult=None):
     """The online softmax over chunks, with a whole (L, S) bias added or factor multiplied."""
     S = key.shape[-2]
-    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype)
+    m = torch.full(query.shape[:-1] + (1,), float("-inf"), dtype=query.dtype, device=query.device)
     l = torch.zeros_like(m)
-    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype)
+    acc = query.new_zeros(query.shape[:-1] + (value.shape[-1],))
     for j0 in range(0, S, chunk_size):
         j1 = min(j0 + chunk_size, S)
         s = query @ key[..., j0:j1, :].transpose(-2, -1) * scale
@@ -506,7 +507,7 @@ def _chunked_with(query, key, value, chunk_size, scale, bias=None, mult=None):
 def _bias_of(query, attn_mask):
     if attn_mask is None or attn_mask.is_floating_point():
         return attn_mask
-    return torch.zeros(attn_mask.shape, dtype=query.dtype).masked_fill(~attn_mask, float("-inf"))
+    return query.new_zeros(attn_mask.shape).masked_fill(~attn_mask, float("-inf"))
 
 
 def chunked_bias_from_float_positions(query, key, value, attn_mask=None, is_causal=False,
@@ -519,7 +520,8 @@ def chunked_bias_from_float_positions(query, key, value, attn_mask=None, is_caus
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     bias = _bias_of(query, attn_mask)
     if is_causal:
-        rel = torch.arange(S, dtype=query.dtype) - torch.arange(L, dtype=query.dtype)[:, None]
+        rel = (torch.arange(S, dtype=query.dtype, device=query.device)
+               - torch.arange(L, dtype=query.dtype, device=query.device)[:, None])
         bias = torch.zeros_like(rel).masked_fill(rel > 0, float("-inf"))
     out = _chunked_with(query, key, value, chunk_size, scale, bias)
     if bias is not None:
@@ -537,7 +539,7 @@ def chunked_mask_as_factor(query, key, value, attn_mask=None, is_causal=False, s
     if attn_mask is not None:
         mult = attn_mask.to(query.dtype) if attn_mask.dtype == torch.bool else attn_mask.exp()
     if is_causal:
-        mult = torch.ones(L, S, dtype=query.dtype).tril()
+        mult = torch.ones(L, S, dtype=query.dtype, device=query.device).tril()
     return _chunked_with(query, key, value, chunk_size, scale, mult=mult)
 
 
