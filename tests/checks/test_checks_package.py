@@ -98,6 +98,30 @@ def test_check_modules_use_only_public_names_across_packages(path):
     assert private == [], f"{path.name} uses names outside qkv.__all__"
 
 
+@pytest.mark.parametrize("path", sorted(CHECKS_DIR.rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(CHECKS_DIR)))
+def test_check_modules_use_no_private_torch_name(path):
+    """Issue 23: no private torch API (``torch._softmax``, ``torch._C``): a name torch drops
+    or renames would break importing the checks, and each one catches nothing that the
+    forbidden patterns (``"softmax"``, ``"attention"``) do not."""
+    tree = ast.parse(path.read_text())
+    private = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__"):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in ("torch", "F", "nn"):
+                private.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
+            private += [f"line {node.lineno}: {node.module}" for part in node.module.split(".")
+                        if part.startswith("_")][:1]
+            private += [f"line {node.lineno}: {a.name}" for a in node.names
+                        if a.name.startswith("_")]
+    assert private == [], f"{path.name} uses private torch names: {private}"
+
+
 def test_qkv_does_not_import_its_checks():
     code = "import sys, qkv; print('qkv.checks' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

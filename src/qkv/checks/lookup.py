@@ -38,7 +38,6 @@ TORCH_SOFTMAX = Forbidden({
     torch.Tensor.softmax: "Tensor.softmax",
     F.softmax: "torch.nn.functional.softmax (or nn.Softmax)",
     torch.special.softmax: "torch.special.softmax",
-    torch._softmax: "torch._softmax",
     torch.log_softmax: "torch.log_softmax",
     torch.Tensor.log_softmax: "Tensor.log_softmax",
     F.log_softmax: "torch.nn.functional.log_softmax",

@@ -219,7 +219,7 @@ def _devices(f: Facts) -> str:
 
 
 def _noted(f: Facts) -> str:
-    # "nn.MultiheadAttention (its fast path)" and "(F.multi_head_attention_forward)": one name.
+    # "nn.MultiheadAttention (F.multi_head_attention_forward)": the name before the brackets.
     parts = _code(dict.fromkeys(n.split(" (")[0] for n in f.noted))
     # "_safe_softmax" says nothing more where "softmax" is listed.
     patterns = [p for p in f.patterns if not any(q != p and q in p for q in f.patterns)]

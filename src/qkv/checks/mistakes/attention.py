@@ -24,10 +24,11 @@ from ..harness import Forbidden, Mistake, randn
 # Torch's own attention, forbidden in every attention exercise: by name, and any torch function,
 # aten operator or library function whose name says attention (SDPA's kernels, its choice of
 # kernel, nn.MultiheadAttention, nn.Transformer*), and the softmax variants only SDPA uses.
+# Private torch functions are caught by these patterns, never named: a name torch drops
+# would break the import of the checks.
 TORCH_ATTENTION = Forbidden({
     F.scaled_dot_product_attention: "torch.nn.functional.scaled_dot_product_attention",
     F.multi_head_attention_forward: "nn.MultiheadAttention (F.multi_head_attention_forward)",
-    torch._native_multi_head_attention: "nn.MultiheadAttention (its fast path)",
 }, patterns=("attention", "sdp", "transformer", "_safe_softmax", "_masked_softmax"))
 
 #: What a student needs when a finite fill overflows the dtype of the scores.
