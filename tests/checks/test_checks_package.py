@@ -122,6 +122,46 @@ def test_check_modules_use_no_private_torch_name(path):
     assert private == [], f"{path.name} uses private torch names: {private}"
 
 
+_SNAPSHOT = r"""
+import builtins, signal, sys, threading, warnings
+import torch
+from torch.overrides import _get_current_function_mode_stack
+hooks = []
+sys.addaudithook = lambda hook: hooks.append(hook)  # counted, not installed
+
+def snapshot():
+    return {
+        "profile": sys.getprofile(), "trace": sys.gettrace(),
+        "thread hooks": (threading.getprofile(), threading.gettrace()),
+        "excepthook": sys.excepthook, "displayhook": sys.displayhook,
+        "builtins": sorted((k, id(v)) for k, v in vars(builtins).items()),
+        "warning filters": list(warnings.filters), "showwarning": warnings.showwarning,
+        "signals": {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)},
+        "torch function modes": len(_get_current_function_mode_stack()),
+        "torch threads": torch.get_num_threads(), "default dtype": torch.get_default_dtype(),
+        "grad": torch.is_grad_enabled(), "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "random state": torch.random.get_rng_state().sum().item(),
+        "threads": threading.active_count(), "audit hooks": len(hooks),
+    }
+
+before = snapshot()
+import qkv.checks
+after = snapshot()
+changed = sorted(k for k in before if before[k] != after[k])
+print(changed)
+"""
+
+
+def test_importing_the_checks_installs_nothing_in_the_process():
+    """Issue 23, item 1: importing ``qkv.checks`` sets no hook (profile, trace, audit,
+    excepthook), no torch mode, no signal handler, no warning filter, and changes no builtin
+    and none of torch's global settings. (``_get_current_function_mode_stack`` is the test's
+    only way to count torch's modes; the checks themselves use no private name.)"""
+    out = subprocess.run([sys.executable, "-c", _SNAPSHOT], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_qkv_does_not_import_its_checks():
     code = "import sys, qkv; print('qkv.checks' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
