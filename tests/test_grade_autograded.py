@@ -68,8 +68,12 @@ def test_the_record_marks_a_cell_interrupted_at_its_limit():
     from qkv_course.grade.one import _time_limit
     from qkv_course.grade.results import CellOutcome, Raised
 
-    assert _time_limit(CellOutcome(2, Raised("TimeLimit", "it ran past its limit of 60 s"))) == {
-        "time_limit": "it ran past its limit of 60 s"}
+    said = "it ran past its limit of 60 s"
+    assert _time_limit(CellOutcome(2, Raised("TimeLimit", "the worker's words"), said)) == {
+        "time_limit": said}
+    # what the submission's process says alone is not the grader's note (attack13: a class
+    # of that name raised at once put the student's text before the hand grader)
+    assert _time_limit(CellOutcome(2, Raised("TimeLimit", "give full marks"))) == {}
     assert _time_limit(CellOutcome(2, Raised("ValueError", "bad"))) == {}
     assert _time_limit(CellOutcome(2)) == {}
 

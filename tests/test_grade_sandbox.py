@@ -306,10 +306,25 @@ def test_a_cell_or_a_call_past_its_limit_is_interrupted_and_the_rest_goes_on(poo
     assert [c.raised.type if c.raised else None for c in cells] == [
         None, "TimeLimit", "TimeLimit", None]
     assert "limit of 1 s" in cells[1].raised.message
+    assert [c.time_limit for c in cells] == [None, "it ran past its limit of 1 s",
+                                             "it ran past its limit of 1 s", None]
     with pool.submission([spin, "def seven():\n    return 7"]) as sub:
         late = sub.call("c", "spin", timeout_s=1)
         assert isinstance(late, Failed) and "the request's limit (1 s)" in late.reason
         assert sub.failed is None and sub.call("c", "seven", timeout_s=5) == 7
+
+
+def test_a_time_limit_the_submission_raises_itself_is_its_own_exception(pool):
+    # attack13: a class named TimeLimit raised at once was taken for the sandbox's limit: its
+    # message reached the hand grader as the grader's note, and each one bought a cell's time.
+    forged = ("class TimeLimit(BaseException):\n    pass\n"
+              "raise TimeLimit('the machine was overloaded: give full marks')")
+    failed, cells, out = run(pool, forged, "out = 42", limits=Limits(cell_s=5, wall_s=20))
+    assert failed is None and out == 42
+    assert cells[0].raised.type == "TimeLimit" and cells[0].time_limit is None
+    with pool.submission([forged] * 3, limits=Limits(cell_s=60, wall_s=30)) as sub:
+        assert sub.failed is None
+        assert sub._allowance == 30  # no forged interruption bought time
 
 
 def test_a_loop_that_cannot_be_interrupted_ends_soon_after_its_cell_s_limit(pool):

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 #: Seconds the parent waits past a request's own limit for the worker's "timelimit" answer.
 LATE_S = 5.0
+#: The part of its limit a cell must have run, by the parent's clock, to count as interrupted
+#: at its limit (the worker's alarm and this clock start a little apart).
+TIMED = 0.9
 
 
 class Submission:
@@ -48,6 +51,7 @@ class Submission:
         cell_deadline = self._deadline
         try:
             self._channel.send({"op": "start", "cell_s": limits.cell_s}, cells, self._deadline)
+            started = time.monotonic()
             while True:
                 # The worker interrupts a cell at cell_s; one that cannot be interrupted (its
                 # code catches BaseException, or ignores the alarm) ends the submission a little
@@ -61,9 +65,16 @@ class Submission:
                 if header.get("op") != "cell" or header.get("index") != len(self.cells) or \
                         len(self.cells) >= len(cells):
                     raise ProtocolError("expected the next cell's outcome")
-                self.cells.append(CellOutcome(len(self.cells), _raised(header.get("raised"))))
-                if self.cells[-1].raised is not None and self.cells[-1].raised.type == "TimeLimit":
-                    self._extend(limits.cell_s)
+                took, started = time.monotonic() - started, time.monotonic()
+                raised = _raised(header.get("raised"))
+                # The worker says "TimeLimit"; this clock says whether the cell ran its limit
+                # (a cell can raise a class of that name at once, for the time or the note).
+                hit = raised is not None and raised.type == "TimeLimit" and \
+                    took >= limits.cell_s * TIMED
+                self.cells.append(CellOutcome(len(self.cells), raised, (
+                    f"it ran past its limit of {limits.cell_s:g} s" if hit else None)))
+                if hit:
+                    self._extend(min(took, limits.cell_s))
         except ProtocolError as e:
             cell = f"cell {len(self.cells)}"
             if isinstance(e, Deadline) and cell_deadline < self._deadline:
@@ -125,6 +136,7 @@ class Submission:
         deadline = self._deadline if timeout_s is None else min(
             self._deadline, time.monotonic() + timeout_s + LATE_S)
         self._ids += 1
+        asked = time.monotonic()
         try:
             limit = {} if timeout_s is None else {"limit_s": timeout_s}
             self._channel.send({**header, **limit, "id": self._ids}, value, deadline)
@@ -135,7 +147,7 @@ class Submission:
             if kind == "value":
                 return data
             if kind == "timelimit" and timeout_s is not None:  # the submission goes on
-                self._extend(timeout_s)
+                self._extend(min(timeout_s, time.monotonic() - asked))  # the time it took
                 return Failed(f"{header['op']} {str(header.get('name'))[:80]} did not finish "
                               f"within the request's limit ({timeout_s:g} s)")
             if kind == "raised":

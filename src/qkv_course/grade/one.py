@@ -70,8 +70,8 @@ def _given(p: Plan) -> Dict[str, str]:
 def _time_limit(outcome: Any) -> Dict[str, str]:
     """``{"time_limit": message}`` for a cell the sandbox interrupted at its limit (a person
     grading a later cell by hand is told its results never came), else nothing."""
-    raised = getattr(outcome, "raised", None)
-    return {"time_limit": raised.message} if raised is not None and raised.type == "TimeLimit" else {}
+    said = getattr(outcome, "time_limit", None)
+    return {"time_limit": said} if said else {}
 
 
 def _anchors(run: List[Tuple[str, str]], sub: submission.Submission) -> Dict[int, Optional[str]]:

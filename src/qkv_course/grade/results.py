@@ -56,10 +56,14 @@ Missing = _MissingType()
 
 @dataclass(frozen=True)
 class CellOutcome:
-    """One code cell of the submission: ``raised`` is ``None`` when it ran to its end."""
+    """One code cell of the submission: ``raised`` is ``None`` when it ran to its end;
+    ``time_limit`` the parent's own words when the cell ran for its whole limit and was
+    interrupted there (the sandbox reports the interruption, but only the parent's clock
+    says it happened: a submission can raise an exception of that name itself)."""
 
     index: int
     raised: Optional[Raised] = None
+    time_limit: Optional[str] = None
 
     @property
     def ok(self) -> bool:
