@@ -422,6 +422,41 @@ def test_a_late_submission_gets_the_penalty_the_course_configures(graded, tmp_pa
         assert on_time.late_submission_penalty is None
 
 
+def test_a_corrected_timestamp_reaches_the_gradebook_without_grading_again(graded, tmp_path,
+                                                                           fake_sandbox, capsys):
+    """attack13: a time corrected after grading (timestamps.csv, then `zip_collect --force`)
+    never reached the gradebook: its write was skipped as done, and the export kept the
+    penalty of the wrong time. The next `qkv grade` writes it, and grades nothing again."""
+    import datetime
+
+    import grade_fake_pool
+    from nbgrader.api import Gradebook
+
+    course = _copy(graded, tmp_path / "course")
+    with (course / "nbgrader_config.py").open("a") as f:
+        f.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment(gc.ASSIGNMENT, duedate=datetime.datetime(2026, 3, 1, 12))
+    stamp = course / "submitted" / "alice" / gc.ASSIGNMENT / "timestamp.txt"
+    stamp.write_text("2026-03-02 12:00:00 UTC")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--force"]) == 0
+
+    def penalty():
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            nb = gb.find_submission_notebook("scaling", gc.ASSIGNMENT, "alice")
+            return nb.late_submission_penalty, nb.score
+
+    assert penalty()[0] == penalty()[1] > 0
+    stamp.write_text("2026-03-01 11:00:00 UTC")  # the corrected time: on time
+    grade_fake_pool.Pool.seen.clear()
+    capsys.readouterr()
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert grade_fake_pool.Pool.seen == []  # nothing graded again
+    assert penalty()[0] is None
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    assert "0 submission(s) written" in capsys.readouterr().out  # once is enough
+
+
 def test_compare_says_each_test_nbgrader_scored_otherwise_and_leaves_its_gradebook(
         graded, tmp_path, fake_sandbox, capsys):
     from nbgrader.api import Gradebook

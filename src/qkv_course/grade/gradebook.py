@@ -25,6 +25,7 @@ notebook it does what ``nbgrader autograde`` records, through nbgrader's own API
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import sqlite3
 import warnings
 from pathlib import Path
@@ -218,6 +219,10 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
             mark = folder / f".{notebook}.qkv-result"
             written_nb = folder / f"{notebook}.ipynb"
             digest = records.sha256(records.path_of(course, student, assignment, notebook))
+            # The time handed in, too: a corrected timestamps.csv (then `zip_collect --force`)
+            # must reach the gradebook, and the late penalty with it, without grading again.
+            stamp = _stamp_text(course, student, assignment)
+            digest += " " + hashlib.sha256(stamp.encode("utf-8")).hexdigest()
             # The autograded notebook as written then too: nbgrader autograde may have
             # replaced it (and the grades) since.
             # (A grade marked outdated is written again: its submission is current again, the
@@ -230,7 +235,6 @@ def _write_all(course: Path, plans: Dict[str, Plan], only: Any, assignment: str,
                 before = autograded.previous_answers(written_nb)
                 node = autograded.write_notebook(written_nb,
                                                  autograded.autograded_notebook(plan, record))
-                stamp = _stamp_text(course, student, assignment)
                 if stamp:
                     (folder / "timestamp.txt").write_text(stamp + "\n", encoding="utf-8")
                 gb.update_or_create_student(student)
