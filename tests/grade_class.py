@@ -85,7 +85,8 @@ def static_flags(check: str, answer_source: str, added: Iterable[str],
     answer's name left out of each detail."""
     from qkv_course.grade import flags
 
-    found = flags.flags_for([{"grade_id": "t", "notices": []}], {"a": answer_source},
-                            list(added), {"t": [(check, "a")]}, given={"a": given})
-    return [f["detail"][len("a: "):] if f["detail"].startswith("a: ") else f["detail"]
+    name = check[len("check_"):]  # the answer's name, and its cell's id, as in the notebooks
+    found = flags.flags_for([{"grade_id": "t", "notices": []}], {name: answer_source},
+                            list(added), {"t": [(check, name)]}, given={name: given})
+    return [f["detail"][len(name) + 2:] if f["detail"].startswith(name + ": ") else f["detail"]
             for f in found]

@@ -820,8 +820,9 @@ def test_the_code_an_answer_cell_is_given_is_not_flagged_but_a_student_s_own_use
     assert "qkv.ablation_loss" in given["ablation"]
     assert gc.static_flags("check_ablation", given["ablation"], [], given["ablation"]) == []
     # Without: flagged, where the exercise does not hand it (softmax's check, say).
-    assert gc.static_flags("check_softmax", given["ablation"], [], "")
-    own = given["ablation"] + "\nqkv.Block\n"
+    assert gc.static_flags("check_softmax", given["ablation"].replace("def ablation",
+                                                                      "def softmax"), [], "")
+    own = given["ablation"].replace("# YOUR CODE HERE", "block = qkv.Block")
     assert gc.static_flags("check_ablation", own, [], given["ablation"]) == [
         "uses the course's reference (qkv.Block)"]
 
@@ -840,7 +841,8 @@ def test_what_the_release_runs_for_the_student_is_given_and_no_flag():
               "    return options, qkv.ablation_loss(options, seed, steps, progress=False)\n")
     sub = submission.Submission(answers={"ablation": answer})
     assert one._flags(p, sub, tests, {}, "") == []
-    sub = submission.Submission(answers={"ablation": answer + "qkv.Block\n"})
+    sub = submission.Submission(answers={"ablation": answer.replace(
+        "    options['window'] = 16\n", "    options['window'] = 16\n    block = qkv.Block\n")})
     assert [f["detail"] for f in one._flags(p, sub, tests, {}, "")] == [
         "ablation: uses the course's reference (qkv.Block)"]
 
@@ -899,11 +901,85 @@ def test_one_line_of_ipython_syntax_hides_no_cell_from_the_flags(first: str):
         "check_attention_scores", by_hand, [])
 
 
+HONEST_NAMES = {
+    # honest13: each right, each flagged as delegation by a reading of every name in sight
+    "a fused projection named qkv (nanoGPT's idiom)": ("check_multi_head_self_attention", (
+        "def multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads):\n"
+        "    B, L, D = x.shape\n"
+        "    qkv = x @ torch.cat([W_q, W_k, W_v]).T\n"
+        "    q, k, v = qkv.view(B, L, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4)\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / (D // num_heads) ** 0.5, dim=-1)\n"
+        "    return (w @ v).transpose(1, 2).reshape(B, L, D) @ W_o.T\n"), []),
+    "a local variable named alibi": ("check_alibi_bias", (
+        "def alibi_bias(num_heads, L, S=None, device=None, dtype=torch.float32):\n"
+        "    alibi = torch.zeros(num_heads, L, L if S is None else S)\n"
+        "    return alibi\n"), []),
+    "a line after the answer that compares it with torch's": ("check_softmax", (
+        "def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
+        "    return e / e.sum(dim, keepdim=True)\n"
+        "print(torch.allclose(softmax(torch.ones(3)), torch.softmax(torch.ones(3), -1)))\n"),
+        []),
+    "a cell of its own that compares an answer with SDPA": ("check_fp16_overflow_rate", (
+        "def fp16_overflow_rate(x):\n    return (x.abs() > 65504).float().mean().item()\n"),
+        ["import torch.nn.functional as F\n"
+         "print((chunked_attention(q, k, v) - F.scaled_dot_product_attention(q, k, v)).abs()"
+         ".max())\n"]),
+}
+
+
+@pytest.mark.parametrize("case", HONEST_NAMES)
+def test_an_answer_is_flagged_for_what_it_calls_not_for_names_in_sight(case):
+    """A flag says the answer calls what the exercise asks it to write: read from the code the
+    answer's name reaches (its definition, the helpers it calls, in any cell), not from every
+    name of every cell (a local ``qkv``, a scratch comparison with torch)."""
+    check, answer, added = HONEST_NAMES[case]
+    assert gc.static_flags(check, answer, added) == []
+
+
+HIDDEN_DELEGATION = {
+    # attack13: 15/15 and no flag at all
+    "a helper assigned the answer's name, under DisableTorchFunction": (
+        "check_scaled_dot_product_attention",
+        "import torch.nn.functional as F\n"
+        "def _attn(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):\n"
+        "    with torch._C.DisableTorchFunction():\n"
+        "        return F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)\n"
+        "scaled_dot_product_attention = _attn\n", [],
+        ["names F.scaled_dot_product_attention", "the code uses DisableTorchFunction, _C"]),
+    "torch's function assigned the answer's name": (
+        "check_softmax", "softmax = torch.softmax\n", [], ["names torch.softmax"]),
+    "getattr with the name in a string": (
+        "check_softmax", "def softmax(x, dim=-1):\n    return getattr(torch, 'softmax')(x, dim)\n",
+        [], ["names torch.softmax"]),
+    "a helper in a cell the student added": (
+        "check_softmax", "def softmax(x, dim=-1):\n    return _helper(x, dim)\n",
+        ["def _helper(x, d):\n    return torch.nn.functional.softmax(x, d)\n"],
+        ["names torch.nn.functional.softmax"]),
+    "the reference passed as a parameter's default": (
+        "check_softmax", "def softmax(x, dim=-1, q=qkv):\n    return q.softmax(x, dim)\n", [],
+        ["uses the course's reference (qkv)"]),
+    "a local qkv elsewhere does not hide the package here": (
+        "check_softmax", "def g():\n    qkv = 1\ndef softmax(x, dim=-1):\n"
+        "    return qkv.softmax(x, dim)\n", [], ["uses the course's reference (qkv.softmax)"]),
+    "a name built with exec": (
+        "check_softmax", "exec('softmax = torch.' + 'soft' + 'max')\n", [],
+        ["the code uses exec()"]),
+}
+
+
+@pytest.mark.parametrize("case", HIDDEN_DELEGATION)
+def test_a_delegation_under_another_name_is_still_flagged(case):
+    check, answer, added, said = HIDDEN_DELEGATION[case]
+    found = gc.static_flags(check, answer, added)
+    for part in said:
+        assert any(part in f for f in found), (part, found)
+
+
 def test_a_cell_that_does_not_compile_even_as_ipython_reads_it_is_flagged():
     """A cell the reading cannot parse is never "names nothing": a person reads it."""
     broken = "%pip install x\ndef attention_scores(query, key:\n    return qkv.x\n"
     assert gc.static_flags("check_attention_scores", broken, []) == [
-        "a cell could not be read: the answer cell a, SyntaxError at line 2: '(' was never "
+        "a cell could not be read: the answer cell attention_scores, SyntaxError at line 2: '(' was never "
         "closed, even as IPython reads it; the sandbox ran none of it (what it calls was not "
         "looked at: read it)"]
     # A magic whose text is not Python (%pip's arguments) is run as no code: nothing to read.

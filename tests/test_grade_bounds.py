@@ -262,6 +262,21 @@ def test_a_cell_that_needs_ipython_to_rewrite_it_over_and_over_is_flagged_not_re
     assert len(long) > 60_000 and "f" in flags.names_in(long)
 
 
+def test_one_budget_reads_a_submission_however_many_cells_share_the_work():
+    """attack13: 64 added cells, each a ``%%html`` body of 250 ``%time`` lines (2 KB, which
+    IPython re-reads after each line), stayed under a budget given to each cell and cost the
+    trusted grader 85 s of CPU (512 of them: about 12 minutes). One budget for the whole
+    submission: read in seconds, and the cells past it are flagged for a person."""
+    cell = "%%html\n" + "%time x\n" * 250
+    answer = "def softmax(x):\n    return x\n"
+    start = time.process_time()
+    found = flags.flags_for([{"grade_id": "t", "notices": []}], {"softmax": answer},
+                            [cell] * 64, {"t": [("check_softmax", "softmax")]})
+    assert time.process_time() - start < 20
+    assert [f["detail"][:60] for f in found] == [
+        "a cell could not be read: an added cell, its IPython syntax "]
+
+
 def test_a_help_lookup_is_no_delegation():
     """``torch.softmax?`` is IPython's ``%pinfo torch.softmax``: it shows help and runs
     nothing, so it names nothing the answer uses (honest12: it was flagged as delegation)."""

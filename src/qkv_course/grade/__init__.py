@@ -29,7 +29,7 @@ The trusted half (the parent, which alone judges and writes):
   :mod:`.outdated`: a grade of an earlier submission, kept and flagged; :mod:`.roster`: a
   submission folder that names no registered student, graded, said and flagged;
 - :mod:`.flags`: delegation, flagged for a person; :mod:`.names`: the names a cell of code
-  uses, read as IPython runs it;
+  uses, read as IPython runs it; :mod:`.uses`: the code an answer's name reaches;
 - :mod:`.run`, :mod:`.summary`, :mod:`.command`: the run (sandboxes, limits, the gradebook
   written), its summary lines, and the ``qkv grade`` command; :mod:`.jobs`: which submissions a
   run is about (shards, the jobs, what cannot be graded); :mod:`.compare`: ``--compare``,

@@ -8,9 +8,10 @@ the student, the test and what was seen, from two sources:
 - what the sandbox saw: the checks' notice in a call's verdict (the answer called what the
   exercise asks you to write, seen through torch's public API while it ran);
 - a static reading of the student's code (answer cells and cells they added), here in the
-  parent: a reference to torch's softmax or attention where the exercise forbids it, or any
-  use of the course's reference package ``qkv`` (``qkv.checks`` aside, nothing of it belongs
-  in an answer).
+  parent, of the code the answer's name reaches (:mod:`.uses`): a reference to torch's softmax
+  or attention where the exercise forbids it, or any use of the course's reference package
+  ``qkv`` (``qkv.checks`` aside, nothing of it belongs in an answer); and, wherever it is,
+  code the reading cannot follow (``exec``, torch's hooks switched off).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ast
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from .names import NotRead, names_in, parse
+from .uses import Code
 
 SOFTMAX = ("softmax",)
 _NOTICES = 16  # a test's sandbox notices kept as flags
@@ -73,38 +75,26 @@ def _delegates(check: str, names: Iterable[str]) -> List[str]:
 STATIC_CHARS = 1 << 20
 
 
-def _added_names(added: Iterable[str]) -> Tuple[Set[str], bool, List[str]]:
-    """The names the added cells use, read up to :data:`STATIC_CHARS` characters in all;
-    whether some were left unread; and why each cell that could not be read was not."""
-    names: Set[str] = set()
-    failed: List[str] = []
+def _within(added: List[str]) -> Tuple[List[str], bool]:
+    """The added cells read for flags, :data:`STATIC_CHARS` characters in all; whether some
+    were left unread."""
+    kept: List[str] = []
     budget = STATIC_CHARS
     for source in added:
         if len(source) > budget:
-            return names, True, failed
+            return kept, True
         budget -= len(source)
-        try:
-            names |= names_in(source)
-        except NotRead as e:
-            failed.append(f"an added cell, {e}")
-    return names, False, failed
+        kept.append(source)
+    return kept, False
 
 
-def _names_or_none(source: str, failed: List[str]) -> Set[str]:
-    """:func:`names_in`, or no names with why appended to ``failed``."""
+def _given_names(given: str) -> Set[str]:
+    """The names of the code the release wrote in an answer cell (none where it cannot be
+    read): what the student was handed is no delegation."""
     try:
-        return names_in(source)
-    except NotRead as e:
-        failed.append(str(e))
+        return names_in(given)
+    except NotRead:
         return set()
-
-
-def _answer_names(answer_source: str, added_names: Set[str], given: str,
-                  failed: List[str]) -> Set[str]:
-    """The names the code that can define an answer uses (its cell and the added cells), less
-    those the release itself wrote in the answer cell (``given``); an answer cell that could not
-    be read adds no names, and why is appended to ``failed`` (a flag, never "names nothing")."""
-    return (_names_or_none(answer_source, failed) | added_names) - _names_or_none(given, [])
 
 
 def _unread(why: str) -> str:
@@ -148,12 +138,23 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
     """
     from_setup = given_by_setup(setup)
     flags = []
-    added_names, unread, failed = _added_names(added)
+    added, unread = _within(list(added))
     if unread:
         flags.append({"test": "", "source": "static", "detail": (
             f"the added cells hold more than {STATIC_CHARS:,} characters: the rest was not "
             "read for flags")})
-    names: Dict[str, Set[str]] = {}  # answer id -> the names its code uses, read once
+    # Every cell of the student's is read once, on one budget; an answer's names are those of
+    # the code its name reaches (:mod:`.uses`).
+    ids = list(answers)
+    code = Code([answers[a] for a in ids] + added)
+    failed = [(f"the answer cell {ids[i]}" if i < len(ids) else "an added cell") + f", {why}"
+              for i, why in code.unread]
+    if code.unfollowed:
+        flags.append({"test": "", "source": "static", "detail": (
+            "the code uses " + ", ".join(code.unfollowed[:8]) + ": names or code built at run "
+            "time, or torch's own hooks for seeing calls, which neither the static reading nor "
+            "the sandbox's notice can follow: read what the answers call")})
+    names: Dict[str, Set[str]] = {}  # answer name -> the names its code uses, read once
     for test in record_tests:
         for notice in list(dict.fromkeys(test.get("notices", [])))[:_NOTICES]:
             flags.append({"test": test["grade_id"], "source": "sandbox", "detail": notice[:300]})
@@ -161,10 +162,7 @@ def flags_for(record_tests: List[Dict], answers: Dict[str, str], added: List[str
             if check == "check_question":
                 continue
             if answer not in names:
-                why: List[str] = []
-                names[answer] = _answer_names(answers.get(answer, ""), added_names,
-                                              (given or {}).get(answer, ""), why)
-                failed += [f"the answer cell {answer}, {w}" for w in why]
+                names[answer] = code.uses(answer) - _given_names((given or {}).get(answer, ""))
             handed = HANDED.get(check[len("check_"):], set())
             for detail in _delegates(check, _less_given(names[answer], from_setup | handed)):
                 flags.append({"test": test["grade_id"], "source": "static",

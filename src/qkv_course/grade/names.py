@@ -10,7 +10,7 @@ said (:class:`NotRead`), never taken to name nothing.
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple
 
 
 class NotRead(Exception):
@@ -38,9 +38,22 @@ _MAGIC_CALLS = ("run_cell_magic", "run_line_magic")
 _HELP_MAGICS = ("pinfo", "pinfo2", "psearch", "pdef", "pdoc", "psource", "pfile")
 
 
-class _Budget:
+class Budget:
+    """The work one submission's reading may cost: :func:`for_code` of all the code read
+    (one budget for every cell: a budget per cell let 512 cells of 2 KiB magics cost the
+    grader minutes)."""
+
     def __init__(self, chars: int) -> None:
         self.left = chars
+
+    @classmethod
+    def for_code(cls, sources: Iterable[str]) -> "Budget":
+        """Twice the code's length (reading it once, then its magics' code) and :data:`_WORK`."""
+        return cls(2 * sum(map(len, sources)) + _WORK)
+
+    @property
+    def spent(self) -> bool:
+        return self.left < 0
 
     def spend(self, chars: int) -> None:
         self.left -= chars
@@ -49,7 +62,7 @@ class _Budget:
                           "beyond reading it once")
 
 
-def _ipython(source: str, budget: _Budget) -> str:
+def _ipython(source: str, budget: Budget) -> str:
     """The text IPython compiles for a cell, as the sandbox runs it (``worker._transform``:
     ``TransformerManager().transform_cell``, a text transform that runs nothing), each pass of
     its tokeniser paid for from ``budget``."""
@@ -66,7 +79,7 @@ def _ipython(source: str, budget: _Budget) -> str:
     return Counted().transform_cell(source)
 
 
-def parse(source: str, budget: Optional[_Budget] = None) -> ast.AST:
+def parse(source: str, budget: Optional[Budget] = None) -> ast.AST:
     """The tree of the code IPython makes of a cell (what the sandbox compiles).
 
     Raises:
@@ -75,7 +88,7 @@ def parse(source: str, budget: Optional[_Budget] = None) -> ast.AST:
             parser failed on it in another way (``MemoryError`` on ``"-" * 100000``,
             ``RecursionError``, the work budget).
     """
-    budget = budget or _Budget(2 * len(source) + _WORK)
+    budget = budget or Budget.for_code([source])
     budget.spend(len(source) + _PER_READ)
     try:
         return ast.parse(_ipython(source, budget))
@@ -88,15 +101,18 @@ def parse(source: str, budget: Optional[_Budget] = None) -> ast.AST:
         raise NotRead(f"{type(e).__name__}: {str(e)[:100]}".rstrip(": ")) from None
 
 
-def _trees(source: str) -> List[List[ast.AST]]:
-    """The nodes of a cell's tree and of the trees of the code its magics hold (``%%capture``'s
-    body, ``%time``'s line, read as IPython reads them: they share the cell's namespace), each
-    tree walked once. A magic's text that is not Python (``%pip install x``) is not run as
-    code, and is left out."""
-    budget = _Budget(2 * len(source) + _WORK)
-    trees = [list(ast.walk(parse(source, budget)))]
-    for nodes in trees:  # grows as magics are found: no recursion, one budget
-        for node in nodes:
+def trees(source: str, budget: Optional[Budget] = None) -> List[ast.AST]:
+    """A cell's tree and the trees of the code its magics hold (``%%capture``'s body,
+    ``%time``'s line, read as IPython reads them: they share the cell's namespace). A magic's
+    text that is not Python (``%pip install x``) is not run as code, and is left out.
+
+    Raises:
+        NotRead: the cell itself could not be read (:func:`parse`).
+    """
+    budget = budget or Budget.for_code([source])
+    roots = [parse(source, budget)]
+    for root in roots:  # grows as magics are found: no recursion, one budget
+        for node in ast.walk(root):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr in _MAGIC_CALLS and node.args
                     and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
@@ -104,32 +120,42 @@ def _trees(source: str) -> List[List[ast.AST]]:
                     and node.args[0].value not in _HELP_MAGICS):
                 for text in node.args[1:]:  # a line magic's line; a cell magic's line, body
                     try:
-                        trees.append(list(ast.walk(parse(text.value, budget))))
+                        roots.append(parse(text.value, budget))
                     except _DoesNotCompile:
                         pass  # the sandbox runs no such code (it raises, or it is a no-op)
-    return trees
+    return roots
 
 
-def names_in(source: str) -> Set[str]:
+def names_in(source: str, budget: Optional[Budget] = None) -> Set[str]:
     """Every dotted name and imported module a piece of code mentions, read as IPython runs it
-    (:func:`_trees`). Linear in the code's length: a long attribute chain (``a.b.b.b...``) is
-    walked once, and its paths keep :data:`_PATH_PARTS` parts at most.
+    (:func:`trees`): :func:`collect` over all of it.
 
     Raises:
         NotRead: it could not be read (it does not compile, or the parser failed on it).
     """
-    trees = _trees(source)
+    roots = trees(source, budget)
+    nodes = [n for root in roots for n in ast.walk(root)]
+    return collect(roots, set(bound(nodes)), aliases_of(nodes))
+
+
+def collect(roots: Iterable[ast.AST], defined: Set[str], aliases: Dict[str, str]) -> Set[str]:
+    """The dotted names and imported modules the code under ``roots`` mentions. Linear in the
+    code's length: a long attribute chain (``a.b.b.b...``) is walked once, and its paths keep
+    :data:`_PATH_PARTS` parts at most.
+
+    A name the code binds (``defined``: a ``def``, a class, an assignment) is the student's
+    own, not delegation; torch's attribute of that name keeps its whole path
+    (``F.scaled_dot_product_attention`` in code whose answer is assigned that name), and
+    ``getattr(torch, "softmax")`` is read as ``torch.softmax``. ``qkv`` is the course's package
+    except where a function assigns it (``qkv = x @ W.T``, a fused projection).
+    """
     found: Set[str] = set()
     shadowed: Set[str] = set()
-    defined = {n.name for nodes in trees for n in nodes
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    aliases: Dict[str, str] = {}
-    for nodes in trees:
-        aliases.update(_aliases(nodes))
-    for nodes in trees:
-        inner = {id(n.value) for n in nodes
+    for root in roots:
+        walked = list(_scoped(root))
+        inner = {id(n.value) for n, _ in walked
                  if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)}
-        for node in nodes:
+        for node, local in walked:
             if isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
@@ -137,10 +163,63 @@ def names_in(source: str) -> Set[str]:
             elif isinstance(node, ast.Attribute):
                 found.add(node.attr)
                 if id(node) not in inner:  # the top of a chain: its paths, read once
-                    _chain(node, defined, aliases, found, shadowed)
+                    _chain(node, defined, aliases, local, found, shadowed)
             elif isinstance(node, ast.Name):
-                found.add(node.id)
+                if node.id not in local:
+                    found.add(node.id)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id == "getattr" and len(node.args) >= 2 and \
+                    isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+                attr = node.args[1].value[:200]
+                found.add(attr)
+                _chain(ast.Attribute(value=node.args[0], attr=attr), defined, aliases, local,
+                       found, shadowed)
     return (found - defined) | shadowed  # the student's own functions are not delegation
+
+
+#: What opens a scope of local names.
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _locals(fn: ast.AST) -> FrozenSet[str]:
+    """The names a function assigns in its own body, its parameters aside (those may be the
+    course's package passed in: ``def f(x, q=qkv)`` reads ``qkv`` where it is called)."""
+    found: Set[str] = set()
+    body = getattr(fn, "body", [])
+    stack = list(body) if isinstance(body, list) else [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+            continue
+        elif isinstance(node, ast.Lambda):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return frozenset(found)
+
+
+def _scoped(root: ast.AST) -> Iterator[Tuple[ast.AST, FrozenSet[str]]]:
+    """Every node under ``root`` with the names its innermost function assigns (each node
+    visited once, and once more to find its function's names)."""
+    stack: List[Tuple[ast.AST, FrozenSet[str]]] = [(root, frozenset())]
+    while stack:
+        node, local = stack.pop()
+        yield node, local
+        if isinstance(node, _FUNCTIONS):
+            local = _locals(node)
+        stack.extend((child, local) for child in ast.iter_child_nodes(node))
+
+
+def bound(nodes: Iterable[ast.AST]) -> Iterable[str]:
+    """The names the code binds: functions, classes, and plain names assigned (``f = g``,
+    ``f: T = g``, ``(f := g)``, ``f += g``), unpacked targets included."""
+    for n in nodes:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield n.name
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            yield n.id
 
 
 #: Parts of an attribute chain's path kept: the first ones, then ``…`` and the last one (no
@@ -149,7 +228,7 @@ _PATH_PARTS = 12
 
 
 def _chain(top: ast.Attribute, defined: Set[str], aliases: Dict[str, str],
-           found: Set[str], shadowed: Set[str]) -> None:
+           local: FrozenSet[str], found: Set[str], shadowed: Set[str]) -> None:
     """The paths of one attribute chain on a plain name (``a.b.c``: ``a.b`` and ``a.b.c``):
     what the course's reference is reached by, and torch's own attribute where the student
     defines a function of that name (``torch.softmax`` in their ``def softmax``)."""
@@ -163,11 +242,12 @@ def _chain(top: ast.Attribute, defined: Set[str], aliases: Dict[str, str],
     parts.append(value.id)
     parts.reverse()  # root first
     root = parts[0]
-    alias = aliases.get(root)
+    alias = None if root in local else aliases.get(root)
+    package = root == "qkv" and root not in local
     for depth in range(1, len(parts)):
         attr = parts[depth]
         mine = attr in defined and root not in ("self", "cls")
-        if not (mine or alias or root == "qkv"):
+        if not (mine or alias or package):
             continue
         if depth < _PATH_PARTS:
             kept = parts[:depth + 1]
@@ -177,15 +257,15 @@ def _chain(top: ast.Attribute, defined: Set[str], aliases: Dict[str, str],
         # torch.softmax inside the student's own ``def softmax``: the attribute is torch's,
         # not theirs, so it keeps its whole dotted name (the exercise's name alone is not
         # delegation; its module's is).
-        if mine:
+        if mine and (package or root != "qkv"):  # a local qkv's attributes are a tensor's
             shadowed.add(path)
         if alias:  # q.Block after `import qkv as q`: qkv.Block
             path = alias + path[len(root):]
-        if path.startswith("qkv."):  # which of the course's names: given, or the student's
+        if path.startswith("qkv.") and (alias or package):  # which of the course's names
             found.add(path)
 
 
-def _aliases(nodes: Iterable[ast.AST]) -> Dict[str, str]:
+def aliases_of(nodes: Iterable[ast.AST]) -> Dict[str, str]:
     """The names the code binds to the course's modules: ``{"q": "qkv"}`` for ``import qkv as
     q``, ``{"b": "qkv.bottleneck"}`` for ``from qkv import bottleneck as b``."""
     found: Dict[str, str] = {}

@@ -1,0 +1,121 @@
+"""What a submission's answer uses: the code reached from its name, not every cell's names.
+
+The delegation flags ask what an answer *calls*. The student's code (answer cells and the cells
+they added) is read once (:class:`Code`); an answer's names are those of the definitions of its
+name (a ``def``, a class, an assignment, an import), then of every name of the student's those
+use, and so on: a helper in another cell is read, a scratch cell that compares the answer with
+torch's own is not (honest13: one such cell flagged all six tests of 08-efficient). Code that
+builds names or code at run time (``exec``, ``__import__``, ``globals()``) or switches torch's
+function hooks off (``torch._C.DisableTorchFunction``, which the sandbox's notice sees through)
+cannot be followed so: it is named wherever it is (:attr:`Code.unfollowed`), for a person.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+from .names import Budget, NotRead, aliases_of, bound, collect, trees
+
+#: Builtins that run code or reach names built at run time.
+_RUN_TIME = ("exec", "eval", "compile", "__import__", "globals", "vars", "import_module")
+
+
+def _hooks(name: str) -> bool:
+    """A name of torch's machinery for seeing calls (``DisableTorchFunction``,
+    ``_pop_mode``, ``torch._C``): no exercise needs it, and it can hide a call from the
+    sandbox's notice."""
+    low = name.lower()
+    return "torchfunction" in low or "torch_function" in low or low in (
+        "_pop_mode", "_push_mode", "_pop_mode_temporarily", "_c")
+
+
+class Code:
+    """The student's code of one submission, read once.
+
+    Args:
+        sources: its cells' code, in order.
+        budget: what reading them may cost (:meth:`.names.Budget.for_code` of them all).
+
+    Attributes:
+        unread: ``(index in sources, why)`` of each cell that could not be read.
+        unfollowed: what the code does that cannot be followed by reading it (``exec``,
+            ``torch._C``...), sorted, wherever it is.
+    """
+
+    def __init__(self, sources: Sequence[str], budget: Optional[Budget] = None) -> None:
+        budget = budget or Budget.for_code(sources)
+        self.unread: List[Tuple[int, str]] = []
+        roots: List[ast.AST] = []
+        for i, source in enumerate(sources):
+            try:
+                roots += trees(source, budget)
+            except NotRead as e:
+                self.unread.append((i, str(e)))
+        nodes = [n for root in roots for n in ast.walk(root)]
+        self._defined = set(bound(nodes))
+        self._aliases = aliases_of(nodes)
+        self._defs: Dict[str, List[ast.AST]] = {}
+        for root in roots:
+            for node in _module_level(root):
+                for name, definition in _definitions(node):
+                    self._defs.setdefault(name, []).append(definition)
+        unfollowed: Set[str] = set()
+        for node in nodes:
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if name in _RUN_TIME:
+                    unfollowed.add(f"{name}()")
+            named = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+            if isinstance(named, str) and _hooks(named):
+                unfollowed.add(named)
+        self.unfollowed = sorted(unfollowed)
+
+    def uses(self, name: str) -> Set[str]:
+        """The names the code reached from ``name`` mentions (:func:`.names.collect`)."""
+        picked: List[ast.AST] = []
+        seen: Set[str] = set()
+        queue = [name]
+        while queue:
+            current = queue.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for definition in self._defs.get(current, []):
+                picked.append(definition)
+                queue += [n.id for n in ast.walk(definition) if isinstance(n, ast.Name)
+                          and n.id in self._defs and n.id not in seen]
+        return collect(picked, self._defined, self._aliases)
+
+
+def _module_level(root: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a cell's namespace: everything but what is inside a function, a lambda or
+    a class (whose own names are local to it, and read with it)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _definitions(node: ast.AST) -> List[Tuple[str, ast.AST]]:
+    """``(name, code)`` for each name ``node`` binds, with the code that gives it its value."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [(node.name, node)]
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [(t.id, node.value) for target in targets for t in ast.walk(target)
+                if isinstance(t, ast.Name)]
+    if isinstance(node, ast.NamedExpr):
+        return [(node.target.id, node.value)]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [(t.id, node.iter) for t in ast.walk(node.target) if isinstance(t, ast.Name)]
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return [(t.id, node.context_expr) for t in ast.walk(node.optional_vars)
+                if isinstance(t, ast.Name)]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [((a.asname or a.name).split(".")[0], node) for a in node.names]
+    return []
