@@ -161,10 +161,10 @@ def _dq_kernel(
 
 
 # Block sizes of the two gradient kernels per head dimension (BLOCK_N1 a multiple of
-# BLOCK_M1, BLOCK_M2 of BLOCK_N2), chosen by the benchmark's sweep on an H200
+# BLOCK_M1, BLOCK_M2 of BLOCK_N2), chosen by the benchmark's sweep on an H100
 # (benchmarks/attention_gpu.py; the results file records the sweep).
 BACKWARD_CONFIGS = {
-    64: {"BLOCK_M1": 32, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 32, "num_warps": 4, "num_stages": 3},
+    64: {"BLOCK_M1": 64, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 64, "num_warps": 4, "num_stages": 3},
     128: {"BLOCK_M1": 64, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 64, "num_warps": 8, "num_stages": 3},
 }
 
