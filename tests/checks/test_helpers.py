@@ -80,6 +80,24 @@ def test_masked_scores_scores_with_a_wrong_causal_mask():
     assert ns["causal_mask"] is wrong  # the notebook's own, put back
 
 
+def test_a_helper_whose_cell_failed_costs_only_its_own_test():
+    """instr13: a syntax error in the causal_mask cell left no causal_mask at all, and the
+    right masked_scores failed too (NameError: 10/15, where a wrong or unwritten causal_mask
+    gave 13/15). The reference is bound where the answer looks the helper up, and removed
+    again afterwards."""
+    ns = _notebook(RIGHT_MASKED_SCORES)
+    assert "causal_mask" not in ns
+    check_masked_scores(ns["masked_scores"])
+    check_masked_scores(ns["masked_scores"], seed=None)
+    assert "causal_mask" not in ns
+    # A wrong answer built on the missing helper still shows its own error, not a NameError.
+    broken = RIGHT_MASKED_SCORES.replace("def masked_scores(", "def masked_scores(_x, ")
+    ns = _notebook(broken)
+    with pytest.raises(AssertionError) as raised:
+        check_masked_scores(ns["masked_scores"])
+    assert "causal_mask" not in str(raised.value) and "causal_mask" not in ns
+
+
 def test_a_wrong_masking_step_with_a_right_causal_mask_is_named():
     wrong = RIGHT_MASKED_SCORES.replace('float("-inf")', "0.0")
     assert wrong != RIGHT_MASKED_SCORES

@@ -61,12 +61,29 @@ def namespaces(student: Any) -> List[Dict[str, Any]]:
     return list(out.values())
 
 
+def _names_used(student: Any) -> set:
+    """The global names the student's code looks up (its functions' and their nested code's)."""
+    found: set = set()
+    codes = [f.__code__ for f in _functions(student)]
+    while codes:
+        code = codes.pop()
+        found.update(code.co_names)
+        codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return found
+
+
 def _swaps(student: Any, helpers: Mapping[str, Callable[..., Any]]
            ) -> List[Tuple[Dict[str, Any], str, Callable[..., Any]]]:
     """``(namespace, name, reference)`` for each of ``helpers`` the notebook defines (and has
-    not bound to the reference itself): what :func:`reference_helpers` binds."""
-    return [(ns, name, reference) for ns in (namespaces(student) if helpers else ())
-            for name, reference in helpers.items() if name in ns and ns[name] is not reference]
+    not bound to the reference itself), or that the student's code calls though the notebook
+    never defined it (its cell did not run: a syntax error): what :func:`reference_helpers`
+    binds. A helper whose cell failed costs its own test, not also this one."""
+    if not helpers:
+        return []
+    used = _names_used(student)
+    return [(ns, name, reference) for ns in namespaces(student)
+            for name, reference in helpers.items()
+            if (name in ns and ns[name] is not reference) or (name not in ns and name in used)]
 
 
 def on_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]],
@@ -79,8 +96,8 @@ def on_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]],
         with reference_helpers(student, helpers, paused):
             return attempt()
     except Exception:
-        if not _swaps(student, helpers):
-            raise
+        if not any(name in ns for ns, name, _ in _swaps(student, helpers)):
+            raise  # no helper of the student's own to run it on
         return attempt()
 
 
@@ -89,9 +106,9 @@ def reference_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]],
                       paused: Optional[Callable[[], Any]] = None) -> Iterator[None]:
     """While inside, the student's code finds the reference under each helper's name.
 
-    Only names the notebook defines are bound (a student who never wrote the helper gets
-    the ``NameError`` they would get anyway); all of them are put back on the way out,
-    also when the check fails.
+    Names the notebook defines are bound, and names the student's code calls that the
+    notebook lacks (the helper's cell raised before defining it); all of them are put back
+    (or removed) on the way out, also when the check fails.
 
     Args:
         paused: a context manager factory entered around each call of a reference helper
@@ -100,12 +117,18 @@ def reference_helpers(student: Any, helpers: Mapping[str, Callable[..., Any]],
     saved = []
     try:
         for ns, name, reference in _swaps(student, helpers):
-            saved.append((ns, name, ns[name]))
-            ns[name] = _quietly(reference, paused, ns[name])
+            saved.append((ns, name, ns.get(name, _ABSENT)))
+            ns[name] = _quietly(reference, paused, ns.get(name))
         yield
     finally:
         for ns, name, value in reversed(saved):
-            ns[name] = value
+            if value is _ABSENT:
+                ns.pop(name, None)
+            else:
+                ns[name] = value
+
+
+_ABSENT = object()  # a helper the notebook never defined: removed again afterwards
 
 
 def _quietly(reference: Callable[..., Any], paused: Optional[Callable[[], Any]],
