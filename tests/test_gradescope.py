@@ -373,3 +373,101 @@ def test_an_upload_with_a_copy_beside_the_notebook_grades_the_notebook_and_says_
     assert results["output"].startswith(
         "graded masking.ipynb; not graded: masking-Copy1.ipynb"), results["output"][:300]
     assert results["tests"] and results["extra_data"]["qkv"]["notebook"] == "masking"
+
+
+# ------------------------------------------------------------------------ the sandbox's failures
+
+
+def _course_with(tmp_path, assignment=MASKING):
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions" / assignment, course / "solutions" / assignment)
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    shutil.copy(ROOT / "exercises" / assignment / "masking.ipynb", upload / "masking.ipynb")
+    return course, upload
+
+
+BROKEN_IMAGE = ("the sandbox's worker failed to start: Traceback (most recent call last):\n"
+                '  File "/opt/qkv-grade/_qkv_grade/zygote.py", line 40, in main\n'
+                "    import numpy\nModuleNotFoundError: No module named 'numpy'")
+
+
+def _fake_pool(monkeypatch, error):
+    """qkv_course.grade.Pool, which raises ``error`` unless unsafe; the unsafe ones it made."""
+    import qkv_course.grade as grade
+    from qkv_course.gradescope import autograder
+
+    unsafe_pools = []
+
+    class Pool:
+        def __init__(self, jobs=1, limits=None, unsafe=False, qkv_path=None, **kw):
+            if not unsafe:
+                raise error
+            unsafe_pools.append(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    monkeypatch.setattr(grade, "Pool", Pool)
+    record = {"student": "ann", "assignment": MASKING, "notebook": "masking", "score": 0.0,
+              "max_score": 1.0, "written": {}, "tests": [], "flags": []}
+    monkeypatch.setattr(autograder.run, "warm", lambda pool, n: None)
+    monkeypatch.setattr(autograder.run, "limit_submissions", lambda *a: None)
+    monkeypatch.setattr(autograder.one, "grade_one", lambda *a: dict(record))
+    return unsafe_pools
+
+
+def test_a_sandbox_that_fails_to_start_in_a_broken_image_grades_nothing_unsandboxed(
+        tmp_path, monkeypatch, capsys):
+    """Only a container that forbids bubblewrap's namespaces grades without the sandbox: a
+    worker that fails inside it (here numpy not importable there) stops the grading, for the
+    staff, with the traceback's last line, and no student code runs unsandboxed."""
+    from qkv_course.grade import SandboxUnavailable
+    from qkv_course.gradescope import autograder
+
+    course, upload = _course_with(tmp_path)
+    unsafe_pools = _fake_pool(monkeypatch, SandboxUnavailable(BROKEN_IMAGE))
+    with pytest.raises(autograder.SandboxBroken, match="No module named 'numpy'"):
+        autograder.grade_submission(course, MASKING, upload)
+    assert unsafe_pools == []
+    out = tmp_path / "results" / "results.json"
+    assert autograder.main([str(course), MASKING, str(upload), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "NOT GRADED" in err and "ModuleNotFoundError: No module named 'numpy'" in err
+    assert not out.exists() and unsafe_pools == []
+
+
+def test_a_container_that_forbids_namespaces_grades_unsandboxed_and_says_why(
+        tmp_path, monkeypatch):
+    from qkv_course.grade import NoNamespaces
+    from qkv_course.gradescope import autograder
+
+    course, upload = _course_with(tmp_path)
+    unsafe_pools = _fake_pool(monkeypatch, NoNamespaces(
+        "/usr/bin/bwrap cannot create a sandbox here: bwrap: setting up uid map\n"
+        "bwrap: No permissions to create new namespace; as root bwrap needs CAP_SYS_ADMIN"))
+    results = autograder.grade_submission(course, MASKING, upload)
+    assert len(unsafe_pools) == 1 and results["extra_data"]["qkv"]["sandboxed"] is False
+    assert "No permissions to create new namespace" in results["output"]
+    with pytest.raises(NoNamespaces):
+        autograder.grade_submission(course, MASKING, upload, unsafe_fallback=False)
+
+
+def test_bwrap_that_cannot_make_namespaces_is_told_apart_from_other_failures(tmp_path):
+    """probe's NoNamespaces is what a container's refusal raises; a missing bwrap is not it."""
+    from qkv_course.grade import NoNamespaces, SandboxUnavailable
+    from qkv_course.grade.sandbox import probe
+
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(NoNamespaces, match="No permissions to create new namespace"):
+        probe(str(fake))
+    with pytest.raises(SandboxUnavailable) as missing:
+        probe(str(tmp_path / "no-bwrap"))
+    assert not isinstance(missing.value, NoNamespaces)

@@ -41,7 +41,7 @@ from .client import Pool
 from .limits import Limits
 from .protocol import ProtocolError
 from .results import CellOutcome, Failed, Missing, NotData, Raised
-from .sandbox import SandboxUnavailable
+from .sandbox import NoNamespaces, SandboxUnavailable
 
-__all__ = ["CellOutcome", "Failed", "Limits", "Missing", "NotData", "Pool", "ProtocolError",
-           "Raised", "SandboxUnavailable", "Submission"]
+__all__ = ["CellOutcome", "Failed", "Limits", "Missing", "NoNamespaces", "NotData", "Pool",
+           "ProtocolError", "Raised", "SandboxUnavailable", "Submission"]

@@ -55,11 +55,19 @@ class SandboxUnavailable(RuntimeError):
     """The sandbox cannot run here; the message says what is missing and how to fix it."""
 
 
+class NoNamespaces(SandboxUnavailable):
+    """bwrap is installed and runs, but cannot create the sandbox's namespaces here (a
+    container that forbids them): the one failure after which grading without the sandbox may
+    be chosen (the Gradescope engine does). A worker that fails to start inside a sandbox that
+    did start (a broken image, an import error) is a :class:`SandboxUnavailable`, never this."""
+
+
 def probe(bwrap: Optional[str] = None) -> str:
     """The path of a ``bwrap`` that can create the sandbox's namespaces here.
 
     Raises:
-        SandboxUnavailable: bwrap is not installed, or it cannot create namespaces.
+        SandboxUnavailable: bwrap is not installed or does not run; :class:`NoNamespaces`
+            where it runs but cannot create namespaces.
     """
     bwrap = bwrap or shutil.which("bwrap") or ""
     if not os.access(bwrap, os.X_OK):
@@ -72,7 +80,7 @@ def probe(bwrap: Optional[str] = None) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SandboxUnavailable(f"{bwrap} does not run: {e}; {INSTALL}") from None
     if done.returncode != 0:
-        raise SandboxUnavailable(f"{bwrap} cannot create a sandbox here: "
+        raise NoNamespaces(f"{bwrap} cannot create a sandbox here: "
                                  f"{done.stderr.strip()[-300:] or done.returncode}; "
                                  f"{ALLOW_ROOT if os.geteuid() == 0 else ALLOW_USER}")
     return bwrap

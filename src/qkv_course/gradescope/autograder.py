@@ -5,12 +5,13 @@ Gradescope runs ``/autograder/run_autograder`` in a container per submission; th
 call ``python -m qkv_course.gradescope.autograder COURSE ASSIGNMENT SUBMISSION_DIR RESULTS``, where
 ``COURSE`` is a course folder shipped in the autograder (the assignment's source and release,
 and the course's ``.qkv-grade-key``). The submitted notebook is read as untrusted data, its
-code runs in the sandbox (or, where the container cannot run bubblewrap, unsandboxed: the
-container is then the boundary, one per submission), the checks judge outside it, and this
-process writes ``results.json``: one test per test cell, its points and its message (each shown
-to the student when the grades are published), and the whole record under ``extra_data.qkv``
-(what ``qkv report`` reads from a result file); the run's summary line, flags included, goes to
-stdout, for the course staff alone.
+code runs in the sandbox (or, where the container forbids bubblewrap's namespaces, unsandboxed:
+the container is then the boundary, one per submission; any other failure of the sandbox to
+start grades nothing and exits 1, for the staff to fix the image), the checks judge outside
+it, and this process writes ``results.json``: one test per test cell, its points and its
+message (each shown to the student when the grades are published), and the whole record under
+``extra_data.qkv`` (what ``qkv report`` reads from a result file); the run's summary line,
+flags included, goes to stdout, for the course staff alone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,19 @@ from typing import Any, Dict, Optional
 from ..grade import judge, one, run
 from ..grade.plan import course_key
 from ..usage import UsageError
+
+
+class SandboxBroken(RuntimeError):
+    """The sandbox failed to start for a reason other than a container that forbids its
+    namespaces (a broken image, an import error inside it): nothing was graded, and the
+    submission's code never ran outside the sandbox."""
+
+
+def last_lines(text: str, lines: int = 3, chars: int = 1000) -> str:
+    """The last ``lines`` non-blank lines of ``text`` (a traceback ends in its error), joined
+    with `` / `` and at most ``chars`` long (the end kept)."""
+    kept = " / ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+    return kept if len(kept) <= chars else "..." + kept[-chars:]
 
 
 def student_of(submission_dir: Path) -> str:
@@ -73,10 +87,17 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
                      limits: Optional[judge.Timeouts] = None) -> Dict[str, Any]:
     """Grade the one notebook in ``submission_dir``; Gradescope's ``results.json`` as a dict.
 
+    Args:
+        unsafe_fallback: where bubblewrap cannot create its namespaces (a container that
+            forbids them: :class:`~qkv_course.grade.NoNamespaces`), grade without the sandbox
+            and say so in the output.
+
     Raises:
         UsageError: no notebook, or several, in ``submission_dir``.
+        SandboxBroken: the sandbox failed to start for any other reason (its error's last
+            lines in the message); the submission's code did not run unsandboxed.
     """
-    from ..grade import Pool, SandboxUnavailable
+    from ..grade import NoNamespaces, Pool, SandboxUnavailable
 
     plans = run.plans_of(course, assignment)
     # Uploaded as a folder (Gradescope keeps it): the one notebook below, hidden ones aside.
@@ -112,10 +133,15 @@ def grade_submission(course: Path, assignment: str, submission_dir: Path,
     try:
         with Pool(1, hide=[str(course)]) as pool:
             return said_first(results_json(grade(pool), True))
-    except SandboxUnavailable as e:
+    except NoNamespaces as e:
         if not unsafe_fallback:
             raise
-        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        why = last_lines(str(e), lines=5, chars=600)
+    except SandboxUnavailable as e:
+        # Not the container's restriction: a broken image must not grade unsandboxed.
+        raise SandboxBroken(f"the sandbox failed to start, and not because this container "
+                            f"forbids its namespaces, so nothing was graded (fix the image, "
+                            f"then regrade): {last_lines(str(e))}") from None
     with Pool(1, unsafe=True) as pool:
         return said_first(results_json(grade(pool), False, why))
 
@@ -130,6 +156,10 @@ def main(argv: Optional[list] = None) -> int:
     course, assignment, submission_dir, out = args
     try:
         result = grade_submission(Path(course), assignment, Path(submission_dir))
+    except SandboxBroken as e:
+        # For the course staff: no results.json, so Gradescope shows the run as failed.
+        print(f"qkv autograder: NOT GRADED: {e}", file=sys.stderr)
+        return 1
     except UsageError as e:
         # Kept for qkv report too: the student counts, with every test not passed.
         from ..grade import records
