@@ -101,8 +101,13 @@ def _masking_submissions(base, solution):
         "causal_mask": INVERTED_CAUSAL,
         "masked_scores": masked_scores_with_its_own_causal_mask()})
     _cell(tampered, "test_causal_mask").source = "pass"  # an edited visible test
+    model = {_grade_id(c): c.source for c in solution.cells}
+    # IPython lines in answer cells, as students leave them: the engine reads them as IPython.
+    magics = _filled(base, solution, {
+        "causal_mask": ("%matplotlib inline\n" + model["causal_mask"]
+                        + "\n%time _ = causal_mask(4)\n")})
     return {"solution": _filled(base, solution), "blank": base,
-            "mistake": _filled(base, solution, mistake), "tampered": tampered}
+            "mistake": _filled(base, solution, mistake), "tampered": tampered, "magics": magics}
 
 
 def _scaling_submissions(base, solution):
@@ -198,7 +203,7 @@ def _output(results, test):
 @pytest.mark.slow
 def test_engine_scores_equal_nbgraders_test_by_test(graded):
     scores, _ = graded
-    assert len(scores) == 8
+    assert len(scores) == 9
     for (assignment, student), (nbgrader, engine) in scores.items():
         assert _engine_scores(engine) == nbgrader, (assignment, student, engine["output"])
         assert {t["name"]: t["max_score"] for t in engine["tests"]} == {
@@ -206,6 +211,35 @@ def test_engine_scores_equal_nbgraders_test_by_test(graded):
         record = engine["extra_data"]["qkv"]
         assert record["student"] == student and record["assignment"] == assignment
         assert record["sandboxed"] is True and "bubblewrap" not in engine["output"]
+
+
+def _pin(name):
+    """requirements.txt's line that pins ``name``."""
+    return next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if line.lower().startswith(f"{name}=="))
+
+
+def test_the_zip_installs_ipython_at_the_course_pin():
+    """Without IPython in the grading image the engine ran cells as plain Python: an answer
+    cell with ``%time`` did not compile and scored 0 on Gradescope alone."""
+    from qkv_course.gradescope.autograder_zip import requirements
+
+    lines = requirements(ROOT, "qkv-0.1.0-py3-none-any.whl").splitlines()
+    assert _pin("ipython") in lines
+    assert lines.index(_pin("ipython")) < len(lines) - 1  # before the wheel, with the others
+
+
+def test_without_ipython_a_cell_that_does_not_compile_is_not_said_to_be_read_by_it(
+        monkeypatch):
+    from qkv_course.grade import names
+
+    cell = "def f():\n    return 1\n\n%time f()\n"
+    names.parse(cell)  # IPython is here: it compiles
+    monkeypatch.setitem(sys.modules, "IPython.core.inputtransformer2", None)  # not installed
+    with pytest.raises(names.NotRead) as e:
+        names.parse(cell)
+    assert "read as plain Python (IPython is not installed" in str(e.value)
+    assert "even as IPython" not in str(e.value)
 
 
 def _points(assignment):
@@ -219,6 +253,7 @@ def test_scores_are_the_ones_each_submission_deserves(graded):
         solution, _ = scores[assignment, "solution"]
         assert all(s > 0 for s in solution.values())  # full marks (nbgrader's max, compared above)
         assert sum(scores[assignment, "blank"][0].values()) == 0
+    assert scores[MASKING, "magics"][0] == scores[MASKING, "solution"][0]  # full marks there too
     masking, engine = scores[MASKING, "mistake"]
     assert masking["test_causal_mask"] == 0 and masking["test_padding_mask"] == 2
     assert masking["test_masked_scores"] == _points(MASKING)["test_masked_scores"]  # not again
@@ -271,6 +306,8 @@ def test_the_zip_installs_cpu_torch_and_the_bundled_package_and_runs_the_engine(
     wheels = [n for n in names if n.startswith("files/qkv-") and n.endswith(".whl")]
     assert len(wheels) == 1 and f"/autograder/source/{wheels[0]}" in requirements
     assert "download.pytorch.org/whl/cpu" in requirements and "torch==2.13.0+cpu" in requirements
+    # The engine reads answer cells as IPython does (%time, %matplotlib inline): installed.
+    assert _pin("ipython") in requirements.splitlines()
     assert f"python={sys.version_info.major}.{sys.version_info.minor}" in setup
     assert "bubblewrap" in setup and "git+" not in requirements  # nothing from the repository
     assert "otter" not in (setup + run + requirements).lower()

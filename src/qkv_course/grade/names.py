@@ -10,7 +10,7 @@ said (:class:`NotRead`), never taken to name nothing.
 from __future__ import annotations
 
 import ast
-from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple
 
 
 class NotRead(Exception):
@@ -62,13 +62,26 @@ class Budget:
                           "beyond reading it once")
 
 
+def _transformer() -> Any:
+    """IPython's ``TransformerManager``, or ``None`` where IPython is not installed."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        return None
+    return TransformerManager
+
+
+#: How a cell that does not compile was read, as its flag says (IPython's reading, or not).
+AS_IPYTHON = "even as IPython reads it"
+AS_PYTHON = "read as plain Python (IPython is not installed where it was graded)"
+
+
 def _ipython(source: str, budget: Budget) -> str:
     """The text IPython compiles for a cell, as the sandbox runs it (``worker._transform``:
     ``TransformerManager().transform_cell``, a text transform that runs nothing), each pass of
     its tokeniser paid for from ``budget``."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-    except ImportError:  # then the sandbox runs plain Python too
+    TransformerManager = _transformer()
+    if TransformerManager is None:  # then the sandbox runs plain Python too
         return source
 
     class Counted(TransformerManager):
@@ -83,8 +96,9 @@ def parse(source: str, budget: Optional[Budget] = None) -> ast.AST:
     """The tree of the code IPython makes of a cell (what the sandbox compiles).
 
     Raises:
-        NotRead: the cell does not compile even as IPython reads it (the sandbox ran none of it
-            either, but a person reads it: never "it names nothing"), or the transform or the
+        NotRead: the cell does not compile even as IPython reads it (or as plain Python, where
+            IPython is not installed and the sandbox runs it so): the sandbox ran none of it
+            either, but a person reads it: never "it names nothing"; or the transform or the
             parser failed on it in another way (``MemoryError`` on ``"-" * 100000``,
             ``RecursionError``, the work budget).
     """
@@ -95,8 +109,9 @@ def parse(source: str, budget: Optional[Budget] = None) -> ast.AST:
     except NotRead:
         raise
     except SyntaxError as e:
+        how = AS_IPYTHON if _transformer() is not None else AS_PYTHON
         raise _DoesNotCompile(f"{type(e).__name__} at line {e.lineno}: {str(e.msg)[:100]}, "
-                              "even as IPython reads it; the sandbox ran none of it") from None
+                              f"{how}; the sandbox ran none of it") from None
     except Exception as e:  # MemoryError, RecursionError, anything else of the parser's
         raise NotRead(f"{type(e).__name__}: {str(e)[:100]}".rstrip(": ")) from None
 

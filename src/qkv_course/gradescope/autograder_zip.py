@@ -8,8 +8,10 @@ container. The zip holds
   packages, a Python of this one's minor version (Miniforge), and ``requirements.txt``:
   torch, CPU build, from PyTorch's CPU index (Gradescope has no GPU: the CUDA build would only
   make the image larger), the package's other dependencies at the versions the course pins,
-  and ``qkv`` from a wheel built here from the repository, with no network, and put in the
-  zip's ``files/``: every submission is graded by the checks of the commit the zip was made
+  IPython at its pin (the engine runs answer cells as IPython reads them: without it, a cell
+  with ``%time`` or ``%matplotlib inline`` would not compile there, while ``qkv grade`` runs
+  it), and ``qkv`` from a wheel built here from the repository, with no network, and put in
+  the zip's ``files/``: every submission is graded by the checks of the commit the zip was made
   from, whatever the repository holds later;
 - ``run_autograder``: ``python -m qkv_course.gradescope.autograder`` (:mod:`.autograder`) on
   the submitted notebook, which writes ``/autograder/results/results.json``;
@@ -40,6 +42,8 @@ PYTHON_PREFIX = "/opt/qkv-python"  # the grading Python that setup.sh makes
 # What the wheel is built from: the package metadata and the sources (src/qkv, src/qkv_course).
 PACKAGE_FILES = ("pyproject.toml", "README.md", "src")
 BUILT_FROM = "qkv-built-from.txt"  # in the zip's files/: the commit the wheel was built from
+# What the grading engine needs beyond the package's own dependencies, at requirements.txt's pins.
+ENGINE_DEPENDENCIES = ("ipython",)
 MINIFORGE = ("https://github.com/conda-forge/miniforge/releases/latest/download/"
              "Miniforge3-Linux-x86_64.sh")
 
@@ -162,10 +166,11 @@ def requirements(root: Path, wheel: str) -> str:
 
 def pins(root: Path) -> List[str]:
     """The pinned requirement (``name==version``, from ``requirements.txt``) of each of the
-    package's dependencies (``pyproject.toml``)."""
+    package's dependencies (``pyproject.toml``), then of the engine's (``ENGINE_DEPENDENCIES``)."""
     import tomllib
 
     wanted = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted = [*wanted, *ENGINE_DEPENDENCIES]
     pinned = {}
     for line in (root / "requirements.txt").read_text().splitlines():
         line = line.split("#")[0].strip()
