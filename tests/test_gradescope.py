@@ -508,3 +508,27 @@ def test_bwrap_that_cannot_make_namespaces_is_told_apart_from_other_failures(tmp
     with pytest.raises(SandboxUnavailable) as missing:
         probe(str(tmp_path / "no-bwrap"))
     assert not isinstance(missing.value, NoNamespaces)
+
+
+@pytest.mark.slow
+def test_the_pages_local_try_of_the_zip_names_its_student(graded, tmp_path):
+    """book/instructors.md's commands to try a zip outside Gradescope, as written: they write a
+    submission_metadata.json, so the results name a student (not 'anonymous', which qkv report
+    merges into one)."""
+    import re
+
+    _, made = graded
+    page = (ROOT / "book" / "instructors.md").read_text().split("## Grading on Gradescope", 1)[1]
+    block = next(b for b in re.findall(r"^```bash\n(.*?)^```", page, flags=re.M | re.S)
+                 if "run_autograder" in b)
+    (tmp_path / "gradescope").mkdir()
+    shutil.copytree(made[SCALING], tmp_path / "gradescope" / SCALING)
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run(["bash", "-euc", block], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    meta = json.loads((tmp_path / "ag" / "submission_metadata.json").read_text())
+    results = json.loads((tmp_path / "ag" / "results" / "results.json").read_text())
+    student = results["extra_data"]["qkv"]["student"]
+    assert student == meta["users"][0]["sid"] and student != "anonymous"
