@@ -340,6 +340,23 @@ def test_code_that_scrolls_shows_a_shadow_on_a_phone(browser, site):
         v.close()
 
 
+def test_a_printed_line_of_45_characters_fits_a_phone(browser, site):
+    """reader13: at 13 px most printed results (tables of numbers the prose talks about) ran
+    past a phone's column, 16 of 17 outputs in chapter 8. Printed output is set smaller on a
+    phone: a line of 45 characters fits the box at PHONE px (code cells keep their size)."""
+    page = next(p for p in CHAPTERS if p.name.endswith("08-efficient"))
+    v = Visit(browser, site, page.html, width=PHONE)
+    try:
+        fits = v.page.evaluate(
+            "() => { const pre = document.querySelector('.bd-article div.cell_output "
+            "div.highlight pre'); const old = pre.textContent; pre.textContent = "
+            "'x'.repeat(45); const ok = pre.scrollWidth <= pre.clientWidth; "
+            "pre.textContent = old; return ok; }")
+        assert fits, f"{page.name} at {PHONE} px: a printed line of 45 characters scrolls"
+    finally:
+        v.close()
+
+
 @pytest.mark.parametrize("kind, dialog", [("primary", "pst-primary-sidebar-modal"),
                                           ("secondary", "pst-secondary-sidebar-modal")])
 def test_the_sidebar_buttons_open_on_a_phone(browser, site, kind, dialog):
