@@ -34,16 +34,17 @@ __all__: list = []
 
 def lookup_entropy(temperature: float, generator: torch.Generator, *, multiply: bool = False,
                    bits: bool = False, root: bool = False, dim: int = -1,
-                   sign: float = -1.0) -> float:
+                   sign: float = -1.0, reduce=lambda h: h.sum(dim=-1).mean()) -> float:
     """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8); or
     with a slip (``multiply``: by the temperature; ``bits``: log2; ``root``: also / sqrt(8);
-    ``dim``: the softmax axis; ``sign=1``: the minus sign dropped)."""
+    ``dim``: the softmax axis; ``sign=1``: the minus sign dropped; ``reduce``: how the
+    (16, 32) terms -w log w become one number)."""
     q = torch.randn(16, 8, generator=generator)
     k = torch.randn(32, 8, generator=generator)
     scores = q @ k.T * temperature if multiply else q @ k.T / temperature
     w = torch.softmax(scores / math.sqrt(8) if root else scores, dim=dim)
     log = w.clamp_min(1e-30).log2() if bits else w.clamp_min(1e-30).log()
-    return (sign * (w * log).sum(dim=-1)).mean().item()
+    return reduce(sign * (w * log)).item()
 
 
 LOOKUP_ENTROPY = Experiment(
@@ -63,6 +64,17 @@ LOOKUP_ENTROPY = Experiment(
                                                                             dim=0)),
         Mistake("the minus sign dropped (a negative entropy)", "an entropy is -sum(w * log w): "
                 "log w <= 0, so it is never negative", partial(lookup_entropy, sign=1.0)),
+        # Found by a student walk: the first query's entropy has the right mean (its spread
+        # alone told it, and not on every seed); the other two are exactly 1/32 and 16 times.
+        Mistake("the entropy of one query, not the mean over the 16", "take the entropy of "
+                "every row, then the mean over all 16 queries: .sum(dim=-1).mean()",
+                partial(lookup_entropy, reduce=lambda h: h[0].sum())),
+        Mistake("the mean over the keys too (1/32 of the entropy)", "an entropy is a sum over "
+                "the keys, -sum_j w_j log w_j: .sum(dim=-1), then .mean() over the queries",
+                partial(lookup_entropy, reduce=lambda h: h.mean())),
+        Mistake("summed over the queries instead of averaged (16 times the entropy)",
+                "the entropy of each row (.sum(dim=-1)), then their mean over the queries",
+                partial(lookup_entropy, reduce=lambda h: h.sum())),
     ),
     spread=SPREAD,
     hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
