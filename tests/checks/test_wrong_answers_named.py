@@ -55,6 +55,13 @@ def entropy_sum_over_all(temperature, generator):
     return _entropy_terms(temperature, generator).sum().item()
 
 
+def _max_weight_of(take):
+    def max_weight(d_k, scaled, generator):
+        q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
+        return take(torch.softmax(q @ k.T / (math.sqrt(d_k) if scaled else 1.0), -1)).item()
+    return max_weight
+
+
 def max_weight_median(d_k, scaled, generator):
     q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
     s = q @ k.T / (math.sqrt(d_k) if scaled else 1.0)
@@ -333,6 +340,12 @@ NAMED = {
         "check_lookup_entropy", entropy_mean_over_all, "the mean over the keys too", ""),
     "lookup_entropy: summed over the queries": (
         "check_lookup_entropy", entropy_sum_over_all, "summed over the queries", ""),
+    "max_weight: mean then max": (
+        "check_max_weight", _max_weight_of(lambda w: w.mean(-1).max()),
+        "each row averaged before the max", ""),
+    "max_weight: the indices of max": (
+        "check_max_weight", _max_weight_of(lambda w: w.max(-1)[1].float().mean()),
+        "the positions of the largest weights", ""),
     "max_weight: the median over the queries": (
         "check_max_weight", max_weight_median, "the median over the queries", ""),
     "padded_causal_attention: scaled by sqrt(S)": (

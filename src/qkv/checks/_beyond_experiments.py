@@ -120,14 +120,17 @@ SELF_WEIGHT = Experiment(
 
 def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
                always: bool = False, dim: int = -1, max_dim: int = -1,
-               median: bool = False, inverted: bool = False) -> float:
+               median: bool = False, inverted: bool = False, take=None) -> float:
     """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
     or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
     ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along; ``median``:
-    the median over the queries; ``inverted``: divided only when ``scaled`` is False)."""
+    the median over the queries; ``inverted``: divided only when ``scaled`` is False; ``take``:
+    the number made of the (32, 32) weights otherwise)."""
     q = torch.randn(32, d_k, generator=generator)
     k = torch.randn(32, d_k, generator=generator)
     scores = q @ k.T / (d_k ** power if (scaled != inverted) or always else 1.0)
+    if take:
+        return take(torch.softmax(scores, dim=dim)).item()
     largest = torch.softmax(scores, dim=dim).max(dim=max_dim).values
     return (largest.median() if median else largest.mean()).item()
 
@@ -152,6 +155,12 @@ MAX_WEIGHT = Experiment(
         # Found by a student walk: on some seeds its mean is near one of the slips above.
         Mistake("the median over the queries instead of the mean", "return the mean over the "
                 "32 queries of each row's largest weight", partial(max_weight, median=True)),
+        Mistake("each row averaged before the max (a row of weights averages 1/32)",
+                "the largest weight of each row, then their mean: w.max(dim=-1).values.mean()",
+                partial(max_weight, take=lambda w: w.mean(dim=-1).max())),
+        Mistake("the positions of the largest weights (argmax), not the weights",
+                "w.max(dim=-1) gives (values, indices): take .values",
+                partial(max_weight, take=lambda w: w.max(dim=-1)[1].float().mean())),
     ),
     spread=SPREAD,
     hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
