@@ -23,6 +23,13 @@ def temperature_no_keepdim(query, key, value, temperature=1.0):
     return (e / e.sum(dim=-1)) @ value
 
 
+def temperature_sum_over_queries(query, key, value, temperature=1.0, E=None):
+    E = E or math.sqrt(query.shape[-1])
+    s = query @ key.transpose(-2, -1) / (E * temperature)
+    e = (s - s.amax(dim=-1, keepdim=True)).exp()
+    return (e / e.sum(dim=-2, keepdim=True)) @ value  # the printed sum kept
+
+
 def temperature_ignored(query, key, value, temperature=1.0):
     return a.attention_with_temperature(query, key, value)
 
@@ -326,6 +333,15 @@ NAMED = {
     "attention_with_temperature: the row sums without keepdim": (
         "check_attention_with_temperature", temperature_no_keepdim, "without keepdim=True",
         "key.T"),
+    # Told only "largest difference": the maximum added over dim=-1, the printed sum kept.
+    "attention_with_temperature: the printed sum over dim=-2 kept": (
+        "check_attention_with_temperature", temperature_sum_over_queries,
+        "the sums over the queries (dim=-2)", ""),
+    "attention_with_temperature: the printed sum and 1/E kept": (
+        "check_attention_with_temperature",
+        lambda q, k, v, temperature=1.0: temperature_sum_over_queries(q, k, v, temperature,
+                                                                      E=q.shape[-1]),
+        "2 bugs of the printed function left", ""),
     "attention_with_temperature: the temperature ignored": (
         "check_attention_with_temperature", temperature_ignored, "the temperature ignored", ""),
     "lookup_entropy: softmax over the queries": (

@@ -39,13 +39,15 @@ from .mistakes.attention import TORCH_ATTENTION, qkv_case, qkv_inputs
 def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature: float = 1.0, *,
                           scale_power: float = 0.5, dim: int = -1, stable: bool = True,
                           multiply: bool = False, width: str = "E", root_t: bool = False,
-                          keepdim: bool = True, tempered: bool = True) -> Tensor:
+                          keepdim: bool = True, tempered: bool = True,
+                          sum_dim: int = 0) -> Tensor:
     """``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``, or one bug of the buggy
     version put back (``scale_power=1``: ``/ E``; ``dim=-2``: the softmax over the queries;
     ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``); or another slip
     (``width="S"``: sqrt of the number of keys, ``"none"``: no sqrt(E); ``root_t``:
     / sqrt(E * T); ``keepdim=False``: the row sums without it; ``tempered=False``: the
-    temperature ignored)."""
+    temperature ignored; ``sum_dim=-2``: the maximum over the keys added, the printed sum
+    over the queries kept)."""
     E = {"E": query.shape[-1], "S": key.shape[-2], "none": 1}[width]
     t = 1.0 / temperature if multiply else temperature if tempered else 1.0
     t = math.sqrt(t) if root_t else t
@@ -53,7 +55,7 @@ def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature
     if stable:
         scores = scores - scores.amax(dim=dim, keepdim=True)
     e = scores.exp()
-    return (e / e.sum(dim=dim, keepdim=keepdim)) @ value
+    return (e / e.sum(dim=sum_dim or dim, keepdim=keepdim)) @ value
 
 
 def _temperature_cases():
@@ -97,6 +99,11 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
         Mistake("softmax over the queries (dim=-2) (a bug of the printed function)",
                 "each query's weights over the keys sum to one: reduce over dim=-1",
                 partial(temperature_attention, dim=-2)),
+        # Found by a student walk: the maximum added over dim=-1, the printed sum kept.
+        # Not marked printed: with no maximum it is the dim=-2 bug, and combined it was named so.
+        Mistake("the sums over the queries (dim=-2), the printed function's, kept",
+                "each query's weights over the keys sum to one: e.sum(dim=-1, keepdim=True), "
+                "over the same axis as the maximum", partial(temperature_attention, sum_dim=-2)),
         Mistake("no maximum subtracted: exp overflows (a bug of the printed function)",
                 "subtract each row's maximum before exp", partial(temperature_attention,
                                                                   stable=False)),
