@@ -23,9 +23,8 @@ def temperature_no_keepdim(query, key, value, temperature=1.0):
     return (e / e.sum(dim=-1)) @ value
 
 
-def temperature_sum_over_queries(query, key, value, temperature=1.0, E=None):
-    E = E or math.sqrt(query.shape[-1])
-    s = query @ key.transpose(-2, -1) / (E * temperature)
+def temperature_sum_over_queries(query, key, value, temperature=1.0):
+    s = query @ key.transpose(-2, -1) / (math.sqrt(query.shape[-1]) * temperature)
     e = (s - s.amax(dim=-1, keepdim=True)).exp()
     return (e / e.sum(dim=-2, keepdim=True)) @ value  # the printed sum kept
 
@@ -67,6 +66,16 @@ def _max_weight_of(take):
         q, k = torch.randn(32, d_k, generator=generator), torch.randn(32, d_k, generator=generator)
         return take(torch.softmax(q @ k.T / (math.sqrt(d_k) if scaled else 1.0), -1)).item()
     return max_weight
+
+
+def variance_rounded(d_k, n_samples, generator):
+    q = torch.randn(n_samples, d_k, generator=generator)
+    k = torch.randn(n_samples, d_k, generator=generator)
+    return round((q * k).sum(dim=-1).var().item())
+
+
+def entropy_rounded(temperature, generator):
+    return round(a.lookup_entropy(temperature, generator), 1)
 
 
 def max_weight_median(d_k, scaled, generator):
@@ -337,11 +346,6 @@ NAMED = {
     "attention_with_temperature: the printed sum over dim=-2 kept": (
         "check_attention_with_temperature", temperature_sum_over_queries,
         "the sums over the queries (dim=-2)", ""),
-    "attention_with_temperature: the printed sum and 1/E kept": (
-        "check_attention_with_temperature",
-        lambda q, k, v, temperature=1.0: temperature_sum_over_queries(q, k, v, temperature,
-                                                                      E=q.shape[-1]),
-        "2 bugs of the printed function left", ""),
     "attention_with_temperature: the temperature ignored": (
         "check_attention_with_temperature", temperature_ignored, "the temperature ignored", ""),
     "lookup_entropy: softmax over the queries": (
@@ -362,6 +366,11 @@ NAMED = {
     "max_weight: the indices of max": (
         "check_max_weight", _max_weight_of(lambda w: w.max(-1)[1].float().mean()),
         "the positions of the largest weights", ""),
+    # Told "not the formula" and "a selection that is always empty": it measured, then rounded.
+    "dot_product_variance: round(var)": (
+        "check_dot_product_variance", variance_rounded, "rounded to 0 decimals", "formula"),
+    "lookup_entropy: round(entropy, 1)": (
+        "check_lookup_entropy", entropy_rounded, "rounded to 1 decimal", "always empty"),
     "max_weight: the median over the queries": (
         "check_max_weight", max_weight_median, "the median over the queries", ""),
     "padded_causal_attention: scaled by sqrt(S)": (

@@ -163,10 +163,42 @@ def reference_twists(exp: Experiment, setting: tuple) -> int:
     return twists(10**6, generator) or 0
 
 
+#: A measurement rounded too early: named where the numbers are refused (a rounded number
+#: that still passes, max_weight to 2 decimals, passes), before any cause of theirs.
+ROUNDED = "the measured number rounded"
+
+
+def rounded(values: Sequence[float],
+            truth: Sequence[float]) -> Optional[Tuple[str, str, str]]:
+    """``(what, hint, ROUNDED)`` when ``values`` are ``truth`` (the measurement as described,
+    on the same seeds) rounded to 0 to 3 decimals, not all 0 (nothing counted, more likely),
+    and not ``truth`` itself; else ``None``."""
+    def near(v: float, t: float) -> bool:
+        return math.isclose(v, t, rel_tol=1e-6, abs_tol=1e-9)
+
+    d = next((d for d in range(4) if all(near(v, round(t, d)) for v, t in zip(values, truth))),
+             None)
+    if d is None or not any(values) or all(near(v, t) for v, t in zip(values, truth)):
+        return None
+    return (f"every number you returned is the measurement rounded to {d} decimal"
+            f"{'' if d == 1 else 's'} ({', '.join(f'{v:g}' for v in values[:3])}, ...)",
+            "return the unrounded number (round only when you print it)", ROUNDED)
+
+
 def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                  reference: Sequence[float], seeds: Sequence[int] = (),
-                 seed: int = 0, drew: Optional[int] = None,
-                 made: int = 0) -> Optional[Tuple[str, str, str]]:
+                 *args: Any) -> Optional[Tuple[str, str, str]]:
+    """:func:`_judged`'s verdict, told as rounding where the numbers are rounded."""
+    found = _judged(exp, setting, values, reference, seeds, *args)
+    return found and seeds and rounded(values[:-1], [
+        float(exp.reference(*setting, torch.Generator().manual_seed(s)))
+        for s in seeds[:len(values) - 1]]) or found
+
+
+def _judged(exp: Experiment, setting: tuple, values: Sequence[float],
+            reference: Sequence[float], seeds: Sequence[int] = (),
+            seed: int = 0, drew: Optional[int] = None,
+            made: int = 0) -> Optional[Tuple[str, str, str]]:
     """``(what, hint, mistake)`` unless ``values`` (the student's on ``seeds``, the first seed
     repeated last) behave as a measurement of the reference's quantity; ``None`` when they do.
     ``mistake`` is the known mistake's name, ``""`` when none is recognised. ``drew``: the

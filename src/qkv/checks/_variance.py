@@ -17,7 +17,7 @@ import torch
 
 from .harness import (Check, Raised, drawn_count, notice_text, number_of, plain_number,
                       reference_names, shown, split_outcome, twists, NOTHING, WORDS_PER_TWIST)
-from ._experiment import DRAWS_FRACTION, OWN_GENERATOR
+from ._experiment import DRAWS_FRACTION, OWN_GENERATOR, rounded
 from .result import CheckResult, mistake_id
 
 __all__: list = []
@@ -145,6 +145,13 @@ class _VarianceCheck(Check):
                             hint="return the variance as a float (e.g. dots.var().item()) or a "
                                  "one-element tensor")
             values.append(value)
+        verdict = self._verdict(seed, plan, values, drew, notices)
+        found = not verdict.passed and rounded(values, [_measured(*p[:3]) for p in plan])
+        return CheckResult(_VARIANCE, False, seed, verdict.input, what=found[0], hint=found[1],
+                           mistake=found[2], mistake_id=mistake_id(found[2])) if found else verdict
+
+    def _verdict(self, seed: int, plan: list, values: List[float], drew: Optional[int],
+                 notices: list) -> CheckResult:
         k = len(VARIANCE_DIMS)
         measured = [(d, value) for (d, *_), value in zip(plan, values[:k])]
         # A named mistake first; an estimate that is merely off is said after the tests below,
@@ -188,6 +195,13 @@ class _VarianceCheck(Check):
                     hint="measure: return the variance of the dot products of all n_samples "
                          "pairs q, k you drew, nothing added or rounded")
         return off or CheckResult(_VARIANCE, True, seed, notice=notice_text(notices))
+
+
+def _measured(d: int, n: int, seed: int) -> float:
+    """The variance of ``n`` dot products at width ``d`` as described, drawn on ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(n, d, generator=generator) for _ in "qk")
+    return (q * k).sum(dim=-1).var().item()
 
 
 def _near(value: float, d: int, index: int) -> bool:
