@@ -357,6 +357,23 @@ def test_a_printed_line_of_45_characters_fits_a_phone(browser, site):
         v.close()
 
 
+def test_a_figure_opens_at_full_size_when_tapped(browser, site):
+    """reader13: chapter 5's grids of heads show at under half their size on a phone, their
+    labels unreadable. Each figure of a page is a link to its own image file, which a phone
+    zooms; the theme's images (the Colab logo) are not."""
+    page = next(p for p in CHAPTERS if p.name.endswith("05-multi-head"))
+    v = Visit(browser, site, page.html, width=PHONE)
+    try:
+        links = v.page.evaluate(
+            "() => [...document.querySelectorAll('.bd-article figure img')].map(i => "
+            "[i.closest('a') && i.closest('a').href, i.currentSrc || i.src])")
+        assert links and all(href == src for href, src in links), links
+        assert v.page.evaluate("() => !document.querySelector('img[alt=\"Colab logo\"]')"
+                               ".closest('a.qkv-figure-link')")
+    finally:
+        v.close()
+
+
 @pytest.mark.parametrize("kind, dialog", [("primary", "pst-primary-sidebar-modal"),
                                           ("secondary", "pst-secondary-sidebar-modal")])
 def test_the_sidebar_buttons_open_on_a_phone(browser, site, kind, dialog):

@@ -22,3 +22,22 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", forward);
   else forward();
 })();
+
+/* A figure's image opens whole when tapped. On a phone a wide figure (a grid of heads) is drawn
+   at under half its size, its labels too small to read; the image file itself can be zoomed.
+   Only figures of the article: the theme's own images (logos, buttons) stay as they are. */
+(() => {
+  const link = () => {
+    for (const img of document.querySelectorAll(".bd-article figure img")) {
+      if (img.closest("a")) continue;
+      const a = document.createElement("a");
+      a.href = img.currentSrc || img.src;
+      a.className = "qkv-figure-link";
+      a.title = "Open the figure at full size";
+      img.replaceWith(a);
+      a.appendChild(img);
+    }
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", link);
+  else link();
+})();
