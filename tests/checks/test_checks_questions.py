@@ -176,6 +176,17 @@ def test_a_per_student_question_computes_its_answer_from_the_student_s_parameter
         check_question(q.id, 1, **{**first, name: str(first[name])})
 
 
+@pytest.mark.parametrize("answer, said", [
+    (37.75, "that is in MB"), (37.7, "that is in MB"), (37748736, "that is in bytes"),
+    (36864, "that is in KiB")])
+def test_a_unit_slip_is_named_as_a_student_writes_it(answer, said, monkeypatch, tmp_path):
+    """wrong13: the MB slip was named only to the sixth digit (37.748736, not 37.75), and an
+    answer in bytes or KiB got the general hint: the first answer is graded, so its message is
+    the one the student learns from."""
+    with pytest.raises(AssertionError, match=re.escape(said)):
+        check_question("efficient_q1", answer, length=3072)
+
+
 def test_a_fixed_question_takes_no_parameters():
     with pytest.raises(ValueError, match="takes no parameters"):
         check_question("scaling_q1", 64, d_k=64)

@@ -198,6 +198,21 @@ def _as_number(question_id: str, answer: object) -> float:
     return value
 
 
+#: How close an answer must be to a typical wrong number to be told what it comes from, when it
+#: is none of them to the last digit: as a student writes it (37.75 for 37.748736 MB), and
+#: near that one alone (3 * 256^2 and 3 * (256^2 + 256) are 0.4% apart: neither is named).
+NEAR = 5e-3
+
+
+def _told(value: float, wrong: Mapping[float, str], hint: str,
+          same: Callable[[float, float], bool]) -> str:
+    """What ``value`` comes from: the typical wrong number it is, else the one wrong number
+    it is near (:data:`NEAR`; two near it say nothing), else ``hint``."""
+    exact = [w for v, w in wrong.items() if same(value, v)]
+    near = [w for v, w in wrong.items() if math.isclose(value, v, rel_tol=NEAR, abs_tol=1e-12)]
+    return exact[0] if exact else near[0] if len(near) == 1 else hint
+
+
 @dataclass(frozen=True)
 class Number:
     """A numeric question.
@@ -240,7 +255,7 @@ class Number:
         shown = int(value) if float(value).is_integer() else value
         if self.right(value):
             return f"{self.id}: right, {shown!r} - {self.why}."
-        why = next((w for v, w in self.wrong().items() if self._same(value, v)), self.hint)
+        why = _told(value, self.wrong(), self.hint, self._same)
         return f"{self.id}: Not {shown!r}: {why}. The reasoning: {self.why}."
 
 
@@ -300,6 +315,5 @@ class Computed:
         where = ", ".join(f"{k} = {v}" for k, v in sorted(params.items()))
         if self.right(value, **params):
             return f"{self.id} ({where}): right, {shown!r} - {self.why(**params)}."
-        why = next((w for v, w in self.wrong(**params).items() if self._same(value, v)),
-                   self.hint)
+        why = _told(value, self.wrong(**params), self.hint, self._same)
         return f"{self.id} ({where}): Not {shown!r}: {why}. The reasoning: {self.why(**params)}."

@@ -89,6 +89,8 @@ EFFICIENT_Q1 = Computed(
         length * length * 4 / 10**6: "that is in MB (10^6 bytes); the question asks MiB "
                                      "(2^20 bytes)",
         length * 4 / 2**20: "that is one row of scores; the matrix has length rows",
+        length * length * 4: "that is in bytes; the question asks MiB (divide by 2^20)",
+        length * length * 4 / 2**10: "that is in KiB; the question asks MiB (2^20 bytes)",
     },
     hint="L * S scores, 4 bytes each in float32, and 2^20 bytes to a MiB",
     examples=tuple({"length": 1024 * (seed % 7 + 2)} for seed in range(7)),
