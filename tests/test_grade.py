@@ -1028,6 +1028,22 @@ def test_a_folder_that_names_no_one_on_the_roster_is_graded_said_and_flagged(
     assert not rows["bob"]["flagged"]
 
 
+def test_the_flag_count_counts_a_folder_off_the_roster(empty_course, tmp_path, fake_sandbox,
+                                                     capsys):
+    """instr13: "N flagged for review" left out the submissions flagged in formgrader for
+    naming no one on the roster."""
+    from nbgrader.api import Gradebook
+
+    course = _copy(empty_course, tmp_path / "course")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.add_student("frank")
+    for student in ("Frank", "frank"):
+        gc.submit(course, student, class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert "1 flagged for review" in out, out
+
+
 def test_a_course_that_registers_no_one_has_no_roster(empty_course, tmp_path, fake_sandbox,
                                                       capsys):
     """Where nobody registers students (each is made as they hand in, as nbgrader autograde

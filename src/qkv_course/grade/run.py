@@ -187,6 +187,9 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
     Pool, SandboxUnavailable = sandbox.Pool, sandbox.SandboxUnavailable
     quiet_libraries()
     key = course_key(course)
+    # A folder that names no one on the roster is flagged in formgrader when written
+    # (:mod:`.gradebook`): counted with the flagged ones.
+    on_roster = roster.registered(course)
     lock = threading.Lock()
     stopping = threading.Event()  # set on Ctrl-C: what the killed sandboxes give is not a grade
 
@@ -217,7 +220,8 @@ def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int,
             summary.graded += 1
             summary.unreadable += bool(record.get("unreadable"))
             summary.sandbox_failed += bool(record.get("sandbox"))
-            summary.flagged += bool(record.get("flags"))
+            summary.flagged += bool(record.get("flags")) or bool(on_roster) and \
+                student not in on_roster
             if gone:
                 summary.answers_gone.append(f"{student} {p.assignment}/{p.notebook}")
             summary.lines.append(line)
