@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import itertools
 import json
 import shutil
 import subprocess
@@ -221,7 +222,9 @@ def test_shards_then_merge_equal_one_run(graded, empty_course, tmp_path, fake_sa
         assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--shard", f"{k}/3"]) == 0
         shards.append(sorted(p.parent.parent.name
                              for p in (course / records.FOLDER).glob("*/*/*.json")))
-    assert shards[-1] == sorted(KINDS) and len(set(map(len, shards))) == 3  # each added its own
+    assert shards[-1] == sorted(KINDS)  # each added its own (its students by the id's hash)
+    assert [len(s) for s in shards] == list(itertools.accumulate(
+        len(jobs.in_shard(list(KINDS), (k, 3))) for k in (1, 2, 3)))
     assert not (course / "autograded").exists()  # shards never write the gradebook
     assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course), "--merge"]) == 0
     assert gc.scores(course) == gc.scores(graded) or all(
@@ -486,10 +489,19 @@ def test_compare_without_a_gradebook_or_with_merge_is_one_clear_line(tmp_path, c
     assert "without --merge" in capsys.readouterr().err
 
 
-def test_shards_split_by_sorted_id():
-    ids = ["d", "a", "c", "b", "e"]
-    parts = [jobs.in_shard(ids, (k, 2)) for k in (1, 2)]
-    assert parts == [["a", "c", "e"], ["b", "d"]]
+def test_shards_split_by_a_stable_hash_of_the_id():
+    """instr13: a split by position in the sorted list shifted every student after a folder
+    collected between two shards' starts (shard 2 graded shard 1's students, and some none)."""
+    ids = [f"s{i:03d}" for i in range(200)]
+    parts = [jobs.in_shard(ids, (k, 3)) for k in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == ids and all(p == sorted(p) for p in parts)
+    assert all(40 < len(p) < 90 for p in parts), [len(p) for p in parts]
+    # A newcomer (sorted first) moves no one else.
+    later = [jobs.in_shard(["aaa"] + ids, (k, 3)) for k in (1, 2, 3)]
+    assert [[s for s in p if s != "aaa"] for p in later] == parts
+    # The same on every machine and run (not Python's salted hash()).
+    assert jobs.shard_of("frank", 8) == 1 + int(
+        __import__("hashlib").sha256(b"frank").hexdigest()[:16], 16) % 8
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="submissions graded at once, each in its own sandbox (default 2)")
     parser.add_argument("--shard", metavar="K/N",
-                        help="grade only shard K of N (students split by sorted id); then "
+                        help="grade only shard K of N (students split by a hash of their id); then "
                         "--merge writes the gradebook")
     parser.add_argument("--force", action="store_true",
                         help="grade again submissions already graded (default: only new or "

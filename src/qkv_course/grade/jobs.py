@@ -6,6 +6,7 @@ what a submission folder holds that cannot be graded (:func:`strays`,
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -32,13 +33,22 @@ def parse_shard(value: Optional[str]) -> Optional[Tuple[int, int]]:
     return k, n
 
 
+def shard_of(student: str, n: int) -> int:
+    """The shard (1 to ``n``) of a student id: from the SHA-256 of the id's bytes, so it is
+    the same in every run and on every machine, whoever else handed in (a folder collected
+    between two shards' starts moves no one else)."""
+    digest = hashlib.sha256(student.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % n + 1
+
+
 def in_shard(students: Sequence[str], shard: Optional[Tuple[int, int]]) -> List[str]:
-    """This shard's students: of the sorted ids, those at positions K-1, K-1+N, ..."""
+    """This shard's students, sorted: those whose :func:`shard_of` is K (a split by position
+    in the list shifted everyone after a folder collected between two shards' starts)."""
     ordered = sorted(set(students))
     if shard is None:
         return ordered
     k, n = shard
-    return ordered[k - 1::n]
+    return [s for s in ordered if shard_of(s, n) == k]
 
 
 def find_jobs(course: Path, assignment: str, plans: Dict[str, Plan],

@@ -1,9 +1,10 @@
 """One grading run: which submissions, in which sandboxes, how many at once, and its summary.
 
 :func:`grade_class` finds ``submitted/<student>/<A>/<notebook>.ipynb`` for every notebook of
-the assignment's source (:mod:`.jobs`), keeps the students asked for (``--student``) and this shard's
-(``--shard K/N``: every N-th student of the sorted ids, from the K-th: deterministic, so a
-Slurm array or a Kubernetes indexed job splits a class without a scheduler of ours), skips
+the assignment's source (:mod:`.jobs`), keeps the students asked for (``--student``) and this
+shard's (``--shard K/N``: those whose id's SHA-256 falls in the K-th of N shards, the same
+whoever else handed in: deterministic, so a Slurm array or a Kubernetes indexed job splits a
+class without a scheduler of ours, and a folder collected between two shards moves no one), skips
 those whose result file is current (``--force`` grades them again), grades the rest ``--jobs``
 at a time, each in a fresh sandbox (:mod:`.sandbox`), and writes each result file once the
 submission's sandbox has ended. An unsharded run (and ``--merge``, after the shards) then
