@@ -1056,6 +1056,38 @@ def test_the_flag_count_counts_a_folder_off_the_roster(empty_course, tmp_path, f
     assert "1 flagged for review" in out, out
 
 
+def test_a_misnamed_folder_renamed_leaves_a_phantom_the_run_names_as_such(
+        empty_course, tmp_path, fake_sandbox, capsys):
+    """instr13: after `Frank` was renamed to the registered `frank`, as the run said, the next
+    run called `Frank` (an id qkv grade added itself) "the registered student" and said to
+    rename the right folder to it; and `nbgrader db student remove Frank` was undone by the
+    next run, from the stale result file. The phantom is named as such, with how to remove it
+    (and the hand grade that would be lost), and a result whose folder is gone is not written."""
+    from nbgrader.api import Gradebook
+
+    course = _copy(empty_course, tmp_path / "course")
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(db) as gb:
+        gb.add_student("frank", last_name="F")
+    gc.submit(course, "Frank", class_.submission("model"))
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert "'Frank' 04-scaling: NOT ON THE ROSTER" in out and "the next run then says how" in out
+    with Gradebook(db) as gb:  # a hand grade given under the phantom id
+        gb.find_grade(class_.WRITTEN, "scaling", gc.ASSIGNMENT, "Frank").manual_score = 1
+        gb.db.commit()
+    shutil.move(course / "submitted" / "Frank", course / "submitted" / "frank")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert ("'frank' 04-scaling: ONE STUDENT UNDER TWO IDS: the gradebook also holds 'Frank', "
+            "an id qkv grade added itself for a folder submitted/Frank/ (nobody registered it)"
+            ) in out, out
+    assert "'frank' is the registered student, and submitted/frank/ is right: leave it" in out
+    assert "it is the registered student 'Frank'" not in out
+    assert f"YOU gave 'Frank' (04-scaling/scaling: {class_.WRITTEN})" in out
+    assert "`nbgrader db student remove Frank --force`" in out
+
+
 def test_a_course_that_registers_no_one_has_no_roster(empty_course, tmp_path, fake_sandbox,
                                                       capsys):
     """Where nobody registers students (each is made as they hand in, as nbgrader autograde

@@ -90,24 +90,88 @@ def closest(student: str, roster: Iterable[str]) -> str:
     return "no registered id is close to it"
 
 
+def hand_work(course: Path, student: str) -> List[str]:
+    """``assignment/notebook: cell`` of each score, extra credit or comment a person gave
+    ``student`` in the gradebook (read with sqlite, read-only; none where it cannot be read):
+    what removing the student from the gradebook would lose."""
+    db = course / "gradebook.db"
+    if not db.is_file():
+        return []
+    where = ("JOIN submitted_notebook sn ON x.notebook_id = sn.id "
+             "JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
+             "JOIN assignment a ON sa.assignment_id = a.id "
+             "JOIN notebook n ON sn.notebook_id = n.id "
+             "JOIN base_cell c ON x.cell_id = c.id WHERE sa.student_id = ? AND ")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            rows = con.execute(
+                "SELECT a.name, n.name, c.name FROM grade x " + where +
+                "(x.manual_score IS NOT NULL OR x.extra_credit IS NOT NULL) UNION "
+                "SELECT a.name, n.name, c.name FROM comment x " + where +
+                "x.manual_comment IS NOT NULL AND x.manual_comment != ''",
+                (student, student)).fetchall()
+    except sqlite3.Error:
+        return []
+    return sorted(f"{a}/{n}: {c}" for a, n, c in rows)
+
+
+def _phantom_advice(course: Path, phantom: str, student: str) -> str:
+    """How to take ``phantom`` (an id ``qkv grade`` added, nobody registered) out of the course,
+    losing nothing of the instructor's: what is left of it, and the commands."""
+    folder = ascii(phantom)[1:-1]
+    shown = ascii(student)[1:-1]
+    steps = []
+    left = sorted(p.name for p in (course / "submitted" / phantom).glob("*") if p.is_dir())
+    if left:
+        steps.append(f"submitted/{folder}/ still holds {', '.join(left)}: move each to "
+                     f"submitted/{shown}/ (or away, if {shown} handed it in there already)")
+    kept = hand_work(course, phantom)
+    if kept:
+        steps.append(f"the gradebook holds {len(kept)} grade(s) or comment(s) YOU gave "
+                     f"{ascii(phantom)} ({'; '.join(kept[:5])}{'; ...' if len(kept) > 5 else ''}"
+                     f"), which removing it deletes: give them again to {ascii(student)} in "
+                     "formgrader first (nothing here removes them)")
+    steps.append(f"then `nbgrader db student remove {folder} --force` and `rm -rf "
+                 f"qkv-grades/{folder} autograded/{folder} feedback/{folder}`")
+    return "; ".join(steps)
+
+
 def strangers(course: Path, assignment: str, students: Iterable[str]) -> List[str]:
     """A line for each submission folder of ``students`` that names no one on the roster (none
     where the course has no roster), and for each that is another student's id in another
-    Unicode form or case (both in the gradebook: a roster that holds both, or the list of those
-    ``qkv grade`` added lost). Ids are shown as ``ascii()`` writes them, so that
-    ``'zoe\u0308'`` and ``'zo\xeb'`` differ on the screen as they do on disk."""
+    Unicode form or case (both in the gradebook: a roster that holds both, the list of those
+    ``qkv grade`` added lost, or an id it added for a misnamed folder since renamed: that one,
+    the phantom, is named as such, with how to remove it). Ids are shown as ``ascii()``
+    writes them, so that ``'zoe\u0308'`` and ``'zo\xeb'`` differ on the screen as they do on
+    disk."""
     everyone = set(_students(course))
     roster = registered(course)
+    mine = added(course)
     lines = []
     for s in sorted(set(students)):
         twins = sorted(r for r in everyone if r != s and key(r) == key(s))
+        # Ids qkv grade added itself, nobody registered: never "the registered student".
+        # (Where no one is registered, only one whose folder is gone: else which is right?)
+        phantoms = [t for t in twins if t in mine and t not in roster and (
+            s in roster or not (course / "submitted" / t).is_dir())]
         if roster and s not in roster:
             lines.append(
                 f"{ascii(s)} {assignment}: NOT ON THE ROSTER: submitted/{ascii(s)[1:-1]}/ names "
                 f"no registered student; {closest(s, roster)}. It is graded and written as a "
                 "new student, flagged in formgrader, while the registered one exports no grade "
                 "of it: rename the folder to the registered id (or register the student, with a "
-                "name: `nbgrader db student add ID --last-name NAME`) and run again")
+                "name: `nbgrader db student add ID --last-name NAME`) and run again (the next "
+                "run then says how to remove the id this one adds)")
+        elif phantoms:
+            how = "registered student" if s in roster else "student whose folder is there now"
+            lines.extend(
+                f"{ascii(s)} {assignment}: ONE STUDENT UNDER TWO IDS: the gradebook also holds "
+                f"{ascii(t)}, an id qkv grade added itself for a folder submitted/"
+                f"{ascii(t)[1:-1]}/ (nobody registered it), the same id in another "
+                f"{'case' if unicodedata.normalize('NFC', t) != unicodedata.normalize('NFC', s) else 'Unicode form'}; "
+                f"{ascii(s)} is the {how}, and submitted/{ascii(s)[1:-1]}/ is right: leave it. "
+                f"Both rows are flagged in the export until {ascii(t)} is removed: "
+                + _phantom_advice(course, t, s) for t in phantoms)
         elif twins:
             lines.append(
                 f"{ascii(s)} {assignment}: ONE STUDENT UNDER TWO IDS: {closest(s, twins)}, and "
