@@ -1086,6 +1086,15 @@ def test_a_misnamed_folder_renamed_leaves_a_phantom_the_run_names_as_such(
     assert "it is the registered student 'Frank'" not in out
     assert f"YOU gave 'Frank' (04-scaling/scaling: {class_.WRITTEN})" in out
     assert "`nbgrader db student remove Frank --force`" in out
+    assert "'Frank' 04-scaling/scaling: NOT WRITTEN to the gradebook: " \
+           "qkv-grades/Frank/04-scaling/scaling.json" in out
+    with Gradebook(db) as gb:
+        gb.remove_student("Frank")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    with Gradebook(db) as gb:  # not brought back by the stale result file
+        assert sorted(s.id for s in gb.students) == ["frank"]
+    assert "UNDER TWO IDS:" not in out and "'Frank' 04-scaling/scaling: NOT WRITTEN" in out
 
 
 def test_a_course_that_registers_no_one_has_no_roster(empty_course, tmp_path, fake_sandbox,

@@ -130,3 +130,15 @@ def all_results(course: Path, assignment: str) -> Iterator[Tuple[str, str, Dict[
         record = read(path)
         if record is not None and not path.name.startswith("."):
             yield path.parent.parent.name, path.stem, record
+
+
+def orphans(course: Path, assignment: str) -> Iterator[Tuple[str, str]]:
+    """``(student, notebook)`` of each result file whose submission folder
+    (``submitted/<student>/<assignment>/``) is gone: a folder renamed to the registered id, or
+    removed. Its result is no submission's now, and is not written to the gradebook (written,
+    it brought back a student removed from it with ``nbgrader db student remove``)."""
+    for path in sorted((course / FOLDER).glob(f"*/{assignment}/*.json")):
+        student = path.parent.parent.name
+        if not path.name.startswith(".") and \
+                not (course / "submitted" / student / assignment).is_dir():
+            yield student, path.stem

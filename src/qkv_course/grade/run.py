@@ -173,11 +173,27 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         # the gradebook's grade of it is flagged.
         skip = {(j[0], j[1].notebook) for j in stale} if merge else set(summary.not_graded)
         skip |= handed_in_otherwise(course, assignment, plans, students)
-        summary.written = gradebook.write(course, plans, skip=skip, failed=summary.left_out,
-                                          reopened=summary.reopened)
+        # A result whose submission folder is gone (renamed to the registered id, or
+        # removed) is no one's submission now: said, and not written back (it brought back
+        # a student removed from the gradebook); the gradebook's grade of it is left alone.
+        gone = set(records.orphans(course, assignment))
+        summary.orphans = [orphan_line(course, assignment, s, n) for s, n in sorted(gone)]
+        summary.written = gradebook.write(course, plans, skip=skip | gone,
+                                          failed=summary.left_out, reopened=summary.reopened)
         summary.outdated = outdated.flag(course, assignment, skip)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def orphan_line(course: Path, assignment: str, student: str, notebook: str) -> str:
+    """The summary's line about a result file whose submission folder is gone."""
+    shown = ascii(student)[1:-1]
+    return (f"{ascii(student)} {assignment}/{notebook}: NOT WRITTEN to the gradebook: "
+            f"qkv-grades/{shown}/{assignment}/{notebook}.json is the result of a submission "
+            f"whose folder submitted/{shown}/{assignment}/ is gone (renamed or removed); the "
+            "gradebook's grade of it, if any, is left as it is. If that submission is no "
+            f"one's now, remove the result: `rm -rf qkv-grades/{shown}/{assignment}` (and "
+            "the gradebook's student, if qkv grade added it: see ONE STUDENT UNDER TWO IDS)")
 
 
 def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int, unsafe: bool,
