@@ -104,3 +104,22 @@ def test_submission_times_outside_submitted_survive_a_second_collect(tmp_path):
         assert (folder / "timestamp.txt").read_text().startswith("2026-03-02 08:15:00"), \
             proc.stderr
     assert not (course / "submitted" / "bob" / ASSIGNMENT / "timestamp.txt").exists()
+
+
+@pytest.mark.slow
+def test_a_time_that_reaches_no_one_and_a_student_without_one_are_said(tmp_path):
+    """instr13: timestamps.csv still said `Frank` (the LMS list) for the file renamed to
+    `frank`, and had no line for `gus`: both were collected without a time, graded as on time
+    and exported with full marks, in silence. Each is a warning now; the collection goes on."""
+    course = _course(tmp_path, [f"frank_{NOTEBOOK}", f"gus_{NOTEBOOK}", f"erin_{NOTEBOOK}"])
+    (course / "downloaded" / ASSIGNMENT / "timestamps.csv").write_text(
+        "student_id,timestamp\nFrank,2026-03-05 08:15:00 UTC\nerin,2026-03-02 08:15:00 UTC\n")
+    proc = _zip_collect(course)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "'Frank': " in said and "gives a time (2026-03-05 08:15:00 UTC) to an id no " \
+        "collected file belongs to: that time reaches no one (the file of 'frank', renamed? " \
+        "then write 'frank' in its line too)" in said, said
+    assert "'gus': NO TIME, " in said and "graded as on time" in said
+    assert "'erin'" not in said
+    assert (course / "submitted" / "erin" / ASSIGNMENT / "timestamp.txt").is_file()

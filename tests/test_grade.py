@@ -1097,6 +1097,37 @@ def test_a_misnamed_folder_renamed_leaves_a_phantom_the_run_names_as_such(
     assert "UNDER TWO IDS:" not in out and "'Frank' 04-scaling/scaling: NOT WRITTEN" in out
 
 
+def test_a_submission_time_that_reaches_no_one_is_said(empty_course, tmp_path, fake_sandbox,
+                                                      capsys):
+    """instr13: a timestamps.csv line naming no collected student, and a collected student
+    with no line, left late work graded as on time, in silence. The summary says each (and a
+    folder collected before its line was written); the run still exits 0."""
+    course = _copy(empty_course, tmp_path / "course")
+    for student in ("frank", "gus", "erin"):
+        gc.submit(course, student, class_.submission("model"))
+    (course / "submitted" / "erin" / gc.ASSIGNMENT / "timestamp.txt").write_text(
+        "2026-03-02 08:15:00 UTC\n")
+    times = course / "downloaded" / gc.ASSIGNMENT / "timestamps.csv"
+    times.parent.mkdir(parents=True)
+    times.write_text("Frank,2026-03-05 08:15:00 UTC\nerin,2026-03-02 08:15:00 UTC\n"
+                     "frank2,2026-03-01 08:15:00 UTC\n")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert (f"'Frank' {gc.ASSIGNMENT}: downloaded/{gc.ASSIGNMENT}/timestamps.csv gives a time "
+            "(2026-03-05 08:15:00 UTC) to an id no collected file belongs to: that time "
+            "reaches no one (the file of 'frank', renamed?") in out, out
+    assert f"'gus' {gc.ASSIGNMENT}: NO TIME, downloaded/{gc.ASSIGNMENT}/timestamps.csv has " \
+           "no line for this student" in out
+    assert f"'frank' {gc.ASSIGNMENT}: NO TIME" in out and "'erin'" not in out
+    times.write_text("frank,2026-03-05 08:15:00 UTC\ngus,2026-03-01 08:15:00 UTC\n"
+                     "erin,2026-03-02 08:15:00 UTC\n")
+    assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert f"'gus' {gc.ASSIGNMENT}: NO TIME in submitted/gus/{gc.ASSIGNMENT}/timestamp.txt, " \
+           "though" in out and "zip_collect --force" in out
+    assert "reaches no one" not in out and "'erin'" not in out
+
+
 def test_a_course_that_registers_no_one_has_no_roster(empty_course, tmp_path, fake_sandbox,
                                                       capsys):
     """Where nobody registers students (each is made as they hand in, as nbgrader autograde

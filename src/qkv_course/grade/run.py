@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..nbgrader import timestamps
 from ..usage import UsageError
 from . import checks_api, gradebook, judge, outdated, records, roster
 from .jobs import find_jobs, handed_in_otherwise, strays
@@ -138,6 +139,10 @@ def grade_class(course: Path, assignment: str, *, students: Optional[Sequence[st
         summary.left_out += strays(course, assignment, plans, students)
         if not compare:  # before the gradebook is written, which makes them students
             summary.strangers = roster.strangers(course, assignment, {j[0] for j in found})
+        # A submission time that reaches no one, or a student without one: graded as on time.
+        summary.times = [line for line in timestamps.in_course(course, assignment)
+                         if not students or any(line.startswith(ascii(s) + " ")
+                                                for s in students)]
     # (--force grades every submission: no file need be read to know which are current.)
     stale = found if force and not merge else [j for j in found if not records.current(
         records.path_of(course, j[0], assignment, j[1].notebook), records.submission_sha(j[2]),

@@ -26,6 +26,8 @@ class Summary:
     left_out: List[str] = field(default_factory=list)
     #: Lines about submission folders that name no one on the gradebook's roster (:mod:`.roster`).
     strangers: List[str] = field(default_factory=list)
+    #: Lines about timestamps.csv: a line naming no collected student, a student with none.
+    times: List[str] = field(default_factory=list)
     #: Lines about result files whose submission folder is gone, not written to the gradebook.
     orphans: List[str] = field(default_factory=list)
     #: ``(student, notebook)`` of each submission the grader failed on.
@@ -129,6 +131,7 @@ def report(summary: Summary, assignment: str, shard: Optional[Tuple[int, int]],
     lines += map(printable, summary.left_out)
     lines += map(printable, summary.strangers)
     lines += map(printable, summary.orphans)
+    lines += map(printable, summary.times)
     if summary.answers_gone:
         lines.append(printable(
             f"{len(summary.answers_gone)} submission(s) LOST their qkv_answers.json since the "

@@ -23,19 +23,32 @@ Enable it in ``nbgrader_config.py``::
 
 from __future__ import annotations
 
-import csv
 import os
 import re
+from pathlib import Path
 from typing import Dict, List, Optional
 
 from nbgrader.plugins import FileNameCollectorPlugin
 
+from . import timestamps
+
 #: The questions' first answers, beside the notebook (:mod:`qkv.checks.questions.record`).
 ANSWERS = "qkv_answers.json"
 #: The submission times, in ``downloaded/<assignment>/`` (beside ``archive/``).
-TIMESTAMPS = "timestamps.csv"
+TIMESTAMPS = timestamps.NAME
 # nbgrader makes a folder per student id: keep ids to characters that are safe in a path.
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _student_of(name: str, released: List[str]) -> Optional[str]:
+    """The student id of an extracted file's name: what comes before ``_<notebook>`` (the
+    longest released notebook first: "a_masking.ipynb" must not win over
+    "extra_masking.ipynb"; the questions' record, ``qkv_answers.json``, as a notebook), or
+    None."""
+    for notebook in sorted(released, key=len, reverse=True) + [ANSWERS]:
+        if name.endswith("_" + notebook):
+            return name[: -len(notebook) - 1]
+    return None
 
 
 class StudentFileCollector(FileNameCollectorPlugin):
@@ -52,25 +65,35 @@ class StudentFileCollector(FileNameCollectorPlugin):
 
     def _timestamps(self) -> Dict[str, str]:
         """``student id -> time`` from ``downloaded/<assignment>/timestamps.csv`` (none when
-        the file is absent); read once per collection."""
+        the file is absent); read once per collection, when each line that names no collected
+        student, and each collected student without a line, is logged as a warning."""
         if getattr(self, "_stamps", None) is None:
             app = self.parent
             path = os.path.join(os.path.dirname(app._format_collect_path(app.archive_directory)),
                                 TIMESTAMPS)
             self._stamps: Optional[Dict[str, str]] = {}
             if os.path.isfile(path):
-                with open(path, newline="", encoding="utf-8") as fh:
-                    for n, row in enumerate(csv.reader(fh), 1):
-                        cells = [c.strip() for c in row]
-                        if not any(cells) or cells[0].startswith("#") or \
-                                (n == 1 and cells[0].lower() in ("student_id", "student")):
-                            continue
-                        if len(cells) != 2 or not all(cells):
-                            self._fail(f"{path}, line {n}: expected <student id>,<time> "
-                                       f"(erin,2026-03-02 08:15:00 UTC), not {','.join(row)!r}")
-                        self._stamps[cells[0]] = cells[1]
+                stamps, bad = timestamps.parse(Path(path))
+                for n, line in bad:
+                    self._fail(f"{path}, line {n}: expected <student id>,<time> "
+                               f"(erin,2026-03-02 08:15:00 UTC), not {line!r}")
+                self._stamps = stamps
                 app.log.info("Submission times from %s: %d student(s)", path, len(self._stamps))
+                for line in timestamps.mismatches(stamps, self._collected(), path):
+                    app.log.warning("%s", line)
         return self._stamps
+
+    def _collected(self) -> List[str]:
+        """The student id of every file extracted for this collection (those it can map)."""
+        app = self.parent
+        released = self._released()
+        found = set()
+        for _, _, files in os.walk(app._format_collect_path(app.extracted_directory)):
+            for name in files:
+                student = _student_of(name, released)
+                if student is not None and _ID.fullmatch(student):
+                    found.add(student)
+        return sorted(found)
 
     def _fail(self, message: str) -> None:
         self.parent.fail("zip_collect: " + message)
@@ -79,21 +102,19 @@ class StudentFileCollector(FileNameCollectorPlugin):
         """The student id and notebook of one extracted file (stops the collection when there are none)."""
         name = os.path.basename(submitted_file)
         released = self._released()
-        # The longest notebook name first: "a_masking.ipynb" must not win over "extra_masking.ipynb".
-        # The questions' record (qkv_answers.json, handed in beside the notebook: the first
-        # answers are the graded ones) is collected as a notebook is.
-        for notebook in sorted(released, key=len, reverse=True) + [ANSWERS]:
-            if name.endswith("_" + notebook):
-                student = name[: -len(notebook) - 1]
-                if not _ID.fullmatch(student):
-                    self._fail(f"{submitted_file}: {student!r} is not a usable student id (letters, "
-                               "digits, '.', '_' and '-', starting with a letter or digit); "
-                               + self._how_to_rename())
-                found = {"student_id": student, "file_id": notebook}
-                stamp = self._timestamps().get(student)
-                if stamp:  # zip_collect writes it to submitted/<student>/<assignment>/timestamp.txt
-                    found["timestamp"] = stamp
-                return found
+        # The longest notebook name first, and the questions' record (qkv_answers.json, handed
+        # in beside the notebook: the first answers are the graded ones) as a notebook is.
+        student = _student_of(name, released)
+        if student is not None:
+            if not _ID.fullmatch(student):
+                self._fail(f"{submitted_file}: {student!r} is not a usable student id (letters, "
+                           "digits, '.', '_' and '-', starting with a letter or digit); "
+                           + self._how_to_rename())
+            found = {"student_id": student, "file_id": name[len(student) + 1:]}
+            stamp = self._timestamps().get(student)
+            if stamp:  # zip_collect writes it to submitted/<student>/<assignment>/timestamp.txt
+                found["timestamp"] = stamp
+            return found
         self._fail(f"{submitted_file} cannot be mapped to a student: expected <student id>_<notebook>, "
                    f"where <notebook> is one of {', '.join(released)} (or {ANSWERS}); "
                    + self._how_to_rename())
