@@ -131,7 +131,7 @@ def _phantom_advice(course: Path, phantom: str, student: str) -> str:
                      f"{ascii(phantom)} ({'; '.join(kept[:5])}{'; ...' if len(kept) > 5 else ''}"
                      f"), which removing it deletes: give them again to {ascii(student)} in "
                      "formgrader first (nothing here removes them)")
-    steps.append(f"then `nbgrader db student remove {folder} --force` and `rm -rf "
+    steps.append(f"{'then ' if steps else ''}`nbgrader db student remove {folder} --force` and `rm -rf "
                  f"qkv-grades/{folder} autograded/{folder} feedback/{folder}`")
     return "; ".join(steps)
 

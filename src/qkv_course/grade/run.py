@@ -196,9 +196,12 @@ def orphan_line(course: Path, assignment: str, student: str, notebook: str) -> s
     return (f"{ascii(student)} {assignment}/{notebook}: NOT WRITTEN to the gradebook: "
             f"qkv-grades/{shown}/{assignment}/{notebook}.json is the result of a submission "
             f"whose folder submitted/{shown}/{assignment}/ is gone (renamed or removed); the "
-            "gradebook's grade of it, if any, is left as it is. If that submission is no "
-            f"one's now, remove the result: `rm -rf qkv-grades/{shown}/{assignment}` (and "
-            "the gradebook's student, if qkv grade added it: see ONE STUDENT UNDER TWO IDS)")
+            "gradebook's grade of it, if any, is left as it is. Where the folder was renamed "
+            "to another id (graded under that id) or removed for good, remove the result and "
+            "its autograded notebook (`qkv report` reads it): `rm -rf "
+            f"qkv-grades/{shown}/{assignment} autograded/{shown}/{assignment}`; and the "
+            f"student, if no one's: `nbgrader db student remove {shown} --force` (it deletes "
+            "the scores you gave them)")
 
 
 def _grade_all(course: Path, plans: Dict[str, Plan], todo: List[Job], jobs: int, unsafe: bool,
