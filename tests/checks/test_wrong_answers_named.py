@@ -117,13 +117,14 @@ def no_self_zeroed_after(x, W_q, W_k, W_v):
     return w.masked_fill(torch.eye(x.shape[-2], dtype=torch.bool, device=x.device), 0.0) @ v
 
 
-def mhsa(x, W_q, W_k, W_v, W_o, num_heads, dim=-1, out_t=True):
+def mhsa(x, W_q, W_k, W_v, W_o, num_heads, dim=-1, out_t=True, in_t=True, scale=None):
     B, L, D = x.shape
 
-    def split(t):
-        return t.view(B, L, num_heads, D // num_heads).transpose(1, 2)
-    q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x @ W_v.T)
-    o = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D // num_heads), dim) @ v
+    def split(W):
+        return (x @ (W.T if in_t else W)).view(B, L, num_heads, D // num_heads).transpose(1, 2)
+    q, k, v = split(W_q), split(W_k), split(W_v)
+    by = scale(D, num_heads) if scale else math.sqrt(D // num_heads)
+    o = torch.softmax(q @ k.transpose(-2, -1) / by, dim) @ v
     return o.transpose(1, 2).reshape(B, L, D) @ (W_o.T if out_t else W_o)
 
 
@@ -389,6 +390,20 @@ NAMED = {
         "check_multi_head_self_attention", _call(mhsa, dim=-2), "softmax over the queries", ""),
     "multi_head_self_attention: W_o not transposed": (
         "check_multi_head_self_attention", _call(mhsa, out_t=False), "merged @ W_o instead", ""),
+    # Told only "largest difference" (wrong13).
+    "multi_head_self_attention: x @ W_q, x @ W_k, x @ W_v": (
+        "check_multi_head_self_attention", _call(mhsa, in_t=False), "x @ W_v instead of x @ W_q.T", ""),
+    "multi_head_self_attention: no projection transposed": (
+        "check_multi_head_self_attention", _call(mhsa, in_t=False, out_t=False),
+        "no projection transposed", ""),
+    "multi_head_self_attention: scaled by head_dim": (
+        "check_multi_head_self_attention", _call(mhsa, scale=lambda D, H: D // H),
+        "scaled by the head's width itself", ""),
+    "multi_head_self_attention: scaled by sqrt(num_heads)": (
+        "check_multi_head_self_attention", _call(mhsa, scale=lambda D, H: math.sqrt(H)),
+        "scaled by sqrt(num_heads)", ""),
+    "multi_head_self_attention: softmax over the heads": (
+        "check_multi_head_self_attention", _call(mhsa, dim=1), "softmax over the heads", ""),
     "self_attention: the keys projected with W_q": (
         "check_self_attention", _call(self_attention, keys_by_q=True), "projected with W_q", ""),
     "self_attention: the weights transposed": (

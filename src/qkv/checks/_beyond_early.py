@@ -252,18 +252,20 @@ SELF_ATTENTION_NO_SELF = Exercise(
 
 def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int, *,
          no_transpose: bool = False, full_scale: bool = False,
-         merge_no_transpose: bool = False, no_value: bool = False,
-         no_out: bool = False, dim: int = -1, out_t: bool = True) -> Tensor:
+         merge_no_transpose: bool = False, no_value: bool = False, no_out: bool = False,
+         dim: int = -1, out_t: bool = True, in_t: bool = True, by: str = "") -> Tensor:
     """Multi-head self-attention as one function; or a bug of the printed version put back
     (or another slip: ``no_value``/``no_out``: W_v/W_o left out; ``dim``: the softmax axis;
-    ``out_t=False``: ``merged @ W_o``)."""
+    ``out_t``/``in_t=False``: ``merged @ W_o``/``x @ W_q``; ``by``: the scale, "d" or "H")."""
     B, L, D = x.shape
     d = D // num_heads
 
     def split(t):
         return t.reshape(B, num_heads, L, d) if no_transpose else qkv.split_heads(t, num_heads)
-    q, k, v = split(x @ W_q.T), split(x @ W_k.T), split(x if no_value else x @ W_v.T)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(D if full_scale else d)
+    q, k, v = (split(x @ (W.T if in_t else W)) for W in (W_q, W_k, W_v))
+    v = split(x) if no_value else v
+    scale = {"d": d, "H": math.sqrt(num_heads)}.get(by, math.sqrt(D if full_scale else d))
+    scores = q @ k.transpose(-2, -1) / scale
     out = torch.softmax(scores, dim=dim) @ v
     merged = out.reshape(B, L, D) if merge_no_transpose else qkv.merge_heads(out)
     return merged if no_out else merged @ (W_o.T if out_t else W_o)
@@ -300,5 +302,19 @@ MULTI_HEAD_SELF_ATTENTION = Exercise(
         Mistake("merged @ W_o instead of merged @ W_o.T", "W_o is (D, D) in nn.Linear's "
                 "layout (out, in), like W_q: the output is merged @ W_o.T",
                 partial(mhsa, out_t=False)),
+        Mistake("x @ W_q, x @ W_k and x @ W_v instead of x @ W_q.T, x @ W_k.T and x @ W_v.T",
+                "W_q, W_k and W_v are (D, D) in nn.Linear's layout (out, in), like W_o: the "
+                "queries are x @ W_q.T (a square matrix the wrong way round raises nothing)",
+                partial(mhsa, in_t=False)),
+        Mistake("no projection transposed: x @ W_q, x @ W_k, x @ W_v and merged @ W_o",
+                "the four are (D, D) in nn.Linear's layout (out, in): x @ W_q.T, x @ W_k.T, "
+                "x @ W_v.T and merged @ W_o.T", partial(mhsa, in_t=False, out_t=False)),
+        Mistake("scaled by the head's width itself, not its square root",
+                "divide by sqrt(D / num_heads)", partial(mhsa, by="d")),
+        Mistake("scaled by sqrt(num_heads) instead of sqrt(D / num_heads)", "the scale is the "
+                "square root of each head's width, D / num_heads", partial(mhsa, by="H")),
+        Mistake("softmax over the heads (dim=1)", "each query's weights over the keys sum to "
+                "one: softmax(scores, dim=-1), the last axis of (B, H, L, L)",
+                partial(mhsa, dim=1)),
     ],
 )
