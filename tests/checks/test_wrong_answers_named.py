@@ -105,6 +105,21 @@ def top_k_fill_zero(query, keys, values, k):
     return torch.softmax(s.masked_fill(s < kth, 0.0), -1) @ values
 
 
+def top_k_kth_smallest(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    kth = s.kthvalue(k, dim=-1, keepdim=True).values  # the k-th smallest
+    return torch.softmax(s.masked_fill(s < kth, float("-inf")), -1) @ values
+
+
+def top_k_scaled(query, keys, values, k):
+    return a.top_k_lookup(query / math.sqrt(query.shape[-1]), keys, values, k)
+
+
+def top_k_weights(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    return torch.softmax(s.masked_fill(s < s.topk(k, dim=-1).values[..., -1:], float("-inf")), -1)
+
+
 def bahdanau_mask_inverted(s, keys, W_q, W_k, v_a, lengths):
     scores = torch.tanh((s @ W_q.T)[:, None, :] + keys @ W_k.T) @ v_a
     real = torch.arange(keys.shape[1], device=keys.device)[None, :] < lengths[:, None]
@@ -382,6 +397,13 @@ NAMED = {
         "the mask depends on the batch element or the head", ""),
     "top_k_lookup: the dropped keys filled with 0": (
         "check_top_k_lookup", top_k_fill_zero, "set to 0 instead of -inf", ""),
+    # Told only "largest difference", or a shape with no hint (wrong13).
+    "top_k_lookup: the threshold at the k-th smallest (kthvalue)": (
+        "check_top_k_lookup", top_k_kth_smallest, "the k-th smallest", ""),
+    "top_k_lookup: the scores divided by sqrt(E)": (
+        "check_top_k_lookup", top_k_scaled, "divided by sqrt(E)", ""),
+    "top_k_lookup: the weights returned": (
+        "check_top_k_lookup", top_k_weights, "weights @ values", ""),
     "padded_bahdanau_weights: the mask inverted": (
         "check_padded_bahdanau_weights", bahdanau_mask_inverted, "the mask inverted", ""),
     "self_attention_no_self: the diagonal zeroed after the softmax": (

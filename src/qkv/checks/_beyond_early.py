@@ -139,17 +139,21 @@ PADDED_BAHDANAU_WEIGHTS = Exercise(
 
 
 def top_k(query: Tensor, keys: Tensor, values: Tensor, k: int, *, renormalise: bool = True,
-          strict: bool = False, fill: float = float("-inf"), beyond: bool = False) -> Tensor:
+          strict: bool = False, fill: float = float("-inf"), beyond: bool = False,
+          smallest: bool = False, scaled: bool = False, weights: bool = False) -> Tensor:
     """A soft lookup over each query's ``k`` best keys only (dot-product scores); or a bug of
     the printed version put back (``renormalise=False``: the softmax of all scores, cut;
     ``strict``: the k-th key dropped); or another slip (``fill``: the dropped keys' score;
-    ``beyond``: the cut above the (k+1)-th largest, which ``topk`` refuses at k = S)."""
-    scores = query @ keys.transpose(-2, -1)
-    kth = scores.topk(k + beyond, dim=-1).values[..., -1:]
+    ``beyond``: the cut above the (k+1)-th largest, which ``topk`` refuses at k = S;
+    ``smallest``: the cut at the k-th smallest; ``scaled``: the scores divided by sqrt(E);
+    ``weights``: the weights returned, not weights @ values)."""
+    scores = query @ keys.transpose(-2, -1) / (math.sqrt(query.shape[-1]) if scaled else 1)
+    kth = scores.topk(k + beyond, dim=-1, largest=not smallest).values[..., -1:]
     keep = scores > kth if strict or beyond else scores >= kth
     if not renormalise:
         return (torch.softmax(scores, dim=-1) * keep) @ values
-    return torch.softmax(scores.masked_fill(~keep, fill), dim=-1) @ values
+    w = torch.softmax(scores.masked_fill(~keep, fill), dim=-1)
+    return w if weights else w @ values
 
 
 TOP_K_LOOKUP = Exercise(
@@ -184,6 +188,14 @@ TOP_K_LOOKUP = Exercise(
                 "when k = S", "k can be S (every key kept): cut at the k-th largest itself, "
                 "scores >= scores.topk(k, dim=-1).values[..., -1:]",
                 partial(top_k, beyond=True)),
+        Mistake("the threshold at the k-th smallest score (kthvalue, or an ascending sort), "
+                "which keeps S - k + 1 keys", "kthvalue(k) and sort() count from the smallest: "
+                "the k-th largest is scores.topk(k, dim=-1).values[..., -1:]",
+                partial(top_k, smallest=True)),
+        Mistake("the scores divided by sqrt(E)", "this lookup has no scale: the scores are "
+                "query @ keys^T as they are", partial(top_k, scaled=True)),
+        Mistake("the weights returned, (..., L, S)", "the lookup returns what the weights "
+                "select: weights @ values, (..., L, Ev)", partial(top_k, weights=True)),
     ],
     error_hints=[("selected index k out of range", "topk along the keys: dim=-1; and k can be "
                   "S (every key kept): take the k-th largest, topk(k), not topk(k + 1)")],
