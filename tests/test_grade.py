@@ -922,6 +922,11 @@ HONEST_NAMES = {
         "    q, k, v = qkv.view(B, L, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4)\n"
         "    w = torch.softmax(q @ k.transpose(-2, -1) / (D // num_heads) ** 0.5, dim=-1)\n"
         "    return (w @ v).transpose(1, 2).reshape(B, L, D) @ W_o.T\n"), []),
+    "a helper's parameter named qkv": ("check_multi_head_self_attention", (
+        "def _split(qkv, num_heads):\n    return qkv.chunk(3, dim=-1)\n"
+        "def multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads):\n"
+        "    q, k, v = _split(x @ torch.cat([W_q, W_k, W_v]).T, num_heads)\n"
+        "    return q\n"), []),
     "a local variable named alibi": ("check_alibi_bias", (
         "def alibi_bias(num_heads, L, S=None, device=None, dtype=torch.float32):\n"
         "    alibi = torch.zeros(num_heads, L, L if S is None else S)\n"
@@ -970,6 +975,9 @@ HIDDEN_DELEGATION = {
     "the reference passed as a parameter's default": (
         "check_softmax", "def softmax(x, dim=-1, q=qkv):\n    return q.softmax(x, dim)\n", [],
         ["uses the course's reference (qkv)"]),
+    "the reference as a default of a parameter named qkv": (
+        "check_softmax", "def softmax(x, dim=-1, qkv=qkv):\n    return qkv.softmax(x, dim)\n",
+        [], ["uses the course's reference (qkv)"]),
     "a local qkv elsewhere does not hide the package here": (
         "check_softmax", "def g():\n    qkv = 1\ndef softmax(x, dim=-1):\n"
         "    return qkv.softmax(x, dim)\n", [], ["uses the course's reference (qkv.softmax)"]),

@@ -197,9 +197,12 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def _locals(fn: ast.AST) -> FrozenSet[str]:
-    """The names a function assigns in its own body, its parameters aside (those may be the
-    course's package passed in: ``def f(x, q=qkv)`` reads ``qkv`` where it is called)."""
+    """The names local to a function: its parameters and what its body assigns."""
+    args = getattr(fn, "args", None)
     found: Set[str] = set()
+    if args is not None:
+        found |= {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        found |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
     body = getattr(fn, "body", [])
     stack = list(body) if isinstance(body, list) else [body]
     while stack:
@@ -215,16 +218,34 @@ def _locals(fn: ast.AST) -> FrozenSet[str]:
     return frozenset(found)
 
 
+def _outside(fn: ast.AST) -> List[ast.AST]:
+    """What a function's definition evaluates where it is defined, not in its own scope: its
+    decorators, defaults and annotations (``def f(x, q=qkv)`` reads the package there)."""
+    args = fn.args  # type: ignore[attr-defined]
+    found: List[ast.AST] = list(getattr(fn, "decorator_list", []))
+    found += list(args.defaults) + [d for d in args.kw_defaults if d is not None]
+    found += [a.annotation for a in args.posonlyargs + args.args + args.kwonlyargs
+              + [a for a in (args.vararg, args.kwarg) if a is not None] if a.annotation]
+    returns = getattr(fn, "returns", None)
+    return found + ([returns] if returns is not None else [])
+
+
 def _scoped(root: ast.AST) -> Iterator[Tuple[ast.AST, FrozenSet[str]]]:
-    """Every node under ``root`` with the names its innermost function assigns (each node
+    """Every node under ``root`` with the names local to its innermost function (each node
     visited once, and once more to find its function's names)."""
     stack: List[Tuple[ast.AST, FrozenSet[str]]] = [(root, frozenset())]
     while stack:
         node, local = stack.pop()
         yield node, local
         if isinstance(node, _FUNCTIONS):
-            local = _locals(node)
-        stack.extend((child, local) for child in ast.iter_child_nodes(node))
+            outside = _outside(node)
+            inner = _locals(node)
+            stack.extend((n, local) for n in outside)
+            skip = {id(n) for n in outside} | {id(node.args)}  # its defaults are outside
+            stack.extend((child, inner) for child in ast.iter_child_nodes(node)
+                         if id(child) not in skip)
+        else:
+            stack.extend((child, local) for child in ast.iter_child_nodes(node))
 
 
 def bound(nodes: Iterable[ast.AST]) -> Iterable[str]:
