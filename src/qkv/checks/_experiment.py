@@ -187,9 +187,10 @@ def rounded(values: Sequence[float],
 
 def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                  reference: Sequence[float], seeds: Sequence[int] = (),
-                 *args: Any) -> Optional[Tuple[str, str, str]]:
+                 seed: int = 0, drew: Optional[int] = None,
+                 made: int = 0) -> Optional[Tuple[str, str, str]]:
     """:func:`_judged`'s verdict, told as rounding where the numbers are rounded."""
-    found = _judged(exp, setting, values, reference, seeds, *args)
+    found = _judged(exp, setting, values, reference, seeds, seed, drew, made)
     return found and seeds and rounded(values[:-1], [
         float(exp.reference(*setting, torch.Generator().manual_seed(s)))
         for s in seeds[:len(values) - 1]]) or found

@@ -198,7 +198,9 @@ class _VarianceCheck(Check):
 
 
 def _measured(d: int, n: int, seed: int) -> float:
-    """The variance of ``n`` dot products at width ``d`` as described, drawn on ``seed``."""
+    """The variance of ``n`` dot products at width ``d`` as described (one draw of the queries,
+    then one of the keys), drawn on ``seed``: ``qkv.dot_product_variance`` draws in chunks at
+    large widths, so its numbers differ from a student's there."""
     generator = torch.Generator().manual_seed(seed)
     q, k = (torch.randn(n, d, generator=generator) for _ in "qk")
     return (q * k).sum(dim=-1).var().item()

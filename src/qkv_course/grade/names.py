@@ -24,10 +24,11 @@ class _DoesNotCompile(NotRead):
 
 
 #: Work (characters parsed and tokenised, plus :data:`_PER_READ` for each piece of code read)
-#: that reading one cell may cost beyond reading it once. IPython tokenises the whole cell again
-#: after each piece of its syntax it rewrites (200 magic lines in 400 KB: 200 s of CPU), and this
-#: reading runs in the trusted grader, outside every limit: a cell that needs more is flagged.
-#: 2 MiB reads 20 ``%time`` lines in a 65 KB cell (about 1 s) and stops a cell at about 8 s.
+#: that reading a submission may cost beyond reading it once (:class:`Budget`). IPython
+#: tokenises the whole cell again after each piece of its syntax it rewrites (200 magic lines in
+#: 400 KB: 200 s of CPU), and this reading runs in the trusted grader, outside every limit: the
+#: cells past it are flagged. 2 MiB reads 20 ``%time`` lines in a 65 KB cell (about 1 s) and
+#: stops a submission at about 8 s.
 _WORK = 2 << 20
 _PER_READ = 1 << 10
 #: The calls IPython writes for a magic; the sandbox's ``get_ipython()`` runs the code of some
@@ -50,10 +51,6 @@ class Budget:
     def for_code(cls, sources: Iterable[str]) -> "Budget":
         """Twice the code's length (reading it once, then its magics' code) and :data:`_WORK`."""
         return cls(2 * sum(map(len, sources)) + _WORK)
-
-    @property
-    def spent(self) -> bool:
-        return self.left < 0
 
     def spend(self, chars: int) -> None:
         self.left -= chars
@@ -141,14 +138,14 @@ def trees(source: str, budget: Optional[Budget] = None) -> List[ast.AST]:
     return roots
 
 
-def names_in(source: str, budget: Optional[Budget] = None) -> Set[str]:
+def names_in(source: str) -> Set[str]:
     """Every dotted name and imported module a piece of code mentions, read as IPython runs it
     (:func:`trees`): :func:`collect` over all of it.
 
     Raises:
         NotRead: it could not be read (it does not compile, or the parser failed on it).
     """
-    roots = trees(source, budget)
+    roots = trees(source)
     nodes = [n for root in roots for n in ast.walk(root)]
     return collect(roots, set(bound(nodes)), aliases_of(nodes))
 

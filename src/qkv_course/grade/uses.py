@@ -13,7 +13,7 @@ cannot be followed so: it is named wherever it is (:attr:`Code.unfollowed`), for
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Sequence, Set, Tuple
 
 from .names import Budget, NotRead, aliases_of, bound, collect, trees
 
@@ -34,8 +34,8 @@ class Code:
     """The student's code of one submission, read once.
 
     Args:
-        sources: its cells' code, in order.
-        budget: what reading them may cost (:meth:`.names.Budget.for_code` of them all).
+        sources: its cells' code, in order, read on one budget (:meth:`.names.Budget.for_code`
+            of them all).
 
     Attributes:
         unread: ``(index in sources, why)`` of each cell that could not be read.
@@ -43,8 +43,8 @@ class Code:
             ``torch._C``...), sorted, wherever it is.
     """
 
-    def __init__(self, sources: Sequence[str], budget: Optional[Budget] = None) -> None:
-        budget = budget or Budget.for_code(sources)
+    def __init__(self, sources: Sequence[str]) -> None:
+        budget = Budget.for_code(sources)
         self.unread: List[Tuple[int, str]] = []
         roots: List[ast.AST] = []
         for i, source in enumerate(sources):

@@ -62,7 +62,9 @@ def namespaces(student: Any) -> List[Dict[str, Any]]:
 
 
 def _names_used(student: Any) -> set:
-    """The global names the student's code looks up (its functions' and their nested code's)."""
+    """The names the student's code uses (its functions' and their nested code's
+    ``co_names``: globals and attributes alike, so a helper's name used only as an attribute
+    is bound too, for nothing, and removed again)."""
     found: set = set()
     codes = [f.__code__ for f in _functions(student)]
     while codes:
