@@ -1371,20 +1371,23 @@ def test_the_cell_a_sandbox_stopped_in_is_named_as_the_instructor_sees_it():
         "a cell the student added (cell 3 run)")]
 
 
-def _dies_in(answer: str) -> nbformat.NotebookNode:
-    """The model answers, the process ending (``os._exit``) at the end of ``answer``'s cell."""
+def _dies_in(*answers: str) -> nbformat.NotebookNode:
+    """The model answers, the process ending (``os._exit``) at the end of each of ``answers``'
+    cells."""
     nb = class_.submission("model")
-    cell = next(c for c in nb.cells if class_.grade_id(c) == answer)
-    cell.source += "\nimport os\nos._exit(3)\n"
+    for answer in answers:
+        cell = next(c for c in nb.cells if class_.grade_id(c) == answer)
+        cell.source += "\nimport os\nos._exit(3)\n"
     return nb
 
 
 @pytest.fixture(scope="module")
 def died(empty_course, tmp_path_factory, fake_sandbox):
-    """gina dies in the last answer cell, dave in the second one; graded once."""
+    """gina dies in the last answer cell, dave in the second one, erin in both; graded once."""
     course = _copy(empty_course, tmp_path_factory.mktemp("died") / "course")
     gc.submit(course, "gina", _dies_in("scaling_q2"))
     gc.submit(course, "dave", _dies_in("scaled_dot_product_attention"))
+    gc.submit(course, "erin", _dies_in("scaled_dot_product_attention", "scaling_q2"))
     import io
     import contextlib
 
@@ -1392,29 +1395,37 @@ def died(empty_course, tmp_path_factory, fake_sandbox):
     with contextlib.redirect_stdout(out):
         assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course)]) == 0
     recs = {s: records.read(records.path_of(course, s, gc.ASSIGNMENT, "scaling"))
-            for s in ("gina", "dave")}
+            for s in ("gina", "dave", "erin")}
     return {"course": course, "out": out.getvalue(), "records": recs}
 
 
-def test_a_process_that_dies_in_an_answer_cell_keeps_the_points_of_the_answers_before(died):
+def test_a_process_that_dies_in_an_answer_cell_costs_that_answer_only(died):
     pts = class_.points()
     full = class_.expected("model")[0]
     got = {s: v["score"] for s, v in gc.scores(died["course"]).items()}
-    # gina: every answer before the fatal cell ran again in a fresh sandbox and was judged.
+    # Graded again in a fresh sandbox without the fatal cell: every other answer, before it
+    # and after it, is judged (the tests after it used to score zero, as nbgrader's do).
     assert got["gina"] == full - pts["test_scaling_q2"]
-    # dave: only attention_scores came before the fatal cell.
-    assert got["dave"] == pts["test_attention_scores"]
+    assert got["dave"] == full - pts["test_scaled_dot_product_attention"]
+    # Two fatal cells: each left out in turn.
+    assert got["erin"] == full - pts["test_scaling_q2"] - pts["test_scaled_dot_product_attention"]
     gina = died["records"]["gina"]
-    assert gina["skipped_cell"]["cell"] == "scaling_q2"
+    assert [c["cell"] for c in gina["skipped_cells"]] == ["scaling_q2"]
     assert "graded again in a fresh sandbox without the answer cell scaling_q2" in gina["sandbox"]
+    assert [c["cell"] for c in died["records"]["erin"]["skipped_cells"]] == [
+        "scaled_dot_product_attention", "scaling_q2"]
     assert "SANDBOX STOPPED" in died["out"]
     (q2,) = [t for t in gina["tests"] if t["grade_id"] == "test_scaling_q2"]
-    assert q2["status"] == "error" and "not graded" in q2["message"]
+    assert q2["status"] == "error" and "not graded" in q2["message"], q2
     assert "ended during the answer cell scaling_q2 (cell 45 of the notebook as released)" \
         in q2["message"]
     assert {c["cell"] for c in gina["cells"] if c["outcome"].startswith("skipped")} == \
         {"scaling_q2"}
-    # The summary says "not graded", not what a check said of a notebook cut short.
+    # The cells are recorded in the notebook's order, the skipped one in its place.
+    order = [c["cell"] for c in died["records"]["dave"]["cells"]]
+    assert order.index("attention_scores") < order.index("scaled_dot_product_attention") \
+        < order.index("scaling_q2")
+    # The summary says "not graded", not what a check said of a notebook without the answer.
     line = next(x for x in died["out"].splitlines() if x.startswith("dave "))
     assert "test_scaled_dot_product_attention (error)" in line and "NameError" not in line
 

@@ -119,49 +119,54 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     start = time.monotonic()
     where = _positions(p)
     tests, outcomes, stopped = _run(pool, p, key, student, limits, answers, run)
-    stopped = _cell_named(stopped, run, where)
-    skipped: Dict[str, str] = {}
+    kept = list(range(len(run)))  # the cells of `run` the results were got from
+    skipped: List[Dict[str, Any]] = []
+    said = _cell_named(stopped, run, where)
     fatal = _died_in_cell(stopped, outcomes, run)
-    if fatal is not None:
-        # The process died in one of the cells (os._exit, a signal, a segfault), before any
-        # test was judged: once, in a fresh sandbox, the cells before it run again without
-        # it and the tests are judged on them; a test below the fatal cell that does not
-        # pass then is not graded, and says why.
-        first, label = stopped, run[fatal][0]
-        kept = run[:fatal]
-        tests2, outcomes2, stopped2 = _run(pool, p, key, student, limits, answers, kept)
-        if len(outcomes2) == len(kept):  # every cell before the fatal one ran again
-            tests, outcomes = tests2, outcomes2
-            cell = _cell_named(f"cell {fatal}", run, where)
-            stopped = (f"{first}; graded again in a fresh sandbox without {cell} and the "
-                       "cells after it")
-            if stopped2:
-                stopped += f"; then {_cell_named(stopped2, kept, where)}"
-            skipped = {"cell": label, "why": first[:300]}
-            below = _tests_below(p, run, fatal, where)
-            for t in tests:
-                if t.status != judge.PASS and t.grade_id in below:
-                    t.status = judge.ERROR
-                    t.mistake = None
-                    # what its calls said came from a notebook cut short: no verdict
-                    t.calls = [{k: c[k] for k in ("call", "seed") if k in c} for c in t.calls]
-                    t.message = (f"not graded: the submission's process ended during {cell}, "
-                                 f"above this test ({first.split(': ', 1)[-1]}); the notebook "
-                                 "was graded again without that cell and the cells after it, "
-                                 "so the tests above it keep their points")
+    while fatal is not None and len(skipped) < MAX_SKIPPED:
+        # The process died in a cell (os._exit, a signal, a segfault) before any test was
+        # judged. As a cell that raised, that cell is left out: in a fresh sandbox every other
+        # cell runs again, before it and after it, and the tests are judged on them, so an
+        # answer that does not use the fatal cell keeps its points.
+        index = kept[fatal]
+        cell = _cell_named(f"cell {index}", run, where)
+        trying = [i for i in kept if i != index]
+        tests2, outcomes2, stopped2 = _run(pool, p, key, student, limits, answers,
+                                           [run[i] for i in trying])
+        if len(outcomes2) < fatal:  # the cells before the fatal one did not all run again
+            break
+        skipped.append({"index": index, "cell": run[index][0], "named": cell,
+                        "why": said[:300]})
+        tests, outcomes, stopped, kept = tests2, outcomes2, stopped2, trying
+        said = _cell_named(stopped, [run[i] for i in kept], where)
+        fatal = _died_in_cell(stopped, outcomes, [run[i] for i in kept])
+    if skipped:
+        left_out = " and ".join(s["named"] for s in skipped)
+        stopped = "; ".join(s["why"] for s in skipped) + (
+            f"; graded again in a fresh sandbox without {left_out}")
+        if said:
+            stopped += f"; then {said}"
+        _say_why_skipped(p, tests, skipped)
+    else:
+        stopped = said
     # The sandbox has ended: from here on only this process acts.
     anchors = _anchors(run, sub)
-    cells = [{"cell": label, "outcome": str(o)[:300], **_time_limit(o),
-              **({"after": anchors.get(i)} if label == "added" else {})}
-             for i, ((label, _), o) in enumerate(zip(run, outcomes))]
-    if skipped:
-        cells.append({"cell": skipped["cell"], "outcome": "skipped: the process ended here "
-                      "in the first run (" + skipped["why"][:200] + ")"})
-    _say_why_undefined(tests, run, outcomes)
+    got = dict(zip(kept, outcomes))
+    why = {s["index"]: s["why"] for s in skipped}
+    cells = []
+    for i, (label, _) in enumerate(run):
+        after = {"after": anchors.get(i)} if label == "added" else {}
+        if i in got:
+            cells.append({"cell": label, "outcome": str(got[i])[:300],
+                          **_time_limit(got[i]), **after})
+        elif i in why:
+            cells.append({"cell": label, "outcome": "skipped: the process ended here ("
+                          + why[i][:200] + ")", **after})
+    _say_why_undefined(tests, [run[i] for i in kept], outcomes)
     record = _record(student, p, sha, sub, tests, cells, stopped[:300],
                      time.monotonic() - start, answers, answers_problem)
     if skipped:
-        record["skipped_cell"] = skipped
+        record["skipped_cells"] = [{"cell": s["cell"], "why": s["why"]} for s in skipped]
     if stopped:  # formgrader's flag: a person looks at a submission the sandbox stopped
         record["flags"].append({"test": "", "source": "sandbox", "detail": (
             "the sandbox stopped it (its line of the summary says why): a person looks "
@@ -196,6 +201,10 @@ def _died_in_cell(stopped: str, outcomes: List[Any], run: List[Tuple[str, str]]
     return index
 
 
+#: How many cells a process may die in before the rest of the notebook is left ungraded (each
+#: costs one more run of the whole notebook).
+MAX_SKIPPED = 3
+
 #: How the sandbox says the submission's process ended (see :mod:`.child`).
 DIED = "the submission's process ended during "
 
@@ -211,16 +220,23 @@ def _positions(p: Plan) -> Dict[str, int]:
     return where
 
 
-def _tests_below(p: Plan, run: List[Tuple[str, str]], fatal: int, where: Dict[str, int]) -> set:
-    """The tests that come after the fatal cell in the notebook (a cell the student added
-    sits after the instructor's cell before it)."""
-    at = 0
-    for label, _ in reversed(run[:fatal + 1]):
-        name = label[len("instructor:"):] if label.startswith("instructor:") else label
-        if name in where:
-            at = where[name]
-            break
-    return {t.grade_id for t in p.tests if where.get(t.grade_id, 0) > at}
+def _say_why_skipped(p: Plan, tests: List[judge.TestResult],
+                     skipped: List[Dict[str, Any]]) -> None:
+    """A test of an answer whose own cell was left out (the process died in it) is not graded,
+    and says so, instead of "the notebook defines no 'f'"; every other test keeps what the
+    graded-again notebook earned."""
+    answers = {t.grade_id: {c.answer for c in t.calls} for t in p.tests}
+    for s in skipped:
+        for t in tests:
+            if t.status == judge.PASS or s["cell"] not in answers.get(t.grade_id, ()):
+                continue
+            t.status = judge.ERROR
+            t.mistake = None
+            # what its calls said came from a notebook without the answer: no verdict
+            t.calls = [{k: c[k] for k in ("call", "seed") if k in c} for c in t.calls]
+            t.message = (f"not graded: the submission's process ended during {s['named']} "
+                         f"({s['why'].split(': ', 1)[-1]}); the notebook was graded again "
+                         "without that cell, so the other tests keep their points")
 
 
 def _cell_named(reason: str, run: List[Tuple[str, str]],
