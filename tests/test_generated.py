@@ -316,3 +316,33 @@ def test_a_file_as_git_holds_it_is_generates(demo, capsys):
         "removed out/b.txt (no source any more)",
         "out/mine.txt is not generated (no source makes it): generate leaves it alone"])
     assert (demo / "out" / "a.txt").read_text() == "TWO\n"
+
+
+@pytest.mark.parametrize("kind", ["chapter", "assignment"])
+def test_a_set_up_cell_that_cannot_install_names_both_causes(tmp_path, monkeypatch, kind):
+    """A release tag the repository lacks (the publishing workflow not run yet) made the cell
+    blame the network alone; the cell runs here with qkv taken as missing and a local
+    repository without the tag, so pip fails as it does on Colab."""
+    import subprocess as sp
+    import importlib.util
+    from qkv_course.generate import setup_cell
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[project]\nname = "qkv"\nversion = "0"\n')
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=a", "-C", str(repo)]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        sp.run(git + args, check=True)
+    url, tag = f"file://{repo}", "v9.9.9"
+    source = (setup_cell.chapter_setup("", url, tag, {}) if kind == "chapter"
+              else setup_cell.assignment_setup(url, tag))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "qkv" else real(name, *a))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    with pytest.raises(RuntimeError) as said:
+        exec(compile(source, "setup", "exec"), {})
+    text = " ".join(str(said.value).split())
+    assert f"release {tag}" in text and "not published yet" in text
+    assert f"'{tag}' did not match any file known to git" in text
+    assert f'pip install "qkv @ git+{url}"' in text and "cannot reach github.com" in text

@@ -96,8 +96,27 @@ def assignment_setup(url: str, tag: str, extra: str = "") -> str:
     head = (f"# Set-up: run this cell first. Where the course package qkv is missing (Colab, say),\n"
             f"# its release {tag} is installed from the course repository; under the autograder\n"
             f"# it does nothing.\n")
-    body = _install({"qkv": qkv_requirement(url, tag=tag)}, grading=True) + _ASSIGNMENT_TAIL
+    requirement = qkv_requirement(url, tag=tag)
+    body = _install({"qkv": requirement}, grading=True,
+                    on_failure=_failure(requirement, url, tag, [])) + _ASSIGNMENT_TAIL
     return (head + body + extra).strip("\n")
+
+
+def _failure(requirement: str, url: str, tag: str, used: List[str]) -> str:
+    """What the cell says when pip cannot install the course package: the two causes a reader
+    meets (no connection; a release not yet published, which pip's error above names), and
+    what to do about each."""
+    local = f'pip install ".[{",".join(used)}]"' if used else "pip install ."
+    newest = qkv_requirement(url, used)
+    return (f"Could not install {requirement!r}.\n"
+            f"This notebook needs the course package qkv, release {tag}, from the course\n"
+            "repository. Either this runtime cannot reach github.com and pypi.org (on Colab:\n"
+            "Runtime > Restart session, then run this cell again), or that release is not\n"
+            f"published yet: pip's error above then says {tag!r} did not match any file known\n"
+            f"to git; install the newest version instead (pip install \"{newest}\")\n"
+            "and tell the course's maintainers. Without a connection, install it from a copy\n"
+            f"of the repository (git checkout {tag}, then {local}) in this notebook's\n"
+            "Python environment and run this cell again.")
 
 
 def chapter_setup(code: str, url: str, tag: str, extras: Mapping[str, List[str]]) -> str:
@@ -125,12 +144,5 @@ def chapter_setup(code: str, url: str, tag: str, extras: Mapping[str, List[str]]
         needed.update({_module(req): req for req in extras.get(extra, [])})
     head = (f"# Set-up: run this cell first. Where the course package qkv (release {tag}) or what this\n"
             "# chapter needs is missing, as on Colab, it is installed; otherwise this does nothing.\n")
-    message = (f"Could not install {requirement!r}.\n"
-               "This notebook needs the course package from the course repository. Check that this\n"
-               "runtime can reach github.com and pypi.org (on Colab: Runtime > Restart session,\n"
-               "then run this cell again). Without a connection, install it from a copy of the\n"
-               f"repository (git checkout {tag}, then pip install \".[{','.join(used)}]\") in this\n"
-               "notebook's Python environment and run this cell again.")
-    if not used:
-        message = message.replace('pip install ".[]"', "pip install .")
+    message = _failure(requirement, url, tag, used)
     return (head + _install(needed, grading=False, on_failure=message)).strip("\n")
