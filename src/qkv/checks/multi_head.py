@@ -15,7 +15,7 @@ from .mistakes.multi_head import (MHA_ERROR_HINTS, MHA_MISTAKES, TRANSPOSE_HINT,
                                    merge_variant, split_variant)
 from .mistakes.multi_head_module import (close_pair, mha_cases, reference, run_student,
                                          with_spec_dict)
-from . import _beyond_early as e, _beyond_mid as m
+from . import _beyond_heads as e, _beyond_mid as m
 from ._experiment import ExperimentCheck
 
 __all__ = [

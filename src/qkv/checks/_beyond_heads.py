@@ -1,0 +1,89 @@
+"""Assignment 5's debugging exercise: multi-head self-attention as one function (see
+:mod:`._beyond`); its experiment is in :mod:`._beyond_mid`."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+from torch import Tensor
+
+import qkv
+
+from .harness import Case, Exercise, half_case, Mistake, via_float32
+from .mistakes.attention import TORCH_ATTENTION
+from ._beyond_early import F32, F64, _initialised, _inputs
+
+
+# --------------------------------------------------------------- assignment 5: heads, functionally
+
+
+def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int, *,
+         no_transpose: bool = False, full_scale: bool = False,
+         merge_no_transpose: bool = False, no_value: bool = False, no_out: bool = False,
+         dim: int = -1, out_t: bool = True, in_t: bool = True, by: str = "") -> Tensor:
+    """Multi-head self-attention as one function; or a bug of the printed version put back
+    (or another slip: ``no_value``/``no_out``: W_v/W_o left out; ``dim``: the softmax axis;
+    ``out_t``/``in_t=False``: ``merged @ W_o``/``x @ W_q``; ``by``: the scale, "d" or "H")."""
+    B, L, D = x.shape
+    d = D // num_heads
+
+    def split(t):
+        return t.reshape(B, num_heads, L, d) if no_transpose else qkv.split_heads(t, num_heads)
+    q, k, v = (split(x @ (W.T if in_t else W)) for W in (W_q, W_k, W_v))
+    v = split(x) if no_value else v
+    scale = {"d": d, "H": math.sqrt(num_heads)}.get(by, math.sqrt(D if full_scale else d))
+    scores = q @ k.transpose(-2, -1) / scale
+    out = torch.softmax(scores, dim=dim) @ v
+    merged = out.reshape(B, L, D) if merge_no_transpose else qkv.merge_heads(out)
+    return merged if no_out else merged @ (W_o.T if out_t else W_o)
+
+
+def _mhsa_case(B, L, D, H):
+    return _inputs((B, L, D), (D, D), (D, D), (D, D), (D, D), extra=(H,))
+
+
+MULTI_HEAD_SELF_ATTENTION = Exercise(
+    name="multi_head_self_attention", reference=via_float32(mhsa), legend="(B, L, D)", forbid=TORCH_ATTENTION,
+    helpers={"split_heads": qkv.split_heads, "merge_heads": qkv.merge_heads},
+    cases=[Case("B=2, L=3, D=8, 2 heads", _mhsa_case(2, 3, 8, 2), F64),
+           Case("B=1, L=5, D=12, 3 heads", _mhsa_case(1, 5, 12, 3), F32),
+           Case("B=2, L=4, D=8, 4 heads", _mhsa_case(2, 4, 8, 4), F64),
+           half_case("B=2, L=4, D=8, 2 heads, the weights divided by sqrt(8)",
+                     _initialised(_mhsa_case(2, 4, 8, 2)))],
+    mistakes=[
+        Mistake("heads split by reshape alone (positions mixed into heads) (a bug of the "
+                "printed function)", "view (B, L, H, d), then transpose(1, 2) to (B, H, L, d)",
+                partial(mhsa, no_transpose=True)),
+        Mistake("scaled by sqrt(D) instead of the head's width (a bug of the printed function)",
+                "each head's scores are divided by sqrt(D / num_heads)",
+                partial(mhsa, full_scale=True)),
+        Mistake("heads merged by reshape alone (a bug of the printed function)",
+                "transpose(1, 2) back to (B, L, H, d) before reshaping to (B, L, D)",
+                partial(mhsa, merge_no_transpose=True)),
+        Mistake("the output projection W_o left out", "the heads, merged back to (B, L, D), "
+                "go through W_o: merged @ W_o.T", partial(mhsa, no_out=True)),
+        Mistake("the value projection W_v left out", "the values are x @ W_v.T, split into "
+                "heads like the queries and keys", partial(mhsa, no_value=True)),
+        Mistake("softmax over the queries (dim=-2)", "each query's weights over the keys sum "
+                "to one: softmax(scores, dim=-1)", partial(mhsa, dim=-2)),
+        Mistake("merged @ W_o instead of merged @ W_o.T", "W_o is (D, D) in nn.Linear's "
+                "layout (out, in), like W_q: the output is merged @ W_o.T",
+                partial(mhsa, out_t=False)),
+        Mistake("x @ W_q, x @ W_k and x @ W_v instead of x @ W_q.T, x @ W_k.T and x @ W_v.T",
+                "W_q, W_k and W_v are (D, D) in nn.Linear's layout (out, in), like W_o: the "
+                "queries are x @ W_q.T (a square matrix the wrong way round raises nothing)",
+                partial(mhsa, in_t=False)),
+        Mistake("no projection transposed: x @ W_q, x @ W_k, x @ W_v and merged @ W_o",
+                "the four are (D, D) in nn.Linear's layout (out, in): x @ W_q.T, x @ W_k.T, "
+                "x @ W_v.T and merged @ W_o.T", partial(mhsa, in_t=False, out_t=False)),
+        Mistake("scaled by the head's width itself, not its square root",
+                "divide by sqrt(D / num_heads)", partial(mhsa, by="d")),
+        Mistake("scaled by sqrt(num_heads) instead of sqrt(D / num_heads)", "the scale is the "
+                "square root of each head's width, D / num_heads", partial(mhsa, by="H")),
+        Mistake("softmax over the heads (dim=1)", "each query's weights over the keys sum to "
+                "one: softmax(scores, dim=-1), the last axis of (B, H, L, L)",
+                partial(mhsa, dim=1)),
+    ],
+)
