@@ -13,6 +13,7 @@ import qkv
 
 from .harness import Case, Exercise, half_case, Mistake, via_float32
 from .mistakes.attention import TORCH_ATTENTION
+from .mistakes.multi_head import HEAD_LAYOUT_SLIPS, merge_variant, split_variant
 from ._beyond_early import F32, F64, _initialised, _inputs
 
 
@@ -22,21 +23,24 @@ from ._beyond_early import F32, F64, _initialised, _inputs
 def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int, *,
          no_transpose: bool = False, full_scale: bool = False,
          merge_no_transpose: bool = False, no_value: bool = False, no_out: bool = False,
-         dim: int = -1, out_t: bool = True, in_t: bool = True, by: str = "") -> Tensor:
+         dim: int = -1, out_t: bool = True, in_t: bool = True, by: str = "",
+         split: str = "ok", merge: str = "ok") -> Tensor:
     """Multi-head self-attention as one function; or a bug of the printed version put back
     (or another slip: ``no_value``/``no_out``: W_v/W_o left out; ``dim``: the softmax axis;
-    ``out_t``/``in_t=False``: ``merged @ W_o``/``x @ W_q``; ``by``: the scale, "d" or "H")."""
+    ``out_t``/``in_t=False``: ``merged @ W_o``/``x @ W_q``; ``by``: the scale, "d" or "H"; ``split``/``merge``: how the heads are split or merged, as
+    :func:`.mistakes.multi_head.split_variant` and ``merge_variant`` read it)."""
     B, L, D = x.shape
     d = D // num_heads
 
-    def split(t):
-        return t.reshape(B, num_heads, L, d) if no_transpose else qkv.split_heads(t, num_heads)
-    q, k, v = (split(x @ (W.T if in_t else W)) for W in (W_q, W_k, W_v))
-    v = split(x) if no_value else v
+    def split_(t):
+        return t.reshape(B, num_heads, L, d) if no_transpose else split_variant(t, num_heads,
+                                                                                 how=split)
+    q, k, v = (split_(x @ (W.T if in_t else W)) for W in (W_q, W_k, W_v))
+    v = split_(x) if no_value else v
     scale = {"d": d, "H": math.sqrt(num_heads)}.get(by, math.sqrt(D if full_scale else d))
     scores = q @ k.transpose(-2, -1) / scale
     out = torch.softmax(scores, dim=dim) @ v
-    merged = out.reshape(B, L, D) if merge_no_transpose else qkv.merge_heads(out)
+    merged = out.reshape(B, L, D) if merge_no_transpose else merge_variant(out, how=merge)
     return merged if no_out else merged @ (W_o.T if out_t else W_o)
 
 
@@ -78,6 +82,8 @@ MULTI_HEAD_SELF_ATTENTION = Exercise(
         Mistake("no projection transposed: x @ W_q, x @ W_k, x @ W_v and merged @ W_o",
                 "the four are (D, D) in nn.Linear's layout (out, in): x @ W_q.T, x @ W_k.T, "
                 "x @ W_v.T and merged @ W_o.T", partial(mhsa, in_t=False, out_t=False)),
+        *(Mistake(name, hint, partial(mhsa, **switches))
+          for name, hint, switches in HEAD_LAYOUT_SLIPS),
         Mistake("scaled by the head's width itself, not its square root",
                 "divide by sqrt(D / num_heads)", partial(mhsa, by="d")),
         Mistake("scaled by sqrt(num_heads) instead of sqrt(D / num_heads)", "the scale is the "

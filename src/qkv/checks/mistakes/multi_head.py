@@ -64,6 +64,27 @@ def merge_variant(x, *, how="ok"):
     return x.transpose(1, 2).reshape(B, L, H * Dh)
 
 
+# The head split written (B, L, head_dim, H) and its inverse at the merge: each a name, a hint
+# and the switches of mha_variant (or of _beyond_heads.mhsa) that put it back.
+_BLOCK = ("each head takes a contiguous block of head_dim features: reshape(B, L, num_heads, "
+          "head_dim).transpose(1, 2) (split_heads)")
+HEAD_LAYOUT_SLIPS = [
+    ("heads split as (B, L, head_dim, H), then moved to (B, H, L, head_dim) (the head index "
+     "varies fastest)", _BLOCK + "; (B, L, head_dim, H) gives head h features h, h + H, ...",
+     {"split": "interleaved"}),
+    ("heads merged as (B, L, head_dim, H) (permute(0, 2, 3, 1)): the features of the heads "
+     "interleaved", "concatenate whole heads, head 0's head_dim features first: "
+     "out.transpose(1, 2).reshape(B, L, embed_dim) (merge_heads)", {"merge": "interleaved"}),
+    ("heads split and merged as (B, L, head_dim, H) (the head index varies fastest)",
+     _BLOCK + "; the merge undoes the interleaving, but each head still attends with the "
+     "features h, h + H, ... instead of its own block", {"split": "interleaved",
+                                                          "merge": "interleaved"}),
+    ("reshape(B, L, head_dim, num_heads).transpose(1, 2): head_dim heads of width num_heads",
+     "reshape to (B, L, num_heads, head_dim): num_heads heads, each head_dim features wide, "
+     "then transpose(1, 2)", {"split": "sizes swapped"}),
+]
+
+
 def _mask(spec_mask, key_mask, is_causal, B, L, S, query, causal_diag, key_axis):
     """The mask combine_masks gives, or a student's own one with a shifted causal diagonal
     (``causal_diag``) or ``key_mask`` broadcast along the queries (``key_axis="queries"``)."""
@@ -190,6 +211,7 @@ MHA_MISTAKES = [
     _m("reshape without transpose when splitting heads", TRANSPOSE_HINT, split="reshape"),
     _m("reshape without transpose when merging heads",
        "transpose(1, 2) back to (B, L, H, Dh) before reshaping to (B, L, D)", merge="reshape"),
+    *(_m(name, hint, **switches) for name, hint, switches in HEAD_LAYOUT_SLIPS),
     _m("heads averaged instead of concatenated", "merge the heads side by side (merge_heads): "
        "out_proj takes all embed_dim features", merge="mean"),
     _m("out_proj applied before merging the heads", "merge the heads first (merge_heads), "

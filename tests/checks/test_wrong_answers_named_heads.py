@@ -1,0 +1,133 @@
+"""Wrong answers that got only "largest difference" (fixwrong14), now named: the head split
+written (B, L, head_dim, H) in multi-head attention. Each is written as a student would; the
+words are what the message must now say."""
+
+import math
+
+import pytest
+import torch
+
+from qkv import checks
+from qkv.checks import CheckFailed
+
+import answers_multi_head as A
+
+
+# ------------------------------------------------ the head split: reshape(B, L, head_dim, H)
+def split_interleaved(t, B, L, H):
+    return t.reshape(B, L, t.shape[-1] // H, H).permute(0, 3, 1, 2)  # (B, H, L, head_dim)
+
+
+def split_swapped_transposed(t, B, L, H):
+    return t.reshape(B, L, t.shape[-1] // H, H).transpose(1, 2)  # (B, head_dim, L, H)
+
+
+def split_ok(t, B, L, H):
+    return t.reshape(B, L, H, t.shape[-1] // H).transpose(1, 2)
+
+
+def merge_interleaved(o, B, L, D):
+    return o.permute(0, 2, 3, 1).reshape(B, L, D)  # (B, L, head_dim, H): the inverse slip
+
+
+def merge_ok(o, B, L, D):
+    return o.transpose(1, 2).reshape(B, L, D)
+
+
+def mhsa(x, W_q, W_k, W_v, W_o, num_heads, split=split_ok, merge=merge_ok, plain=""):
+    """The fixed function, with a slip: ``plain`` names the projections left without .T."""
+    B, L, D = x.shape
+    head_dim = D // num_heads
+
+    def proj(t, W, name):
+        return t @ (W if name in plain else W.T)
+    q, k, v = (split(proj(x, W, n), B, L, num_heads) for W, n in ((W_q, "q"), (W_k, "k"),
+                                                                  (W_v, "v")))
+    out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(head_dim), dim=-1) @ v
+    return proj(merge(out, B, L, D), W_o, "o")
+
+
+def _mhsa(**kw):
+    return lambda *args: mhsa(*args, **kw)
+
+
+def make_mha_split(split, merge=merge_ok):
+    """A student's module whose forward splits (and merges) the heads inline."""
+    base = A.make_mha()
+
+    class MHA(base):
+        def forward(self, query, key=None, value=None, key_mask=None, need_weights=False,
+                    mask=None, average_attn_weights=True, is_causal=False):
+            key = query if key is None else key
+            value = key if value is None else value
+            unbatched = query.dim() == 2
+            if unbatched:
+                query, key, value = query[None], key[None], value[None]
+                key_mask = None if key_mask is None else key_mask[None]
+            B, L, D = query.shape
+            S, H = key.shape[1], self.num_heads
+            q = split(self.q_proj(query), B, L, H)
+            k, v = split(self.k_proj(key), B, S, H), split(self.v_proj(value), B, S, H)
+            allowed = self.allowed(B, L, S, key_mask, mask, is_causal, query.device)
+            w, _ = self.weights(q, k, allowed)
+            out = self.out_proj(merge(w @ v, B, L, D))
+            if need_weights and average_attn_weights:
+                w = w.mean(1)
+            if unbatched:
+                out, w = out[0], w[0]
+            return out, (w if need_weights else None)
+    return MHA
+
+
+# name: (check, answer, words the message must hold)
+NAMED = {
+    "split_heads: reshape(B, L, head_dim, H).permute(0, 3, 1, 2)": (
+        "check_split_heads", lambda x, H: split_interleaved(x, *x.shape[:2], H),
+        "heads interleaved"),
+    "merge_heads: permute(0, 2, 3, 1).reshape(B, L, D)": (
+        "check_merge_heads", lambda o: merge_interleaved(o, o.shape[0], o.shape[2],
+                                                         o.shape[1] * o.shape[3]),
+        "heads interleaved"),
+    "multi_head_self_attention: split as (B, L, head_dim, H)": (
+        "check_multi_head_self_attention", _mhsa(split=split_interleaved),
+        "heads split as (B, L, head_dim, H)"),
+    "multi_head_self_attention: merged as (B, L, head_dim, H)": (
+        "check_multi_head_self_attention", _mhsa(merge=merge_interleaved),
+        "heads merged as (B, L, head_dim, H)"),
+    "multi_head_self_attention: split and merged as (B, L, head_dim, H)": (
+        "check_multi_head_self_attention", _mhsa(split=split_interleaved,
+                                                 merge=merge_interleaved),
+        "heads split and merged as (B, L, head_dim, H)"),
+    "multi_head_self_attention: reshape(B, L, head_dim, H).transpose(1, 2)": (
+        "check_multi_head_self_attention", _mhsa(split=split_swapped_transposed),
+        "head_dim heads of width num_heads"),
+    "MultiHeadAttention: split as (B, L, head_dim, H)": (
+        "check_MultiHeadAttention", make_mha_split(split_interleaved),
+        "heads split as (B, L, head_dim, H)"),
+    "MultiHeadAttention: merged as (B, L, head_dim, H)": (
+        "check_MultiHeadAttention", make_mha_split(split_ok, merge_interleaved),
+        "heads merged as (B, L, head_dim, H)"),
+    "MultiHeadAttention: split and merged as (B, L, head_dim, H)": (
+        "check_MultiHeadAttention", make_mha_split(split_interleaved, merge_interleaved),
+        "heads split and merged as (B, L, head_dim, H)"),
+    "MultiHeadAttention: reshape(B, L, head_dim, H).transpose(1, 2)": (
+        "check_MultiHeadAttention", make_mha_split(split_swapped_transposed),
+        "head_dim heads of width num_heads"),
+}
+
+@pytest.mark.parametrize("name", NAMED)
+def test_the_slip_is_named(name):
+    check, answer, words = NAMED[name]
+    for seed in (0, None):
+        with pytest.raises(CheckFailed) as info:
+            getattr(checks, check)(answer, seed=seed)
+        message = str(info.value)
+        assert words in message, message
+
+
+@pytest.mark.parametrize("check,answer", [
+    ("check_multi_head_self_attention", _mhsa()),
+    ("check_MultiHeadAttention", make_mha_split(split_ok)),
+])
+def test_the_right_answers_written_so_pass(check, answer):
+    getattr(checks, check)(answer)
