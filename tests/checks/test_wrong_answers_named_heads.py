@@ -1,7 +1,9 @@
 """Wrong answers that got only "largest difference" (fixwrong14), now named: the head split
-written (B, L, head_dim, H) in multi-head attention. Each is written as a student would; the
-words are what the message must now say."""
+written (B, L, head_dim, H) in multi-head attention, and some of the projections of
+multi_head_self_attention left without .T. Each is written as a student would; the words are
+what the message must now say."""
 
+import itertools
 import math
 
 import pytest
@@ -79,6 +81,8 @@ def make_mha_split(split, merge=merge_ok):
     return MHA
 
 
+_PROJ = {"q": "x @ W_q", "k": "x @ W_k", "v": "x @ W_v", "o": "merged @ W_o"}
+
 # name: (check, answer, words the message must hold)
 NAMED = {
     "split_heads: reshape(B, L, head_dim, H).permute(0, 3, 1, 2)": (
@@ -114,6 +118,14 @@ NAMED = {
         "check_MultiHeadAttention", make_mha_split(split_swapped_transposed),
         "head_dim heads of width num_heads"),
 }
+# Each set of projections left without .T but all four (named "no projection transposed").
+for n in (1, 2, 3):
+    for left in itertools.combinations("qkvo", n):
+        words = [_PROJ[p] for p in left]
+        wrong = " and ".join([", ".join(words[:-1]), words[-1]] if n > 1 else words)
+        NAMED[f"multi_head_self_attention: {wrong} without .T"] = (
+            "check_multi_head_self_attention", _mhsa(plain="".join(left)), wrong + " instead")
+
 
 @pytest.mark.parametrize("name", NAMED)
 def test_the_slip_is_named(name):

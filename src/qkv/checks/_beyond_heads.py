@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from itertools import combinations
 
 import torch
 from torch import Tensor
@@ -23,11 +24,12 @@ from ._beyond_early import F32, F64, _initialised, _inputs
 def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int, *,
          no_transpose: bool = False, full_scale: bool = False,
          merge_no_transpose: bool = False, no_value: bool = False, no_out: bool = False,
-         dim: int = -1, out_t: bool = True, in_t: bool = True, by: str = "",
-         split: str = "ok", merge: str = "ok") -> Tensor:
+         dim: int = -1, plain: str = "", by: str = "", split: str = "ok",
+         merge: str = "ok") -> Tensor:
     """Multi-head self-attention as one function; or a bug of the printed version put back
     (or another slip: ``no_value``/``no_out``: W_v/W_o left out; ``dim``: the softmax axis;
-    ``out_t``/``in_t=False``: ``merged @ W_o``/``x @ W_q``; ``by``: the scale, "d" or "H"; ``split``/``merge``: how the heads are split or merged, as
+    ``plain``: the projections, of "qkvo", used without .T (``x @ W_q``, ``merged @ W_o``);
+    ``by``: the scale, "d" or "H"; ``split``/``merge``: how the heads are split or merged, as
     :func:`.mistakes.multi_head.split_variant` and ``merge_variant`` read it)."""
     B, L, D = x.shape
     d = D // num_heads
@@ -35,13 +37,39 @@ def mhsa(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_head
     def split_(t):
         return t.reshape(B, num_heads, L, d) if no_transpose else split_variant(t, num_heads,
                                                                                  how=split)
-    q, k, v = (split_(x @ (W.T if in_t else W)) for W in (W_q, W_k, W_v))
+    q, k, v = (split_(x @ (W if p in plain else W.T)) for W, p in zip((W_q, W_k, W_v), "qkv"))
     v = split_(x) if no_value else v
     scale = {"d": d, "H": math.sqrt(num_heads)}.get(by, math.sqrt(D if full_scale else d))
     scores = q @ k.transpose(-2, -1) / scale
     out = torch.softmax(scores, dim=dim) @ v
     merged = out.reshape(B, L, D) if merge_no_transpose else merge_variant(out, how=merge)
-    return merged if no_out else merged @ (W_o.T if out_t else W_o)
+    return merged if no_out else merged @ (W_o if "o" in plain else W_o.T)
+
+
+_LEFT = {"q": "x @ W_q", "k": "x @ W_k", "v": "x @ W_v", "o": "merged @ W_o"}
+
+
+def _listed(words):
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
+
+
+def _untransposed():
+    """A mistake for each set of projections used without .T (``x @ W_q`` for ``x @ W_q.T``):
+    a student often transposes some and forgets others."""
+    out = []
+    for n in range(1, 5):
+        for left in combinations("qkvo", n):
+            wrong = _listed([_LEFT[p] for p in left])
+            right = _listed([_LEFT[p] + ".T" for p in left])
+            mats = _listed([f"W_{p}" for p in left])
+            done = [f"W_{p}" for p in "qkvo" if p not in left]
+            like = f", like {done[0]}, which you transposed" if done else ""
+            name = (f"no projection transposed: {wrong}" if n == 4 else
+                    f"{wrong} instead of {right}")
+            out.append(Mistake(name, f"{mats} {'is' if n == 1 else 'are'} (D, D) in nn.Linear's "
+                               f"layout (out, in){like}: {right} (a square matrix the wrong way "
+                               f"round raises nothing)", partial(mhsa, plain="".join(left))))
+    return out
 
 
 def _mhsa_case(B, L, D, H):
@@ -72,16 +100,7 @@ MULTI_HEAD_SELF_ATTENTION = Exercise(
                 "heads like the queries and keys", partial(mhsa, no_value=True)),
         Mistake("softmax over the queries (dim=-2)", "each query's weights over the keys sum "
                 "to one: softmax(scores, dim=-1)", partial(mhsa, dim=-2)),
-        Mistake("merged @ W_o instead of merged @ W_o.T", "W_o is (D, D) in nn.Linear's "
-                "layout (out, in), like W_q: the output is merged @ W_o.T",
-                partial(mhsa, out_t=False)),
-        Mistake("x @ W_q, x @ W_k and x @ W_v instead of x @ W_q.T, x @ W_k.T and x @ W_v.T",
-                "W_q, W_k and W_v are (D, D) in nn.Linear's layout (out, in), like W_o: the "
-                "queries are x @ W_q.T (a square matrix the wrong way round raises nothing)",
-                partial(mhsa, in_t=False)),
-        Mistake("no projection transposed: x @ W_q, x @ W_k, x @ W_v and merged @ W_o",
-                "the four are (D, D) in nn.Linear's layout (out, in): x @ W_q.T, x @ W_k.T, "
-                "x @ W_v.T and merged @ W_o.T", partial(mhsa, in_t=False, out_t=False)),
+        *_untransposed(),
         *(Mistake(name, hint, partial(mhsa, **switches))
           for name, hint, switches in HEAD_LAYOUT_SLIPS),
         Mistake("scaled by the head's width itself, not its square root",
