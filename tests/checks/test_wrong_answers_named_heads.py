@@ -1,7 +1,7 @@
-"""Wrong answers that got only "largest difference" (fixwrong14), now named: the head split
-written (B, L, head_dim, H) in multi-head attention, and some of the projections of
-multi_head_self_attention left without .T. Each is written as a student would; the words are
-what the message must now say."""
+"""Wrong answers that got only "largest difference" (fixwrong14): the head split with its
+two sizes swapped, a single projection left untransposed, and the temperature exercise's half
+fix that keeps the printed 1/E. Each is written as a student would; the words are what the
+message must now say."""
 
 import itertools
 import math
@@ -37,7 +37,7 @@ def merge_ok(o, B, L, D):
 
 
 def mhsa(x, W_q, W_k, W_v, W_o, num_heads, split=split_ok, merge=merge_ok, plain=""):
-    """The fixed function, with a slip: ``plain`` names the projections left without .T."""
+    """The fixed function, with ``plain`` naming the projections left without .T."""
     B, L, D = x.shape
     head_dim = D // num_heads
 
@@ -81,6 +81,14 @@ def make_mha_split(split, merge=merge_ok):
     return MHA
 
 
+# ------------------------------------------------ the temperature exercise's half fix
+def temperature_half_fix_over_e(query, key, value, temperature=1.0):
+    E = query.shape[-1]
+    scores = query @ key.transpose(-2, -1) / (E * temperature)  # the printed / E kept
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    return (e / e.sum(dim=-2, keepdim=True)) @ value  # the printed sum over dim=-2 kept
+
+
 _PROJ = {"q": "x @ W_q", "k": "x @ W_k", "v": "x @ W_v", "o": "merged @ W_o"}
 
 # name: (check, answer, words the message must hold)
@@ -117,6 +125,10 @@ NAMED = {
     "MultiHeadAttention: reshape(B, L, head_dim, H).transpose(1, 2)": (
         "check_MultiHeadAttention", make_mha_split(split_swapped_transposed),
         "head_dim heads of width num_heads"),
+    "attention_with_temperature: the half fix, / E kept too": (
+        "check_attention_with_temperature", temperature_half_fix_over_e,
+        "the sums over the queries (dim=-2), the printed function's, kept, and the "
+        "printed scale 1/E"),
 }
 # Each set of projections left without .T but all four (named "no projection transposed").
 for n in (1, 2, 3):

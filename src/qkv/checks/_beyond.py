@@ -104,6 +104,14 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
         Mistake("the sums over the queries (dim=-2), the printed function's, kept",
                 "each query's weights over the keys sum to one: e.sum(dim=-1, keepdim=True), "
                 "over the same axis as the maximum", partial(temperature_attention, sum_dim=-2)),
+        # The same half fix with the printed / E kept too (no combination of printed bugs
+        # computes it: the sum over dim=-2 with a maximum over dim=-1 is none of them).
+        Mistake("the sums over the queries (dim=-2), the printed function's, kept, and the "
+                "printed scale 1/E instead of 1/sqrt(E)",
+                "each query's weights over the keys sum to one: e.sum(dim=-1, keepdim=True), "
+                "over the same axis as the maximum; and the scores are divided by sqrt(E) * "
+                "temperature, not E * temperature",
+                partial(temperature_attention, sum_dim=-2, scale_power=1.0)),
         Mistake("no maximum subtracted: exp overflows (a bug of the printed function)",
                 "subtract each row's maximum before exp", partial(temperature_attention,
                                                                   stable=False)),
