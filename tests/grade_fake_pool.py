@@ -75,9 +75,9 @@ class Pool:
         return None
 
     @contextlib.contextmanager
-    def submission(self, cells: List[str]) -> Iterator[_Submission]:
+    def submission(self, cells: List[str], limits: Any = None) -> Iterator[_Submission]:
         if cells:
-            Pool.seen.append(self.limits)
+            Pool.seen.append(limits or self.limits)
         yield _Submission(cells)
 
 

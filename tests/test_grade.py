@@ -1411,7 +1411,8 @@ def test_a_process_that_dies_in_an_answer_cell_costs_that_answer_only(died):
     assert got["erin"] == full - pts["test_scaling_q2"] - pts["test_scaled_dot_product_attention"]
     gina = died["records"]["gina"]
     assert [c["cell"] for c in gina["skipped_cells"]] == ["scaling_q2"]
-    assert "graded again in a fresh sandbox without the answer cell scaling_q2" in gina["sandbox"]
+    assert gina["sandbox"].startswith("the process ended during the answer cell scaling_q2: "
+                                      "graded again in a fresh sandbox without it (the cause: ")
     assert [c["cell"] for c in died["records"]["erin"]["skipped_cells"]] == [
         "scaled_dot_product_attention", "scaling_q2"]
     assert "SANDBOX STOPPED" in died["out"]
@@ -1428,6 +1429,45 @@ def test_a_process_that_dies_in_an_answer_cell_costs_that_answer_only(died):
     # The summary says "not graded", not what a check said of a notebook without the answer.
     line = next(x for x in died["out"].splitlines() if x.startswith("dave "))
     assert "test_scaled_dot_product_attention (error)" in line and "NameError" not in line
+
+
+def test_the_runs_of_one_submission_share_its_time_limit(empty_course, tmp_path, fake_sandbox,
+                                                         monkeypatch):
+    """Each fatal cell bought a whole new time limit (attack14: four of them held a job slot
+    four times as long); the runs again get only what is left of the one limit, and none runs
+    on too little. A clock that advances 8 s per reading stands for runs of 8 s."""
+    import types
+    from qkv_course.grade import one
+
+    course = _copy(empty_course, tmp_path / "course")
+    gc.submit(course, "fay", _dies_in("attention_scores", "scaled_dot_product_attention",
+                                      "dot_product_variance", "scaling_q2"))
+    import grade_fake_pool
+
+    ticks = itertools.count(step=8.0)
+    monkeypatch.setattr(one, "time", types.SimpleNamespace(monotonic=lambda: next(ticks)))
+    monkeypatch.setattr(grade_fake_pool.Pool, "seen", [])
+    import io
+    import contextlib
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert qkv(["grade", gc.ASSIGNMENT, "--course", str(course),
+                    "--submission-timeout", "30"]) == 0
+    assert [lim.wall_s for lim in grade_fake_pool.Pool.seen] == [30, 22, 14]  # 6 s left: no run
+    rec = records.read(records.path_of(course, "fay", gc.ASSIGNMENT, "scaling"))
+    assert [c["cell"] for c in rec["skipped_cells"]] == ["attention_scores",
+                                                         "scaled_dot_product_attention"]
+    # The last run died too: no test says the others keep their points, and the cell it died
+    # in is in the record.
+    assert not any("keep their points" in t["message"] for t in rec["tests"])
+    assert {c["cell"]: c["outcome"].split(" (")[0] for c in rec["cells"]
+            if "process ended" in c["outcome"]} == {
+        "attention_scores": "skipped: the process ended here",
+        "scaled_dot_product_attention": "skipped: the process ended here",
+        "dot_product_variance": "the process ended here"}
+    assert rec["sandbox"].startswith("the process ended during the answer cell attention_scores")
+    assert "graded again in a fresh sandbox without them; then the submission's process ended " \
+        "during the answer cell dot_product_variance" in rec["sandbox"]
 
 
 def test_a_stopped_sandbox_is_flagged_for_formgrader(died):

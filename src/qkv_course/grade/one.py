@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -118,41 +119,48 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     answers, answers_problem = notebook_file.first_answers(path.parent)
     start = time.monotonic()
     where = _positions(p)
-    tests, outcomes, stopped = _run(pool, p, key, student, limits, answers, run)
     kept = list(range(len(run)))  # the cells of `run` the results were got from
+    tests, outcomes, stopped, spent = _run(pool, p, key, student, limits, answers, run, kept)
     skipped: List[Dict[str, Any]] = []
-    said = _cell_named(stopped, run, where)
-    fatal = _died_in_cell(stopped, outcomes, run)
-    while fatal is not None and len(skipped) < MAX_SKIPPED:
+    fatal = _died_in_cell(stopped, outcomes, run, kept)
+    left = _time_left(pool, spent)
+    while fatal is not None and len(skipped) < MAX_SKIPPED and left is not False:
         # The process died in a cell (os._exit, a signal, a segfault) before any test was
         # judged. As a cell that raised, that cell is left out: in a fresh sandbox every other
         # cell runs again, before it and after it, and the tests are judged on them, so an
-        # answer that does not use the fatal cell keeps its points.
+        # answer that does not use the fatal cell keeps its points. Every run of one
+        # submission shares its one time limit (fatal cells buy no time).
         index = kept[fatal]
-        cell = _cell_named(f"cell {index}", run, where)
         trying = [i for i in kept if i != index]
-        tests2, outcomes2, stopped2 = _run(pool, p, key, student, limits, answers,
-                                           [run[i] for i in trying])
+        tests2, outcomes2, stopped2, took = _run(pool, p, key, student, limits, answers, run,
+                                                 trying, left)
+        spent += took
         if len(outcomes2) < fatal:  # the cells before the fatal one did not all run again
             break
-        skipped.append({"index": index, "cell": run[index][0], "named": cell,
-                        "why": said[:300]})
+        skipped.append({"index": index, "cell": run[index][0],
+                        "named": _cell_named(f"cell {index}", run, where),
+                        "why": stopped.split(": ", 1)[-1]})
         tests, outcomes, stopped, kept = tests2, outcomes2, stopped2, trying
-        said = _cell_named(stopped, [run[i] for i in kept], where)
-        fatal = _died_in_cell(stopped, outcomes, [run[i] for i in kept])
+        fatal = _died_in_cell(stopped, outcomes, run, kept)
+        left = _time_left(pool, spent)
+    said = _cell_named(stopped, run, where)
     if skipped:
-        left_out = " and ".join(s["named"] for s in skipped)
-        stopped = "; ".join(s["why"] for s in skipped) + (
-            f"; graded again in a fresh sandbox without {left_out}")
-        if said:
-            stopped += f"; then {said}"
-        _say_why_skipped(p, tests, skipped)
+        # The cells first, the causes last: the record keeps 300 characters.
+        names = " and ".join(re.sub(r" \(cell \d+ of the notebook as released\)", "",
+                                    s["named"]) for s in skipped)
+        causes = "; ".join(s["why"][:60] for s in skipped)
+        stopped = (f"the process ended during {names}: graded again in a fresh sandbox "
+                   f"without {'them' if len(skipped) > 1 else 'it'}"
+                   f"{f'; then {said}' if said else ''} (the cause: {causes})")
+        _say_why_skipped(p, tests, skipped, bool(said))
     else:
         stopped = said
     # The sandbox has ended: from here on only this process acts.
     anchors = _anchors(run, sub)
     got = dict(zip(kept, outcomes))
     why = {s["index"]: s["why"] for s in skipped}
+    if fatal is not None:  # the last run died in this cell too
+        why[kept[fatal]] = said.split(": ", 1)[-1]
     cells = []
     for i, (label, _) in enumerate(run):
         after = {"after": anchors.get(i)} if label == "added" else {}
@@ -160,7 +168,8 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
             cells.append({"cell": label, "outcome": str(got[i])[:300],
                           **_time_limit(got[i]), **after})
         elif i in why:
-            cells.append({"cell": label, "outcome": "skipped: the process ended here ("
+            verb = "skipped: " if i not in kept else ""
+            cells.append({"cell": label, "outcome": f"{verb}the process ended here ("
                           + why[i][:200] + ")", **after})
     _say_why_undefined(tests, [run[i] for i in kept], outcomes)
     record = _record(student, p, sha, sub, tests, cells, stopped[:300],
@@ -175,28 +184,48 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
 
 
 def _run(pool: Any, p: Plan, key: bytes, student: str, limits: judge.Timeouts,
-         answers: Dict[str, Any], run: List[Tuple[str, str]]
-         ) -> Tuple[List[judge.TestResult], List[Any], str]:
-    """The cells ``run`` in one fresh sandbox and every test judged on them: the tests, each
-    cell's outcome, and why the sandbox stopped ("" when it did not); each test's message
-    names the cell as the student sees it."""
-    with pool.submission([source for _, source in run]) as box:
+         answers: Dict[str, Any], run: List[Tuple[str, str]], kept: List[int],
+         wall_s: Optional[float] = None
+         ) -> Tuple[List[judge.TestResult], List[Any], str, float]:
+    """The cells ``kept`` of ``run`` in one fresh sandbox (within ``wall_s`` seconds, when
+    given) and every test judged on them: the tests, each cell's outcome, why the sandbox
+    stopped ("" when it did not: its "cell N" counts in ``run``) and the seconds it took; each
+    test's message names the cell as the student sees it."""
+    start = time.monotonic()
+    sources = [run[i][1] for i in kept]
+    box_limits = {"limits": replace(pool.limits, wall_s=wall_s)} if wall_s else {}
+    with pool.submission(sources, **box_limits) as box:
         tests = judge.grade(box, p, key, student, limits, answers)
         outcomes = list(getattr(box, "cells", []) or [])
         stopped = str(getattr(box, "failed", None) or "")
     if stopped:
+        # "cell N" counts the cells this sandbox ran: say it as the N-th of `run`
+        raw, stopped = stopped, re.sub(
+            r"\bcell (\d+)\b", lambda m: f"cell {kept[int(m.group(1))]}"
+            if int(m.group(1)) < len(kept) else m.group(0), stopped, count=1)
         named = _cell_named(stopped, run, _positions(p))
         for t in tests:
-            t.message = t.message.replace(stopped, named)
-    return tests, outcomes, stopped
+            t.message = t.message.replace(raw, named)
+    return tests, outcomes, stopped, time.monotonic() - start
 
 
-def _died_in_cell(stopped: str, outcomes: List[Any], run: List[Tuple[str, str]]
-                  ) -> Optional[int]:
-    """The index (in ``run``) of the cell the submission's process died in, when it died
+def _time_left(pool: Any, spent: float) -> Any:
+    """The seconds left of the submission's time limit after ``spent`` (``None``: the pool
+    says no limit; ``False``: too little to run the notebook again)."""
+    wall_s = getattr(getattr(pool, "limits", None), "wall_s", None)
+    if not isinstance(wall_s, (int, float)):
+        return None
+    left = wall_s - spent
+    return left if left >= min(10.0, wall_s / 4) else False
+
+
+def _died_in_cell(stopped: str, outcomes: List[Any], run: List[Tuple[str, str]],
+                  kept: List[int]) -> Optional[int]:
+    """The index (in ``kept``) of the cell the submission's process died in, when it died
     while the cells ran (not at a limit of time, not in the set-up cell), else None."""
     index = len(outcomes)
-    if not stopped.startswith(DIED) or index == 0 or index >= len(run) or run[index][0] == SETUP:
+    if (not stopped.startswith(DIED) or index == 0 or index >= len(kept)
+            or run[kept[index]][0] == SETUP):
         return None
     return index
 
@@ -220,8 +249,8 @@ def _positions(p: Plan) -> Dict[str, int]:
     return where
 
 
-def _say_why_skipped(p: Plan, tests: List[judge.TestResult],
-                     skipped: List[Dict[str, Any]]) -> None:
+def _say_why_skipped(p: Plan, tests: List[judge.TestResult], skipped: List[Dict[str, Any]],
+                     stopped_again: bool) -> None:
     """A test of an answer whose own cell was left out (the process died in it) is not graded,
     and says so, instead of "the notebook defines no 'f'"; every other test keeps what the
     graded-again notebook earned."""
@@ -235,8 +264,9 @@ def _say_why_skipped(p: Plan, tests: List[judge.TestResult],
             # what its calls said came from a notebook without the answer: no verdict
             t.calls = [{k: c[k] for k in ("call", "seed") if k in c} for c in t.calls]
             t.message = (f"not graded: the submission's process ended during {s['named']} "
-                         f"({s['why'].split(': ', 1)[-1]}); the notebook was graded again "
-                         "without that cell, so the other tests keep their points")
+                         f"({s['why']}); the notebook was graded again without that cell"
+                         + (", and stopped again (the other tests say why)" if stopped_again
+                            else ", so the other tests keep their points"))
 
 
 def _cell_named(reason: str, run: List[Tuple[str, str]],
