@@ -941,6 +941,25 @@ HONEST_NAMES = {
         ["import torch.nn.functional as F\n"
          "print((chunked_attention(q, k, v) - F.scaled_dot_product_attention(q, k, v)).abs()"
          ".max())\n"]),
+    # honest14: each right, each flagged
+    "a scratch cell's variable named as a local of the answer": ("check_softmax", (
+        "def softmax(x, dim=-1):\n    out = (x - x.amax(dim, keepdim=True)).exp()\n"
+        "    return out / out.sum(dim, keepdim=True)\n"),
+        ["out = torch.softmax(torch.ones(3), -1)\nprint(softmax(torch.ones(3)) - out)\n"]),
+    "a scratch cell's variable named as a parameter of the answer": ("check_ablation_rise", (
+        "def ablation_rise(model, layer, head, seed=0):\n    return model(layer, head)\n"),
+        ["model = qkv.AttentionOnlyTransformer(16, 2, 2)\n"
+         "expected = [t for t in qkv.train_induction(model)]\n"]),
+    "model.eval() and torch.compile": ("check_softmax", (
+        "def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
+        "    return e / e.sum(dim, keepdim=True)\n"),
+        ["net = torch.nn.Linear(3, 3).eval()\nfast = torch.compile(net)\n"]),
+    "a closure over a fused projection named qkv": ("check_multi_head_self_attention", (
+        "def multi_head_self_attention(x, W_q, W_k, W_v, W_o, num_heads):\n"
+        "    qkv = x @ torch.cat([W_q, W_k, W_v]).T\n"
+        "    part = lambda i: qkv.narrow(-1, i * x.shape[-1], x.shape[-1])\n"
+        "    def rest():\n        return qkv.split(x.shape[-1], dim=-1)\n"
+        "    return part(0) + rest()[1]\n"), []),
 }
 
 
@@ -984,6 +1003,16 @@ HIDDEN_DELEGATION = {
     "a name built with exec": (
         "check_softmax", "exec('softmax = torch.' + 'soft' + 'max')\n", [],
         ["the code uses exec()"]),
+    # what the reading of honest14's forms must still see
+    "exec under another name": (
+        "check_softmax", "run = exec\nrun('softmax = torch.' + 'soft' + 'max')\n", [],
+        ["the code uses exec()"]),
+    "eval from the builtins module": (
+        "check_softmax", "import builtins\nsoftmax = builtins.eval('torch.soft' + 'max')\n", [],
+        ["the code uses builtins"]),
+    "a global the answer assigns, set to torch's in another cell": (
+        "check_softmax", "def softmax(x, dim=-1):\n    global h\n    h = h\n"
+        "    return h(x, dim)\n", ["h = torch.softmax\n"], ["names torch.softmax"]),
 }
 
 

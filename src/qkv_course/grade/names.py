@@ -202,9 +202,12 @@ def _locals(fn: ast.AST) -> FrozenSet[str]:
         found |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
     body = getattr(fn, "body", [])
     stack = list(body) if isinstance(body, list) else [body]
+    declared: Set[str] = set()  # ``global h``: h is the module's, assigned or not
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             found.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.add(node.name)
@@ -212,7 +215,7 @@ def _locals(fn: ast.AST) -> FrozenSet[str]:
         elif isinstance(node, ast.Lambda):
             continue
         stack.extend(ast.iter_child_nodes(node))
-    return frozenset(found)
+    return frozenset(found - declared)
 
 
 def _outside(fn: ast.AST) -> List[ast.AST]:
@@ -236,13 +239,32 @@ def _scoped(root: ast.AST) -> Iterator[Tuple[ast.AST, FrozenSet[str]]]:
         yield node, local
         if isinstance(node, _FUNCTIONS):
             outside = _outside(node)
-            inner = _locals(node)
+            # an enclosing function's names are local here too (a closure over a fused
+            # projection named qkv reads that tensor, not the package)
+            inner = local | _locals(node)
             stack.extend((n, local) for n in outside)
             skip = {id(n) for n in outside} | {id(node.args)}  # its defaults are outside
             stack.extend((child, inner) for child in ast.iter_child_nodes(node)
                          if id(child) not in skip)
+        elif isinstance(node, _COMPREHENSIONS):
+            # a comprehension's targets are its own (``[out for out in ...]``)
+            targets = {t.id for g in node.generators for t in ast.walk(g.target)
+                       if isinstance(t, ast.Name)}
+            stack.extend((child, local | targets) for child in ast.iter_child_nodes(node))
         else:
             stack.extend((child, local) for child in ast.iter_child_nodes(node))
+
+
+#: What binds names of its own, as a function does.
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def free(root: ast.AST) -> Iterator[str]:
+    """The names ``root``'s code reads that are not local to it (a function's parameters and
+    what it assigns, a comprehension's targets): those it looks up where it is defined."""
+    for node, local in _scoped(root):
+        if isinstance(node, ast.Name) and node.id not in local:
+            yield node.id
 
 
 def bound(nodes: Iterable[ast.AST]) -> Iterable[str]:

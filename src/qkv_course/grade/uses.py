@@ -15,10 +15,14 @@ from __future__ import annotations
 import ast
 from typing import Dict, Iterator, List, Sequence, Set, Tuple
 
-from .names import Budget, NotRead, aliases_of, bound, collect, trees
+from .names import Budget, NotRead, aliases_of, bound, collect, free, trees
 
 #: Builtins that run code or reach names built at run time.
 _RUN_TIME = ("exec", "eval", "compile", "__import__", "globals", "vars", "import_module")
+#: The same reached as a module's attribute (``importlib.import_module``).
+_MODULE_RUN_TIME = ("__import__", "import_module")
+#: The module of the builtins: ``builtins.eval`` is eval.
+_BUILTINS = ("builtins", "__builtins__")
 
 
 def _hooks(name: str) -> bool:
@@ -62,11 +66,17 @@ class Code:
                     self._defs.setdefault(name, []).append(definition)
         unfollowed: Set[str] = set()
         for node in nodes:
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-                if name in _RUN_TIME:
-                    unfollowed.add(f"{name}()")
+            # the builtins by their own names (called or not: ``run = exec``), not a method
+            # of that name (``model.eval()``, ``re.compile``); the builtins module itself
+            # and importlib's import_module wherever they are
+            if isinstance(node, ast.Name) and node.id in _RUN_TIME:
+                unfollowed.add(f"{node.id}()")
+            elif isinstance(node, ast.Attribute) and node.attr in _MODULE_RUN_TIME:
+                unfollowed.add(f"{node.attr}()")
+            if getattr(node, "id", None) in _BUILTINS or any(
+                    a.name in _BUILTINS for a in getattr(node, "names", []) or []
+                    if isinstance(a, ast.alias)):
+                unfollowed.add("builtins")
             named = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
             if isinstance(named, str) and _hooks(named):
                 unfollowed.add(named)
@@ -84,8 +94,9 @@ class Code:
             seen.add(current)
             for definition in self._defs.get(current, []):
                 picked.append(definition)
-                queue += [n.id for n in ast.walk(definition) if isinstance(n, ast.Name)
-                          and n.id in self._defs and n.id not in seen]
+                # only the names it looks up outside itself: a local or a parameter named as
+                # a scratch cell's variable (out, model) is not that variable (honest14)
+                queue += [n for n in free(definition) if n in self._defs and n not in seen]
         return collect(picked, self._defined, self._aliases)
 
 
