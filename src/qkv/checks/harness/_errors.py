@@ -60,6 +60,9 @@ _GENERIC: Tuple[Tuple[str, str], ...] = (
     ("to have the same dtype", _DTYPES_MET),
     ("is not defined", "a name used before it was defined in your code (a typo, or a "
      "variable from another cell that is not run)"),
+    ("must be Tensor, not NoneType",
+     "a value is None where a tensor was expected: a function of yours that ends without "
+     "`return` gives None (or an argument was left at its default None)"),
     ("must be Tensor, not",
      "a torch function got a Python number: use math.sqrt / math.exp on numbers"),
     ("expected condition to be a boolean tensor",

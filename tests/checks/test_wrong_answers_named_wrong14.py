@@ -1,0 +1,35 @@
+"""Wrong answers of the wrong14 walk whose message blamed another cause or said only "largest
+difference": each is now named for what it is.
+
+Each is written as the student wrote it; the words are what the message must say (and
+``not_words`` what it must no longer say).
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from qkv import checks
+
+
+def _message(check, answer, **kw) -> str:
+    with pytest.raises(AssertionError) as info:
+        check(answer, **kw)
+    return str(info.value)
+
+
+def _scores_without_return(Q, K):
+    s = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # noqa: F841 (the return forgotten)
+
+
+def self_attention_helper_without_return(x, W_q, W_k, W_v):
+    Q, K, V = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    return torch.softmax(_scores_without_return(Q, K), dim=-1) @ V
+
+
+def test_none_from_a_helper_without_return_is_not_blamed_on_a_number():
+    msg = _message(checks.check_self_attention, self_attention_helper_without_return)
+    assert "without `return`" in msg and "is None" in msg
+    assert "Python number" not in msg
