@@ -33,3 +33,22 @@ def test_none_from_a_helper_without_return_is_not_blamed_on_a_number():
     msg = _message(checks.check_self_attention, self_attention_helper_without_return)
     assert "without `return`" in msg and "is None" in msg
     assert "Python number" not in msg
+
+
+def masked_scores_float_mask_as_bool(scores, attn_mask=None, is_causal=False):
+    if is_causal and attn_mask is not None:
+        raise ValueError("either attn_mask or is_causal")
+    if is_causal:
+        attn_mask = torch.ones(*scores.shape[-2:], dtype=torch.bool,
+                               device=scores.device).tril()
+    if attn_mask is None:
+        return scores
+    if attn_mask.dtype == torch.bool:
+        return scores.masked_fill(~attn_mask, float("-inf"))
+    return scores.masked_fill(attn_mask != 0, float("-inf"))  # a float mask is added
+
+
+def test_a_float_mask_used_as_a_bool_is_named_not_blamed_on_overflow():
+    msg = _message(checks.check_masked_scores, masked_scores_float_mask_as_bool)
+    assert "a float mask used as a bool" in msg and "not a bool mask: add it" in msg
+    assert "overflow" not in msg

@@ -56,7 +56,7 @@ def masked_scores(scores: Tensor, attn_mask: Optional[Tensor] = None, is_causal:
         mode: ``right``; ``inverted`` (hides where the mask is True); ``zero`` (0 instead of
             -inf); ``added`` (a bool mask added as 0/1); ``ignored``; ``multiply_float`` (a
             float mask multiplied); ``float_as_bool`` (a float mask's negative entries made
-            -inf, nothing added); ``transposed`` (the mask's last two axes swapped);
+            -inf, nothing added); ``float_nonzero`` (its non-zero entries made -inf); ``transposed`` (the mask's last two axes swapped);
             ``full_rows_kept`` (a row that hides every key left as it is); ``square``
             (the causal mask built ``(L, L)``); ``built`` (written out, not the reference's
             step: with ``causal_*`` or ``fill``, those mistakes).
@@ -76,8 +76,9 @@ def masked_scores(scores: Tensor, attn_mask: Optional[Tensor] = None, is_causal:
         if mode == "ignored":
             return scores
         if attn_mask.dtype != torch.bool:
-            if mode == "float_as_bool":
-                return scores.masked_fill(attn_mask < 0, _INF)
+            if mode in ("float_as_bool", "float_nonzero"):
+                return scores.masked_fill(attn_mask < 0 if mode == "float_as_bool"
+                                          else attn_mask != 0, _INF)
             return scores * attn_mask if mode == "multiply_float" else scores + attn_mask
         if mode == "added":
             return scores + attn_mask.to(scores.dtype)
@@ -216,6 +217,8 @@ MASKED_SCORES = Exercise(
                 partial(masked_scores, mode="multiply_float")),
         Mistake("a float mask's negative entries made -inf instead of the mask added",
                 _FLOAT_HINT, partial(masked_scores, mode="float_as_bool")),
+        Mistake("a float mask used as a bool (-inf where it is non-zero) instead of added",
+                _FLOAT_HINT, partial(masked_scores, mode="float_nonzero")),
         Mistake(*CAUSAL_DIAGONAL_MASKED, partial(masked_scores, causal_diag=-1, mode="built")),
         Mistake(*CAUSAL_FUTURE_ALLOWED, partial(masked_scores, causal_diag=1, mode="built")),
         Mistake("causal mask aligned to the bottom right instead of the top left",
