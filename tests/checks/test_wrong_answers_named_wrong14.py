@@ -52,3 +52,14 @@ def test_a_float_mask_used_as_a_bool_is_named_not_blamed_on_overflow():
     msg = _message(checks.check_masked_scores, masked_scores_float_mask_as_bool)
     assert "a float mask used as a bool" in msg and "not a bool mask: add it" in msg
     assert "overflow" not in msg
+
+
+def self_attention_softmax_without_dim(x, W_q, W_k, W_v):
+    Q, K, V = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    return F.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])) @ V
+
+
+@pytest.mark.filterwarnings("ignore:Implicit dimension choice")
+def test_a_softmax_without_dim_is_named():
+    msg = _message(checks.check_self_attention, self_attention_softmax_without_dim)
+    assert "softmax with no dim" in msg and "torch picks the axis" in msg

@@ -106,6 +106,10 @@ def _mistakes(fn: Callable[..., Any], cross: bool) -> List[Mistake]:
         Mistake("softmax over the wrong axis",
                 "each query's weights over the keys sum to one: softmax over the last dim (-1)",
                 partial(fn, dim=-2)),
+        Mistake("softmax with no dim (F.softmax(scores)): torch picks the axis, not the keys'",
+                "when dim is omitted torch picks the axis itself (0 of a 3-D tensor, 1 of a "
+                "4-D one, with a warning): give it, softmax over the keys, dim=-1",
+                partial(fn, dim=None)),
         Mistake("returning the weights instead of the output",
                 "return weights @ V, the weighted sum of the values", partial(fn, give="weights")),
         Mistake("returning the scores instead of the output",

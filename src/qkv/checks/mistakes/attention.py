@@ -53,8 +53,12 @@ OVERFLOW = ("a softmax that overflows on large logits",
             "overflows)")
 
 
-def row_softmax(scores: Tensor, dim: int = -1, stable: bool = True) -> Tensor:
-    """The softmax over ``dim``; ``stable=False``: exp over its sum, no maximum subtracted."""
+def row_softmax(scores: Tensor, dim: Optional[int] = -1, stable: bool = True) -> Tensor:
+    """The softmax over ``dim`` (``None``: the axis torch picks when F.softmax is given no dim,
+    0 of a 1-D or 3-D tensor, 1 otherwise); ``stable=False``: exp over its sum, no maximum
+    subtracted."""
+    if dim is None:
+        dim = 0 if scores.dim() in (0, 1, 3) else 1
     if stable:
         return torch.softmax(scores, dim=dim)
     e = scores.exp()
