@@ -63,3 +63,14 @@ def self_attention_softmax_without_dim(x, W_q, W_k, W_v):
 def test_a_softmax_without_dim_is_named():
     msg = _message(checks.check_self_attention, self_attention_softmax_without_dim)
     assert "softmax with no dim" in msg and "torch picks the axis" in msg
+
+
+def padding_leak_percent(length, S, generator):
+    q = torch.randn(8, 16, generator=generator)
+    k = torch.randn(S, 16, generator=generator)
+    return 100 * torch.softmax(q @ k.T / 4.0, -1)[:, length:].sum(-1).mean().item()
+
+
+def test_a_measurement_returned_as_a_percentage_is_named():
+    msg = _message(checks.check_padding_leak, padding_leak_percent)
+    assert "times 100, a percentage" in msg and "return the fraction" in msg

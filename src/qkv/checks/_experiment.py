@@ -50,6 +50,7 @@ from .harness import (NOTHING, Check, Mistake, Raised, drawn_count, notice_text,
                       on_helpers, plain_number, reference_names, shown, split_outcome, twists,
                       WORDS_PER_TWIST)
 from .result import CheckResult, mistake_id
+from ._printed import PERCENT, rounded
 
 #: Standard errors of the difference of the means that a right measurement may be off by.
 SIGMAS = 5.0
@@ -163,37 +164,20 @@ def reference_twists(exp: Experiment, setting: tuple) -> int:
     return twists(10**6, generator) or 0
 
 
-#: A measurement rounded too early: named where the numbers are refused (a rounded number
-#: that still passes, max_weight to 2 decimals, passes), before any cause of theirs.
-ROUNDED = "the measured number rounded"
-
-
-def rounded(values: Sequence[float],
-            truth: Sequence[float]) -> Optional[Tuple[str, str, str]]:
-    """``(what, hint, ROUNDED)`` when ``values`` are ``truth`` (the measurement as described,
-    on the same seeds) rounded to 0 to 3 decimals, not all 0 (nothing counted, more likely),
-    and not ``truth`` itself; else ``None``."""
-    def near(v: float, t: float) -> bool:
-        return math.isclose(v, t, rel_tol=1e-6, abs_tol=1e-9)
-
-    d = next((d for d in range(4) if all(near(v, round(t, d)) for v, t in zip(values, truth))),
-             None)
-    if d is None or not any(values) or all(near(v, t) for v, t in zip(values, truth)):
-        return None
-    return (f"every number you returned is the measurement rounded to {d} decimal"
-            f"{'' if d == 1 else 's'} ({', '.join(f'{v:g}' for v in values[:3])}, ...)",
-            "return the unrounded number (round only when you print it)", ROUNDED)
+_SLIP = "your numbers are, seed for seed, the experiment's with a slip: "
 
 
 def judge_values(exp: Experiment, setting: tuple, values: Sequence[float],
                  reference: Sequence[float], seeds: Sequence[int] = (),
                  seed: int = 0, drew: Optional[int] = None,
                  made: int = 0) -> Optional[Tuple[str, str, str]]:
-    """:func:`_judged`'s verdict, told as rounding where the numbers are rounded."""
+    """:func:`_judged`'s verdict, told as rounding (or a percentage, unless the experiment
+    names its own percentage seed for seed) where the numbers are rounded."""
     found = _judged(exp, setting, values, reference, seeds, seed, drew, made)
-    return found and seeds and rounded(values[:-1], [
+    told = found and seeds and rounded(values[:-1], [
         float(exp.reference(*setting, torch.Generator().manual_seed(s)))
-        for s in seeds[:len(values) - 1]]) or found
+        for s in seeds[:len(values) - 1]])
+    return found if told and told[2] == PERCENT and found[0].startswith(_SLIP) else told or found
 
 
 def _judged(exp: Experiment, setting: tuple, values: Sequence[float],
@@ -212,8 +196,7 @@ def _judged(exp: Experiment, setting: tuple, values: Sequence[float],
              "zeroed in place must be restored before the function returns"), ""
     for mistake in exp.mistakes:
         if seeds and same_seeds(exp, setting, seeds[:len(mine)], mine, mistake.fn):
-            return ("your numbers are, seed for seed, the experiment's with a slip: "
-                    f"{mistake.name}", mistake.hint, mistake.name)
+            return (f"{_SLIP}{mistake.name}", mistake.hint, mistake.name)
     ref_sd, my_sd = statistics.stdev(reference), statistics.stdev(mine)
     if ref_sd > exp.floor and my_sd == 0:
         return (f"every seed gave {mine[0]:.4g}, whatever the inputs drawn: not a measurement "

@@ -17,7 +17,8 @@ import torch
 
 from .harness import (Check, Raised, drawn_count, notice_text, number_of, plain_number,
                       reference_names, shown, split_outcome, twists, NOTHING, WORDS_PER_TWIST)
-from ._experiment import DRAWS_FRACTION, OWN_GENERATOR, rounded
+from ._experiment import DRAWS_FRACTION, OWN_GENERATOR
+from ._printed import rounded
 from .result import CheckResult, mistake_id
 
 __all__: list = []
