@@ -390,8 +390,8 @@ NAMED = {
     "max_weight: the median over the queries": (
         "check_max_weight", max_weight_median, "the median over the queries", ""),
     "padded_causal_attention: scaled by sqrt(S)": (
-        "check_padded_causal_attention", padded_causal_by_sqrt_s, "right for rows 0",
-        "batch elements"),
+        "check_padded_causal_attention", padded_causal_by_sqrt_s,
+        "scaling by sqrt(S), the number of keys", "batch elements"),
     "dilated_window_mask_mod: b == 0 left in": (
         "check_dilated_window_mask_mod", dilated_first_batch_only,
         "the mask depends on the batch element or the head", ""),

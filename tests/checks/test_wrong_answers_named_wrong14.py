@@ -74,3 +74,28 @@ def padding_leak_percent(length, S, generator):
 def test_a_measurement_returned_as_a_percentage_is_named():
     msg = _message(checks.check_padding_leak, padding_leak_percent)
     assert "times 100, a percentage" in msg and "return the fraction" in msg
+
+
+def _padded_causal(kind):
+    def padded_causal_attention(query, key, value, lengths):
+        L, S = query.shape[-2], key.shape[-2]
+        causal = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        real = torch.arange(S, device=query.device)[None, :] < lengths[:, None]
+        allowed = {"no padding": causal, "no causal": real[:, None, None, :]}.get(
+            kind, causal & real[:, None, None, :])
+        d = math.sqrt(S) if kind == "sqrt(S)" else math.sqrt(query.shape[-1])
+        s = (query @ key.transpose(-2, -1) / d).masked_fill(~allowed, float("-inf"))
+        return torch.softmax(s, -1) @ value
+    return padded_causal_attention
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("no padding", "the padding not masked"), ("no causal", "the causal mask left out"),
+    ("sqrt(S)", "scaling by sqrt(S), the number of keys")])
+def test_padded_causal_attention_slips_are_named(kind, words):
+    msg = _message(checks.check_padded_causal_attention, _padded_causal(kind))
+    assert words in msg and "right for" not in msg
+
+
+def test_padded_causal_attention_done_right_passes():
+    checks.check_padded_causal_attention(_padded_causal("right"))

@@ -21,27 +21,31 @@ from .mistakes.attention import FILL_HINT, OVERFLOW, TORCH_ATTENTION, qkv_inputs
 def padded_causal(query: Tensor, key: Tensor, value: Tensor, lengths: Tensor, *,
                   future: bool = False, inclusive: bool = False, after: bool = False,
                   invert: bool = False, stable: bool = True, short: bool = False,
-                  max_over_all: bool = False, queries_axis: bool = False) -> Tensor:
+                  max_over_all: bool = False, queries_axis: bool = False, drop: str = "",
+                  by_keys: bool = False) -> Tensor:
     """Attention where query ``i`` of sequence ``b`` sees keys ``j <= i`` with ``j <
     lengths[b]``; or one bug of the printed version put back (``future``: ``triu``;
     ``inclusive``: ``<=``; ``after``: weights zeroed after the softmax; ``invert``: the mask's
     meaning flipped; ``stable=False``: no row maximum subtracted; ``short``: ``< lengths - 1``;
     ``max_over_all``: the maximum taken over every key, hidden ones too, and the exponentials
-    zeroed where hidden; ``queries_axis``: the padding mask broadcast over the queries)."""
+    zeroed where hidden; ``queries_axis``: the padding mask broadcast over the queries;
+    ``drop``: the ``"padding"`` or ``"causal"`` mask left out; ``by_keys``: scaled by sqrt(S))."""
     L, S = query.shape[-2], key.shape[-2]
     ones = torch.ones(L, S, dtype=torch.bool, device=query.device)
     causal = ones.triu() if future else ones.tril()
     pos = torch.arange(S, device=query.device)[None, :]
     real = pos <= lengths[:, None] if inclusive else pos < lengths[:, None] - int(short)
-    allowed = causal & (real[:, None, :, None] if queries_axis else real[:, None, None, :])
+    real = real | (drop == "padding")
+    allowed = (causal | (drop == "causal")) & (real[:, None, :, None] if queries_axis
+                                               else real[:, None, None, :])
     if invert:
         allowed = ~allowed
     if not (future or inclusive or after or invert or short or max_over_all
-            or queries_axis) and stable:
+            or queries_axis or drop or by_keys) and stable:
         mask = (qkv.causal_mask(L, S, device=query.device)
                 & qkv.padding_mask(lengths, S)[:, None, None, :])
         return qkv.scaled_dot_product_attention(query, key, value, attn_mask=mask)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    scores = query @ key.transpose(-2, -1) / math.sqrt(S if by_keys else query.shape[-1])
     if after:
         return torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0) @ value
     if max_over_all:
@@ -100,6 +104,15 @@ PADDED_CAUSAL_ATTENTION = Exercise(
                 "the padding hides keys: the mask is (B, 1, 1, S), real[:, None, None, :], so "
                 "that it broadcasts over the queries; over the queries it leaves a padded "
                 "query's row with no key at all (NaN)", partial(padded_causal, queries_axis=True)),
+        Mistake("the padding not masked (the causal mask alone)", "hide the padded keys too: "
+                "allowed = causal & (arange(S) < lengths)[:, None, None, :]",
+                partial(padded_causal, drop="padding")),
+        Mistake("the causal mask left out (the padding mask alone)", "query i may see keys "
+                "0..i as well as only real ones: causal & real", partial(padded_causal,
+                                                                        drop="causal")),
+        Mistake("scaling by sqrt(S), the number of keys, instead of sqrt(E)", "divide the scores "
+                "by sqrt(E), E = query.shape[-1]: the scale follows the width of the dot "
+                "products, not how many keys there are", partial(padded_causal, by_keys=True)),
     ],
     error_hints=[("same device", "build the masks on query.device"),
                  ("without overflow", FILL_HINT)],
