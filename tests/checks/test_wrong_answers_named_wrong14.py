@@ -99,3 +99,17 @@ def test_padded_causal_attention_slips_are_named(kind, words):
 
 def test_padded_causal_attention_done_right_passes():
     checks.check_padded_causal_attention(_padded_causal("right"))
+
+
+@pytest.mark.parametrize("question, answer, params, said", [
+    ("variants_q1", 2 * 16 * 4 * 128 * 2 / 1024, dict(layers=16, kv_heads=4), "that is in KiB"),
+    ("variants_q1", 2 * 20 * 2 * 128 * 2 / 2**20, dict(layers=20, kv_heads=2), "that is in MiB"),
+    ("variants_q1", 2 * 16 * 4 * 128 * 2 / 1000, dict(layers=16, kv_heads=4), "that is in kB"),
+    ("bottleneck_q1", 16 * 97 + 2 * 16, dict(attn_dim=16), "that counts biases"),
+    ("bottleneck_q1", 16 * 97 + 2 * 16 + 1, dict(attn_dim=16), "that counts biases")])
+def test_a_unit_slip_or_biases_counted_are_named(question, answer, params, said, monkeypatch,
+                                                 tmp_path):
+    from qkv.checks.questions import record
+    monkeypatch.setenv(record.ENV, str(tmp_path / "answers.json"))
+    with pytest.raises(AssertionError, match=said):
+        checks.check_question(question, answer, **params)

@@ -33,6 +33,10 @@ BOTTLENECK_Q1 = Computed(
         attn_dim * 129: "W_k reads the keys, of width key_dim = 32, not 64: it is "
                         "(attn_dim, 32)",
         attn_dim * 65: "W_k counts too: the keys are projected to attn_dim as the query is",
+        attn_dim * 99: "that counts biases for W_q and W_k: the additive score has none, "
+                       "its parameters are W_q, W_k and v_a alone",
+        attn_dim * 99 + 1: "that counts biases: the additive score has none, its parameters "
+                           "are W_q, W_k and v_a alone",
     },
     hint="W_q is (attn_dim, query_dim), W_k is (attn_dim, key_dim) and v_a is (attn_dim,): "
          "add the three sizes",

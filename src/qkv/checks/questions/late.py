@@ -141,6 +141,9 @@ VARIANTS_Q1 = Computed(
                                           "16-bit float takes 2"),
         (2 * layers * kv_heads * 128 * 16, "that counts bits: a 16-bit number takes 2 bytes"),
         (2 * kv_heads * 128 * 2, "that is one layer; every layer has a cache of its own"),
+        (_kv_cache_bytes(layers, kv_heads) / 2**10, "that is in KiB; the question asks bytes"),
+        (_kv_cache_bytes(layers, kv_heads) / 2**20, "that is in MiB; the question asks bytes"),
+        (_kv_cache_bytes(layers, kv_heads) / 1000, "that is in kB; the question asks bytes"),
     ]),
     hint="bytes per token = 2 (keys and values) x layers x key/value heads x head dim x bytes "
          "per number",
