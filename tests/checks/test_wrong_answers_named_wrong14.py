@@ -113,3 +113,14 @@ def test_a_unit_slip_or_biases_counted_are_named(question, answer, params, said,
     monkeypatch.setenv(record.ENV, str(tmp_path / "answers.json"))
     with pytest.raises(AssertionError, match=said):
         checks.check_question(question, answer, **params)
+
+
+def padding_mask_count_for_S(lengths, S=None):
+    lengths = torch.as_tensor(lengths)
+    S = len(lengths) if S is None else S  # the number of sequences, not the longest
+    return torch.arange(S, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def test_padding_mask_with_the_number_of_sequences_for_S_is_named():
+    msg = _message(checks.check_padding_mask, padding_mask_count_for_S)
+    assert "len(lengths)" in msg and "int(lengths.max())" in msg

@@ -108,7 +108,7 @@ def head_difference_both_as_key(share, generator):
 
 WRONG = {
     "padding_mask: S from the last length": (check_padding_mask, padding_mask_last_length,
-                                             "expected (3, 6)"),
+                                             "S=None taken as the last length"),
     "masked_scores: bottom right once L > S": (check_masked_scores, masked_scores_bottom_right,
                                                "aligned to the bottom right"),
     "grouped_query_attention: bottom right once L > S": (

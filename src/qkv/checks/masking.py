@@ -61,9 +61,10 @@ def _causal_cases() -> List[Case]:
 
 
 def _padding_variant(lengths, S=None, *, invert=False, inclusive=False, transpose=False,
-                     ignore_S=False):
+                     ignore_S=False, longest="max"):
     lengths = torch.as_tensor(lengths)
-    longest = int(lengths.max())
+    longest = {"max": lambda: int(lengths.max()), "count": lambda: len(lengths),
+               "last": lambda: int(lengths[-1])}[longest]()
     S = longest if S is None or ignore_S else S
     pos = torch.arange(S, device=lengths.device)
     real = pos[None, :] <= lengths[:, None] if inclusive else pos[None, :] < lengths[:, None]
@@ -84,6 +85,13 @@ _PADDING_MISTAKES = [
     Mistake("S ignored (padded to the longest length)",
             "when S is given the mask has S columns; only S=None means max(lengths)",
             partial(_padding_variant, ignore_S=True)),
+    Mistake("S=None taken as the last length, not the longest", "with S=None the mask is "
+            "padded to the longest sequence, wherever it is: S = int(lengths.max())",
+            partial(_padding_variant, longest="last")),
+    Mistake("S=None taken as len(lengths), the number of sequences, not the longest length",
+            "len(lengths) is B, the number of sequences; with S=None the mask is padded to the "
+            "longest sequence: S = int(lengths.max())", partial(_padding_variant,
+                                                                longest="count")),
 ]
 
 
