@@ -124,3 +124,33 @@ def padding_mask_count_for_S(lengths, S=None):
 def test_padding_mask_with_the_number_of_sequences_for_S_is_named():
     msg = _message(checks.check_padding_mask, padding_mask_count_for_S)
     assert "len(lengths)" in msg and "int(lengths.max())" in msg
+
+
+def rope_sequential_update(x, offset=0, base=10000.0):
+    L, E = x.shape[-2:]
+    pos = torch.arange(offset, offset + L, dtype=x.dtype, device=x.device)[:, None]
+    ang = pos * base ** (-torch.arange(0, E, 2, dtype=x.dtype, device=x.device) / E)
+    c, s = ang.cos(), ang.sin()
+    out = x.clone()
+    out[..., 0::2] = x[..., 0::2] * c - x[..., 1::2] * s
+    out[..., 1::2] = out[..., 0::2] * s + x[..., 1::2] * c  # reads the rotated even dims
+    return out
+
+
+def test_only_row_0_right_leads_with_the_formula_not_a_fixed_index():
+    msg = _message(checks.check_apply_rope, rope_sequential_update)
+    assert "right for rows 0 but" in msg
+    assert "Look at: the formula is likely right only where it does not matter" in msg
+
+
+def test_only_an_edge_row_right_leads_with_the_formula_unless_every_row_is_that_row():
+    from qkv.checks.harness._describe import describe
+    want = torch.randn(2, 5, 3, dtype=torch.float64)
+    slip = want.clone()
+    slip[:, 1:] *= 2  # row 0 right: a formula right only at position 0
+    assert describe(slip, want, 1e-6, 1e-8)[1].startswith("the formula is likely right only")
+    last = want.clone()
+    last[:, :-1] *= 2  # the last row right: the last query has no key after it
+    assert "the last query has no key after it" in describe(last, want, 1e-6, 1e-8)[1]
+    fixed = want[:, :1].expand_as(want)  # every row is row 0: a fixed index
+    assert describe(fixed, want, 1e-6, 1e-8)[1].startswith("look for what differs")

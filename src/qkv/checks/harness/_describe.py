@@ -186,6 +186,15 @@ _ROWS_HINT = ("look for what differs between the rows named: a fixed index ([0])
               "a special case for some rows (a row that hides every key, say), or a formula "
               "right only where it does not matter (at position 0 an angle is 0 whatever the "
               "frequency; a causal query 0 sees one key, weight 1 whatever the scale)")
+# Only the first row right (or the last): most often where a formula cannot go wrong.
+_EDGE_ROW_HINT = ("the formula is likely right only where it does not matter: {where}; so "
+                  "check the formula itself first (the scale, the angles or frequencies, which "
+                  "keys are hidden, which tensor is used); then a fixed index or a mask or "
+                  "sequence not broadcast along that axis")
+_FIRST_ROW = ("at position 0 every angle is 0 whatever the frequency, and a causal query 0 sees "
+              "one key, weight 1 whatever the scale")
+_LAST_ROW = ("the last query has no key after it, so whatever a formula does to later keys "
+             "(hides them, clamps their distance) it is right there")
 _BATCH_HINT = ("each batch element must be computed the same way: look for a fixed index ([0]), "
                "a .T or transpose(0, 1) that mixes the batch, or a mask not broadcast over the "
                "batch")
@@ -249,7 +258,13 @@ def _batch(got: Tensor, want: Tensor, rtol: float, atol: float,
 def _rows(got: Tensor, want: Tensor, rtol: float, atol: float) -> Optional[Finding]:
     if want.dim() < 2:
         return None
-    return _some_right(got, want, rtol, atol, want.dim() - 2, "rows", _ROWS_HINT)
+    found = _some_right(got, want, rtol, atol, want.dim() - 2, "rows", _ROWS_HINT)
+    n = want.shape[-2]
+    if not found or n < 3 or _one_row(got):  # every row the same: a fixed index, more likely
+        return found
+    edge = [i for i in (0, n - 1) if found[0].startswith(f"right for rows {i} but")]
+    return (found[0], _EDGE_ROW_HINT.format(where=_LAST_ROW if edge[0] else _FIRST_ROW)
+            ) if edge else found
 
 
 _SAME_SHAPE: List[Callable[[Tensor, Tensor, float, float], Optional[Finding]]] = [
