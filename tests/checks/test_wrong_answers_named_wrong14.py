@@ -154,3 +154,17 @@ def test_only_an_edge_row_right_leads_with_the_formula_unless_every_row_is_that_
     assert "the last query has no key after it" in describe(last, want, 1e-6, 1e-8)[1]
     fixed = want[:, :1].expand_as(want)  # every row is row 0: a fixed index
     assert describe(fixed, want, 1e-6, 1e-8)[1].startswith("look for what differs")
+
+
+def _softmax_without_return(s):
+    w = torch.softmax(s, dim=-1)  # noqa: F841 (the return forgotten)
+
+
+def self_attention_weights_none(x, W_q, W_k, W_v):
+    Q, K, V = x @ W_q.T, x @ W_k.T, x @ W_v.T
+    return _softmax_without_return(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])) @ V
+
+
+def test_none_used_in_an_operation_names_a_missing_return_too():
+    msg = _message(checks.check_self_attention, self_attention_weights_none)
+    assert "NoneType" in msg and "without `return`" in msg

@@ -31,6 +31,8 @@ _MAX_LINE = 100
 _DTYPES_MET = ("two dtypes met: a tensor or constant made without dtype= is float32 beside "
                "float16 or bfloat16 inputs: make it with dtype=x.dtype (or cast the result "
                "back with .to(x.dtype))")
+_NONE = ("a value was None: an argument left at its default (handle the None case before "
+         "using it), or what a function of yours gave back when it ends without `return`")
 _GENERIC: Tuple[Tuple[str, str], ...] = (
     ("Boolean value of Tensor with more than one value is ambiguous",
      "a tensor was used as a condition (if W:, if k_cache:, and/or): test an optional "
@@ -49,10 +51,8 @@ _GENERIC: Tuple[Tuple[str, str], ...] = (
     ("is invalid for input of size",
      "a reshape/view got sizes that do not multiply to the tensor's size: compute them from "
      "the input's shape (an unbatched input has fewer axes)"),
-    ("'NoneType' object",
-     "an argument was None (its default): handle the None case before using it"),
-    ("NoneType' and",
-     "an argument was None (its default): handle the None case before using it"),
+    ("'NoneType' object", _NONE),
+    ("NoneType' and", _NONE),
     ("without overflow",
      "a constant too large for the scores' dtype: float16 reaches only 65504, so -1e9 does "
      "not fit; fill with float('-inf') or torch.finfo(scores.dtype).min"),
