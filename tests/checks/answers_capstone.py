@@ -13,7 +13,8 @@ qkv_rms_norm = rms_norm
 
 
 def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="interleave",
-                   scale=True, return_old=False, cache_repeated=False):
+                   scale=True, return_old=False, cache_repeated=False, merge="heads",
+                   out_proj=True):
     def attention_forward(x, params, num_heads, num_kv_heads, k_cache=None, v_cache=None):
         q = split_heads(x @ params["q_proj.weight"].T, num_heads)
         k = split_heads(x @ params["k_proj.weight"].T, num_kv_heads)
@@ -21,7 +22,9 @@ def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="in
         P = 0 if k_cache is None else k_cache.shape[-2]
         if rope not in ("none", "after_cat"):
             off = P if rope == "offset" else 0
-            q, k = apply_rope(q, offset=off), apply_rope(k, offset=off)
+            q = apply_rope(q, offset=off)
+            k = k if rope == "q_only" else apply_rope(k, offset=off)  # q_only: keys unrotated
+            v = apply_rope(v, offset=off) if rope == "qkv" else v  # qkv: the values too
         if k_cache is not None and cache == "after":
             k, v = torch.cat([k_cache, k], dim=-2), torch.cat([v_cache, v], dim=-2)
         elif k_cache is not None and cache == "before":
@@ -38,7 +41,10 @@ def make_attention(mask="bottom_right", cache="after", rope="offset", repeat="in
         if mask != "none":
             allowed = torch.ones(L, S, dtype=torch.bool, device=x.device).tril(S - L if mask == "bottom_right" else 0)
             scores = scores.masked_fill(~allowed, float("-inf"))
-        out = merge_heads(torch.softmax(scores, dim=-1) @ vr) @ params["out_proj.weight"].T
+        o = torch.softmax(scores, dim=-1) @ vr
+        # merge="reshape": the heads merged without the transpose
+        out = o.reshape(x.shape[0], L, -1) if merge == "reshape" else merge_heads(o)
+        out = out @ params["out_proj.weight"].T if out_proj else out
         if return_old and k_cache is not None:
             return out, k_cache, v_cache
         return (out, kr, vr) if cache_repeated else (out, k, v)
@@ -49,10 +55,13 @@ attention_forward = make_attention()  # what the block's answers call (the check
 
 
 def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, norms="own", act="gelu",
-               normed=(), norm_kind="rms"):
+               normed=(), norm_kind="rms", mlp_input="norm2"):
     def block_forward(x, params, num_heads, num_kv_heads):
-        def rms_norm(t, w):  # LayerNorm where norm_kind="layer" (its bias left at 0)
-            return qkv_rms_norm(t, w) if norm_kind == "rms" else F.layer_norm(t, t.shape[-1:], w)
+        def norm(kinds):  # LayerNorm where norm_kind is one of kinds (its bias left at 0)
+            return lambda t, w: F.layer_norm(t, t.shape[-1:], w) if norm_kind in kinds else \
+                qkv_rms_norm(t, w)
+        rms_norm = norm(("layer",))
+        norm_a, norm_m = norm(("layer", "layer_attn")), norm(("layer", "layer_mlp"))
 
         n1, n2 = params["norm1.weight"], params["norm2.weight"]
         if norms == "swapped":
@@ -75,16 +84,20 @@ def make_block(arrangement="pre", attn_residual=True, mlp_residual=True, norms="
         if arrangement == "parallel":
             return x + attn(rms_norm(x, n1)) + mlp(rms_norm(x, n2))
         if "attn" in normed:  # the stream replaced by its normalised copy
-            x = rms_norm(x, n1)
-            a = attn(x)
+            x = h1 = norm_a(x, n1)
         else:
-            a = attn(rms_norm(x, n1))
+            h1 = norm_a(x, n1)
+        a = attn(h1)
         x = x + a if attn_residual else a
         if "mlp" in normed:
-            x = rms_norm(x, n2)
+            x = norm_m(x, n2)
             m = mlp(x)
+        elif mlp_input == "stream":  # norm2 left out
+            m = mlp(x)
+        elif mlp_input == "norm1":  # the attention's input again
+            m = mlp(h1)
         else:
-            m = mlp(rms_norm(x, n2))
+            m = mlp(norm_m(x, n2))
         return x + m if mlp_residual else m
     return block_forward
 

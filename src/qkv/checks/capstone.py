@@ -116,6 +116,18 @@ ATTENTION_FORWARD = Exercise(
                 _ATT(rope="after_cat")),
         Mistake("no RoPE", "rotate the queries and the keys (not the values) with apply_rope",
                 _ATT(rope="none")),
+        Mistake("RoPE applied to the queries only (the keys left unrotated)",
+                "rotate the queries AND the keys, each with offset=P: the score q_i . k_j "
+                "depends on i - j only when both are rotated", _ATT(rope="q_only")),
+        Mistake("RoPE applied to the values too", "rotate the queries and the keys only: "
+                "positions enter through the scores, the values are mixed as they are",
+                _ATT(rope="qkv")),
+        Mistake("the heads merged by (weights @ v).reshape(B, L, -1), without the transpose",
+                "(weights @ v) is (B, H, L, E): bring the heads next to the width first, "
+                "(weights @ v).transpose(1, 2).reshape(B, L, H * E) (merge_heads)",
+                _ATT(merge="reshape")),
+        Mistake("no output projection (out_proj left out)", "after merging the heads, multiply "
+                "by params['out_proj.weight'].T", _ATT(out_proj=False)),
         Mistake("key/value heads tiled ([a, b, a, b]) instead of repeated in place ([a, a, b, b])",
                 "query head h uses key/value head h // (num_heads // num_kv_heads): "
                 "repeat_kv(k, n_rep) (repeat_interleave on the heads' dim), not .repeat",
@@ -166,6 +178,16 @@ BLOCK_FORWARD = Exercise(
         Mistake("LayerNorm instead of RMSNorm (the mean subtracted)", "the block normalises "
                 "with rms_norm(x, weight) = x / sqrt(mean(x^2) + eps) * weight: no mean "
                 "subtracted, no bias", _BLK(norm_kind="layer")),
+        *(Mistake(f"LayerNorm instead of RMSNorm before the {where} (the mean subtracted)",
+                  "both norms are rms_norm(x, weight) = x / sqrt(mean(x^2) + eps) * weight: "
+                  "no mean subtracted, no bias", _BLK(norm_kind=kind))
+          for where, kind in (("attention", "layer_attn"), ("MLP", "layer_mlp"))),
+        Mistake("the MLP fed the stream without norm2 (norm2 left out)", "normalise the MLP's "
+                "input too: x = x + mlp(rms_norm(x, norm2.weight)), x the stream after the "
+                "attention's residual", _BLK(mlp_input="stream")),
+        Mistake("the MLP fed norm1 of the block's input (the attention's input) again",
+                "the MLP reads the stream after the attention: h = rms_norm(x, norm2.weight) "
+                "computed after x = x + attention(...)", _BLK(mlp_input="norm1")),
         Mistake("norm1 and norm2 swapped", "norm1.weight before the attention, norm2.weight "
                 "before the MLP", _BLK(norms="swapped")),
         *(Mistake(f"{gain} used for both norms", "norm1.weight before the attention, "

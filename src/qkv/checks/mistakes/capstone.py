@@ -21,9 +21,13 @@ __all__: list = []
 
 def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_cache=None, *,
                       mask="bottom_right", cache="after", rope="offset", repeat="interleave",
-                      scale=True, return_old=False, cache_repeated=False):
+                      scale=True, return_old=False, cache_repeated=False, merge="heads",
+                      out_proj=True):
     """The attention sublayer with one switch turned from the right answer (the defaults);
-    ``rope="after_cat"``: the keys rotated after the cache is appended (the cached ones twice);
+    ``rope="after_cat"``: the keys rotated after the cache is appended (the cached ones twice),
+    ``"q_only"``: the queries rotated, the keys not, ``"qkv"``: the values rotated too;
+    ``merge="reshape"``: the heads merged by ``(weights @ v).reshape(B, L, -1)``, without
+    moving the heads' axis next to the width first; ``out_proj=False``: no output projection;
     ``scale``: ``True`` (by 1/sqrt(E)), ``False`` (none) or ``"D"`` (by 1/sqrt(D), the model's
     width)."""
     Hkv = num_kv_heads or num_heads
@@ -34,7 +38,9 @@ def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_c
     P = 0 if k_cache is None else k_cache.shape[-2]
     if rope not in ("none", "after_cat"):
         offset = P if rope == "offset" else 0
-        q, k = qkv.apply_rope(q, offset=offset), qkv.apply_rope(k, offset=offset)
+        q = qkv.apply_rope(q, offset=offset)
+        k = k if rope == "q_only" else qkv.apply_rope(k, offset=offset)
+        val = qkv.apply_rope(val, offset=offset) if rope == "qkv" else val
     if k_cache is not None and cache == "after":
         k, val = torch.cat([k_cache, k], -2), torch.cat([v_cache, val], -2)
     elif k_cache is not None and cache == "before":
@@ -51,7 +57,9 @@ def attention_variant(x, params, num_heads, num_kv_heads=None, k_cache=None, v_c
     diagonal = {"bottom_right": S - L, "top_left": 0, "none": S}[mask]
     allowed = torch.ones(L, S, dtype=torch.bool, device=x.device).tril(diagonal)
     weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
-    out = qkv.merge_heads(weights @ vr) @ params["out_proj.weight"].T
+    heads = weights @ vr
+    out = heads.reshape(x.shape[0], L, -1) if merge == "reshape" else qkv.merge_heads(heads)
+    out = out @ params["out_proj.weight"].T if out_proj else out
     if return_old and k_cache is not None:
         return out, k_cache, v_cache
     return (out, kr, vr) if cache_repeated else (out, k, val)
@@ -68,17 +76,22 @@ def _layer_norm(x: Tensor, weight: Tensor) -> Tensor:
 
 def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
                   attn_residual=True, mlp_residual=True, norms="own", act="gelu",
-                  normed=(), norm_kind="rms"):
+                  normed=(), norm_kind="rms", mlp_input="norm2"):
     """The pre-norm block with one switch turned from the right answer (the defaults);
     ``norms``: ``"swapped"``, or one norm's gain for both (``"norm1"``, ``"norm2"``);
     ``act``: the MLP's activation, ``"gelu"`` (right), ``"gelu_tanh"`` (GPT-2's tanh
     approximation), ``"silu"``, ``"relu"`` or ``"none"``; ``norm_kind="layer"``: LayerNorm
-    (``F.layer_norm`` with the gain as its weight) instead of RMSNorm;
+    (``F.layer_norm`` with the gain as its weight) instead of RMSNorm, ``"layer_attn"`` /
+    ``"layer_mlp"``: for that sublayer's norm only; ``mlp_input``: what the MLP reads,
+    ``"norm2"`` (right), ``"stream"`` (the stream after the attention, not normalised),
+    ``"norm1"`` (norm1 of the block's input, the attention's input again);
     ``normed``: the sublayers (``"attn"``, ``"mlp"``) before which the stream is replaced by
     its normalised copy (``x = rms_norm(x, ...)``), so that the residual adds to it."""
     n1, n2 = params["norm1.weight"], params["norm2.weight"]
     n1, n2 = {"own": (n1, n2), "swapped": (n2, n1), "norm1": (n1, n1), "norm2": (n2, n2)}[norms]
     norm = qkv.rms_norm if norm_kind == "rms" else _layer_norm
+    norm_a = _layer_norm if norm_kind in ("layer", "layer_attn") else qkv.rms_norm
+    norm_m = _layer_norm if norm_kind in ("layer", "layer_mlp") else qkv.rms_norm
     sub = _part(params, "attn.")
     attn = lambda h: qkv.attention_forward(h, sub, num_heads, num_kv_heads)[0]  # noqa: E731
     activation = {"gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh"), "silu": F.silu,
@@ -90,12 +103,14 @@ def block_variant(x, params, num_heads, num_kv_heads=None, *, arrangement="pre",
     if arrangement == "parallel":
         return x + attn(norm(x, n1)) + mlp(norm(x, n2))
     if "attn" in normed:
-        x = norm(x, n1)
-    a = attn(x if "attn" in normed else norm(x, n1))
+        x = norm_a(x, n1)
+    h1 = x if "attn" in normed else norm_a(x, n1)
+    a = attn(h1)
     x = x + a if attn_residual else a
     if "mlp" in normed:
-        x = norm(x, n2)
-    m = mlp(x if "mlp" in normed else norm(x, n2))
+        x = norm_m(x, n2)
+    h2 = x if "mlp" in normed else norm_m(x, n2)
+    m = mlp({"norm2": h2, "stream": x, "norm1": h1}[mlp_input])
     return x + m if mlp_residual else m
 
 
