@@ -45,13 +45,20 @@ def _linear_cases():
 
 
 def _linear_variant(q, k, v, is_causal=False, *, phi=None, normalise=True, causal=True,
-                    future=False, eps=1e-6):
+                    future=False, eps=1e-6, scaled=False, mask_after=False):
+    """Linear attention with one switch turned (the defaults: the right answer); ``scaled``:
+    the similarities divided by sqrt(E), a softmax habit; ``mask_after``: the causal ``tril``
+    applied after normalising (each row's weights then sum to less than one)."""
     phi = phi or qkv.elu_feature_map
     sim = phi(q) @ phi(k).transpose(-2, -1)
-    if is_causal and causal:
+    if scaled:
+        sim = sim / math.sqrt(q.shape[-1])
+    if is_causal and causal and not mask_after:
         sim = sim.triu() if future else sim.tril()
     if normalise:
         sim = sim / (sim.sum(dim=-1, keepdim=True) + eps)
+    if is_causal and mask_after:
+        sim = sim.tril()
     return sim @ v
 
 
@@ -63,6 +70,19 @@ LINEAR_ATTENTION = Exercise(
                 "weight is negative", partial(_linear_variant, phi=torch.nn.functional.elu)),
         Mistake("no normaliser", "divide by phi(q_i) . sum_j phi(k_j) (+ 1e-6)",
                 partial(_linear_variant, normalise=False)),
+        # Before the eps: the scale cancels in the normaliser except against the + 1e-6, so a
+        # scaled answer is as close to the reference as one without the + 1e-6.
+        Mistake("the similarities scaled by 1/sqrt(E): linear attention has no 1/sqrt(E)",
+                "drop the / sqrt(E): it cancels in the normaliser except against the + 1e-6, "
+                "which it then changes; phi(q_i) . phi(k_j) is used as it is",
+                partial(_linear_variant, scaled=True)),
+        Mistake("the causal mask applied after normalising (each row sums to less than one)",
+                "when causal, zero the future similarities (sim.tril()) BEFORE dividing by "
+                "their row sum, so that the normaliser sums over keys 0..i only",
+                partial(_linear_variant, mask_after=True)),
+        Mistake("feature map relu(x) instead of elu(x) + 1", "phi(x) = elu(x) + 1 "
+                "(qkv.elu_feature_map): positive everywhere, where relu is 0 for x < 0",
+                partial(_linear_variant, phi=torch.relu)),
         Mistake("the normaliser's + 1e-6 left out", "the formula adds 1e-6 to each normaliser "
                 "phi(q_i) . sum_j phi(k_j): keep it (where phi is small, it shows)",
                 partial(_linear_variant, eps=0.0)),
@@ -162,19 +182,22 @@ DILATED_WINDOW_MASK_MOD = Exercise(
 
 
 def grouped_causal_linear(query: Tensor, key: Tensor, value: Tensor, *, tile: bool = False,
-                          z_dim: int = 2, kv_dim: int = 2) -> Tensor:
+                          z_dim: int = 2, kv_dim: int = 2, exclusive: bool = False) -> Tensor:
     """Causal linear attention (``elu + 1``) in linear time, ``Hq`` query heads sharing ``Hkv``
     key/value heads (query head ``h`` uses ``h // G``); or the printed version's bugs put back:
     ``tile`` (``repeat`` for ``repeat_interleave``), the normaliser's running sum over the
-    features (``z_dim=-1``), the running sum of ``phi(k) v^T`` over the features (``kv_dim=-2``)."""
+    features (``z_dim=-1``), the running sum of ``phi(k) v^T`` over the features (``kv_dim=-2``);
+    ``exclusive``: both running sums over j < i (``cumsum - term``), not j <= i."""
     G = query.shape[1] // key.shape[1]
     if tile:
         key, value = key.repeat(1, G, 1, 1), value.repeat(1, G, 1, 1)
     else:
         key, value = key.repeat_interleave(G, dim=1), value.repeat_interleave(G, dim=1)
     phi_q, phi_k = qkv.elu_feature_map(query), qkv.elu_feature_map(key)
-    kv = torch.einsum("bhse,bhsv->bhsev", phi_k, value).cumsum(dim=kv_dim)
-    z = phi_k.cumsum(dim=z_dim)
+    outer = torch.einsum("bhse,bhsv->bhsev", phi_k, value)
+    kv, z = outer.cumsum(dim=kv_dim), phi_k.cumsum(dim=z_dim)
+    if exclusive:
+        kv, z = kv - outer, z - phi_k
     num = torch.einsum("bhle,bhlev->bhlv", phi_q, kv)
     return num / (torch.einsum("bhle,bhle->bhl", phi_q, z)[..., None] + 1e-6)
 
@@ -259,6 +282,10 @@ GROUPED_CAUSAL_LINEAR_ATTENTION = Exercise(
     mistakes=[*_BUGS,
               Mistake("the normaliser summed over every position (not causal)",
                       "query i divides by phi(q_i) . sum over j <= i of phi(k_j): a cumsum, "
-                      "not a sum", _not_causal_normaliser)],
+                      "not a sum", _not_causal_normaliser),
+              Mistake("the running sums over j < i (cumsum minus the current term): query i "
+                      "does not see its own key", "sum over j <= i: cumsum includes position "
+                      "i itself (query 0 then sees key 0)", partial(grouped_causal_linear,
+                                                                   exclusive=True))],
 )
 
