@@ -97,7 +97,7 @@ SINUSOID_RIGHT = {"pe[:, 0::2] = sin": sinusoid_ok, "exp and log (float32 angles
 
 
 # ---------------------------------------------------------------------------------- apply_rope
-def _rope(x, offset, base, *, half=False, sign=1.0, two=2.0, start=0):
+def _rope(x, offset, base, *, half=False, sign=1.0, two=2.0, start=0, sequential=False):
     L, E = x.shape[-2], x.shape[-1]
     pos = torch.arange(start + offset, start + offset + L, device=x.device, dtype=x.dtype)
     theta = base ** (-two * torch.arange(E // 2, device=x.device, dtype=x.dtype) / E)
@@ -110,12 +110,16 @@ def _rope(x, offset, base, *, half=False, sign=1.0, two=2.0, start=0):
     out = torch.empty_like(x)
     a, b = x[..., 0::2], x[..., 1::2]
     out[..., 0::2] = a * cos - b * sin
-    out[..., 1::2] = a * sin + b * cos
+    out[..., 1::2] = (out[..., 0::2] if sequential else a) * sin + b * cos
     return out
 
 
 def rope_ok(x, offset=0, base=10000.0):
     return _rope(x, offset, base)
+
+
+def rope_sequential(x, offset=0, base=10000.0):  # reads the even dims already rotated
+    return _rope(x, offset, base, sequential=True)
 
 
 def rope_complex(x, offset=0, base=10000.0):
@@ -194,6 +198,7 @@ ROPE_WRONG = {
     "offset ignored": (rope_no_offset, "offset ignored"),
     "positions off by one": (rope_from_one, "off by one"),
     "x changed in place": (rope_in_place, "in place"),
+    "the odd dims from the even ones already rotated": (rope_sequential, "rotated in place"),
 }
 ROPE_RIGHT = {"slices 0::2 and 1::2": rope_ok, "complex numbers": rope_complex,
               "2x2 rotation matrices": rope_matrix}
@@ -208,16 +213,20 @@ def _paper_slopes(n):
     return _paper_slopes(closest) + _paper_slopes(2 * closest)[0::2][: n - closest]
 
 
-def _bias(slopes, L, S, device, dtype, *, sign=-1.0, signed=False):
+def _bias(slopes, L, S, device, dtype, *, sign=-1.0, signed=False, clamped=False):
     S = L if S is None else S
     m = torch.tensor(slopes, device=device, dtype=dtype)
     d = torch.arange(L, device=device)[:, None] - torch.arange(S, device=device)[None, :]
-    d = d if signed else d.abs()
+    d = d if signed else d.clamp(min=0) if clamped else d.abs()
     return sign * m[:, None, None] * d.to(dtype)
 
 
 def alibi_ok(num_heads, L, S=None, device=None, dtype=torch.float32):
     return _bias(_paper_slopes(num_heads), L, S, device, dtype)
+
+
+def alibi_clamped(num_heads, L, S=None, device=None, dtype=torch.float32):
+    return _bias(_paper_slopes(num_heads), L, S, device, dtype, clamped=True)
 
 
 def alibi_loops(num_heads, L, S=None, device=None, dtype=torch.float32):
@@ -275,6 +284,7 @@ def alibi_float32_always(num_heads, L, S=None, device=None, dtype=torch.float32)
 ALIBI_WRONG = {
     "sign flipped": (alibi_plus, "sign flipped"),
     "no abs": (alibi_signed, "without abs"),
+    "distance clamped at 0": (alibi_clamped, "clamped at 0"),
     "slopes from h=0": (alibi_from0, "off by one head"),
     "slopes 1/2^h": (alibi_halves, "right for 8 heads only"),
     "power-of-two formula for 6 heads": (alibi_pow2_only, "not a power of two"),

@@ -208,9 +208,11 @@ def partial_rope(x: Tensor, rotary_dim: int, offset: int = 0, base: float = 1000
 def partial_rope_variant(x: Tensor, rotary_dim: int, offset: int = 0, base: float = 10000.0, *,
                          full_width: bool = False, last: bool = False, half: bool = False,
                          every_dim: bool = False, zero_rest: bool = False,
-                         ignore_offset: bool = False, shift: int = 0) -> Tensor:
+                         ignore_offset: bool = False, shift: int = 0,
+                         fixed_base: bool = False) -> Tensor:
     """:func:`partial_rope` with one mistake put back (the switches; ``shift``: positions
-    from ``offset + shift``)."""
+    from ``offset + shift``; ``fixed_base``: base not passed on, 10000 used)."""
+    base = 10000.0 if fixed_base else base
     E = x.shape[-1]
     r = E if every_dim else rotary_dim
     part = x[..., E - r:] if last else x[..., :r]
@@ -262,6 +264,9 @@ APPLY_PARTIAL_ROPE = Exercise(
                 partial(partial_rope_variant, last=True)),
         Mistake("pairs (i, i + rotary_dim/2) (half-split) instead of (2i, 2i + 1)", _ROTARY_HINT,
                 partial(partial_rope_variant, half=True)),
+        Mistake("base not passed on (10000 used whatever base is)", "pass base on: "
+                "apply_rope(x[..., :rotary_dim], offset=offset, base=base)",
+                partial(partial_rope_variant, fixed_base=True)),
         Mistake("every dim rotated (rotary_dim ignored)", _ROTARY_HINT,
                 partial(partial_rope_variant, every_dim=True)),
         Mistake("the dims past rotary_dim zeroed instead of passed through", _ROTARY_HINT,

@@ -101,6 +101,10 @@ _ROPE_MISTAKES = [
             partial(rope_variant, half=True)),
     Mistake("rotated the wrong way (the sign of sin flipped)",
             "the rotated pair is (a cos - b sin, a sin + b cos)", partial(rope_variant, sign=-1)),
+    Mistake("the pair rotated in place: the second dim computed from the first one already "
+            "rotated", "compute both from the dims as they were: a, b = x[..., 0::2], "
+            "x[..., 1::2], then out[..., 0::2] = a cos - b sin and out[..., 1::2] = a sin + b cos "
+            "(not from out[..., 0::2])", partial(rope_variant, sequential=True)),
     Mistake("the frequency exponent i/E instead of 2i/E", _FREQ_HINT,
             partial(rope_variant, exponent=1)),
     Mistake("the offset subtracted (row l at position l - offset)",
@@ -164,6 +168,9 @@ _ALIBI_MISTAKES = [
     Mistake("the distance i - j without abs (keys after the query get a bonus)",
             "use |i - j|: the penalty grows with the distance on both sides",
             partial(alibi_variant, signed=True)),
+    Mistake("the distance clamped at 0 (i - j).clamp(min=0): keys after the query not penalised",
+            "this exercise's bias is -m_h * |i - j| on both sides of the query (a causal mask, "
+            "not the bias, hides the future)", partial(alibi_variant, clamped=True)),
     Mistake("slopes off by one head (2 ** (-8h / H) for h = 0 .. H-1, the first slope 1)", _SLOPE_HINT,
             partial(alibi_variant, slopes="from0")),
     Mistake("slopes 1/2, 1/4, 1/8, ... whatever the number of heads (right for 8 heads only)",

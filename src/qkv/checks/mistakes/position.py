@@ -42,8 +42,10 @@ def sinusoid_variant(L, E, base=10000.0, device=None, dtype=torch.float32, *, sw
 
 
 def rope_variant(x, offset=0, base=10000.0, *, half=False, sign=1, exponent=2, fixed_base=False,
-                 start=0, ignore_offset=False, offset_sign=1):
-    """RoPE with switches for its mistakes (the defaults: the right answer, pairs (2i, 2i + 1))."""
+                 start=0, ignore_offset=False, offset_sign=1, sequential=False):
+    """RoPE with switches for its mistakes (the defaults: the right answer, pairs (2i, 2i + 1));
+    ``sequential``: the second dim of a pair computed from the first one already rotated
+    (``out[..., 1::2] = out[..., 0::2] * sin + b * cos`` after ``out[..., 0::2] = ...``)."""
     L, E = x.shape[-2], x.shape[-1]
     first = start + (0 if ignore_offset else offset_sign * offset)
     pos = torch.arange(first, first + L, dtype=torch.float64, device=x.device)[:, None]
@@ -51,7 +53,8 @@ def rope_variant(x, offset=0, base=10000.0, *, half=False, sign=1, exponent=2, f
     cos, sin = angles.cos(), sign * angles.sin()
     xw = x.to(torch.float64)
     a, b = (xw[..., : E // 2], xw[..., E // 2:]) if half else (xw[..., 0::2], xw[..., 1::2])
-    ra, rb = a * cos - b * sin, a * sin + b * cos
+    ra = a * cos - b * sin
+    rb = (ra if sequential else a) * sin + b * cos
     out = torch.cat((ra, rb), -1) if half else torch.stack((ra, rb), -1).flatten(-2)
     return out.to(x.dtype)
 
@@ -71,16 +74,18 @@ def _slopes(n, kind):
 
 def alibi_variant(num_heads, L, S=None, device=None, dtype=torch.float32, *, sign=-1,
                   slopes="paper", reverse=False, signed=False, square=False, bottom=False,
-                  bloom=False):
+                  bloom=False, clamped=False):
     """ALiBi's bias with switches for its mistakes (the defaults: ``-m_h |i - j|``);
     ``bottom`` puts query ``i`` at position ``i + S - L`` (the queries as the last keys);
-    ``bloom``, ``m_h * j`` for every query (BLOOM's code)."""
+    ``bloom``, ``m_h * j`` for every query (BLOOM's code); ``clamped``: the distance
+    ``(i - j).clamp(min=0)``, no penalty for the keys after the query."""
     S = L if S is None or square else S
     m = _slopes(num_heads, slopes)
     m = torch.tensor(m[::-1] if reverse else m, dtype=torch.float64, device=device)
     rows = torch.arange(L, dtype=torch.float64, device=device)[:, None] + (S - L) * bottom
     cols = torch.arange(S, dtype=torch.float64, device=device)[None, :]
     dist = rows - cols if signed else (rows - cols).abs()
+    dist = (rows - cols).clamp(min=0) if clamped else dist
     if bloom:  # -m (i - j) without its -m i, which a causal softmax does not see
         dist = -cols.expand(L, S)
     return (sign * m[:, None, None] * dist).to(dtype)
