@@ -22,17 +22,27 @@ def null_slot(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, k_null: Tensor, 
               untransposed: bool = False, scale_by_input: bool = False) -> Tensor:
     """Self-attention over the tokens of ``x`` plus a learned null key ``k_null`` (E,) with
     value ``v_null`` (Ev,): ``(..., L, Ev)``; or one mistake put back (``slot``: ``"none"``
-    (no null slot), ``"key"`` (its value left out), ``"zero"`` (its score fixed at 0))."""
+    (no null slot), ``"key"`` (its value left out), ``"zero"`` (its score fixed at 0),
+    ``"misplaced"`` (the null key appended after the keys, its value put before the values),
+    ``"outside"`` (plain attention plus ``v_null``), ``"gate"`` (plain attention plus
+    ``sigmoid(q . k_null / sqrt(E)) * v_null``, a gate apart from the softmax))."""
     q, k, v = (x @ W_q, x @ W_k, x @ W_v) if untransposed else (x @ W_q.T, x @ W_k.T, x @ W_v.T)
     if projected:
         k_null, v_null = k_null @ W_k.T, v_null @ W_v.T
     scale = 1 / math.sqrt(x.shape[-1] if scale_by_input else q.shape[-1])
     scores = q @ k.transpose(-2, -1) * scale  # (..., L, L)
-    if slot == "none":
-        return torch.softmax(scores, dim=-1) @ v
+    if slot in ("none", "outside", "gate"):
+        out = torch.softmax(scores, dim=-1) @ v
+        if slot == "outside":
+            return out + v_null
+        if slot == "gate":
+            return out + torch.sigmoid((q @ k_null)[..., None] * scale) * v_null
+        return out
     null = torch.zeros_like(q[..., :1]) if slot == "zero" else (q @ k_null)[..., None] * (
         scale if scale_null else 1.0)  # (..., L, 1)
     w = torch.softmax(torch.cat([scores, null], dim=-1), dim=-1)
+    if slot == "misplaced":  # weights over (k_1 .. k_L, k_null), values (v_null, v_1 .. v_L)
+        return w @ torch.cat([v_null.expand(*v.shape[:-2], 1, v.shape[-1]), v], dim=-2)
     out = w[..., :-1] @ v
     return out if slot == "key" else out + w[..., -1:] * v_null
 
@@ -65,6 +75,17 @@ SELF_ATTENTION_WITH_NULL = Exercise(
                 "the output is sum_j w_ij v_j + w_i,null * v_null", partial(null_slot, slot="key")),
         Mistake("the null slot's score fixed at 0 (k_null unused)",
                 "its score is q_i . k_null / sqrt(E), like any key's", partial(null_slot, slot="zero")),
+        Mistake("the null key appended after the keys but the null value put before the values",
+                "put k_null and v_null at the same place: torch.cat([K, k_null_row], -2) with "
+                "torch.cat([V, v_null_row], -2) (or both first), so that the null weight "
+                "multiplies v_null", partial(null_slot, slot="misplaced")),
+        Mistake("v_null added outside the softmax (softmax(scores) @ V + v_null)",
+                "the null slot competes inside the softmax: its score q_i . k_null / sqrt(E) "
+                "joins the row's scores, and its weight w_null (< 1) multiplies v_null",
+                partial(null_slot, slot="outside")),
+        Mistake("the null slot gated apart from the softmax (a sigmoid of q . k_null)",
+                "the null score joins the row's scores in ONE softmax, so that the weights of "
+                "the keys and of the null slot sum to one", partial(null_slot, slot="gate")),
         Mistake("the null score not divided by sqrt(E)", "scale every score, the null one too, "
                 "by 1/sqrt(E)", partial(null_slot, scale_null=False)),
         Mistake("k_null and v_null projected by W_k and W_v",

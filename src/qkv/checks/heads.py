@@ -122,6 +122,13 @@ REPEAT_LOSS = Exercise(
         Mistake("probabilities handed to cross_entropy (a softmax first)", "F.cross_entropy "
                 "takes the logits themselves: it applies log_softmax inside",
                 partial(repeat_loss_variant, probabilities=True)),
+        Mistake("the marked losses summed (.sum()) instead of averaged", "the repeat loss is "
+                "a mean: loss[marks].mean(), the sum divided by the number of marked positions",
+                partial(repeat_loss_variant, summed=True)),
+        Mistake("F.nll_loss on the logits themselves (no log_softmax first)", "F.nll_loss "
+                "expects log-probabilities: F.nll_loss(F.log_softmax(logits, -1), ...), or "
+                "F.cross_entropy(logits, ...), which does both", partial(repeat_loss_variant,
+                                                                         raw_nll=True)),
     ],
 )
 
@@ -129,10 +136,12 @@ REPEAT_LOSS = Exercise(
 def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_too: bool = False,
                      last_only: bool = False, every_query: bool = False,
                      per_sequence: bool = False, transposed: bool = False,
-                     later_too: bool = False, pairs_later: bool = False) -> Tensor:
+                     later_too: bool = False, pairs_later: bool = False,
+                     mean_weight: bool = False) -> Tensor:
     """Each head's duplicate-token score: the total weight query ``t`` puts on the earlier keys
     ``j < t`` holding its own token, averaged over every (sequence, query) pair that has such a
-    key; or a known mistake (the switches)."""
+    key; or a known mistake (the switches; ``mean_weight``: the mean weight per earlier copy,
+    not their total)."""
     T = tokens.shape[-1]
     t, j = torch.arange(T, device=tokens.device)[:, None], torch.arange(T, device=tokens.device)
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, T, T): [b, query t, key j]
@@ -146,6 +155,8 @@ def _duplicate_score(weights: Tensor, tokens: Tensor, *, shift: int = 0, self_to
         target = torch.nn.functional.pad(target[..., :-shift], (shift, 0))
     w = weights.transpose(-2, -1) if transposed else weights
     on = (w * target[:, None].to(w.dtype)).sum(-1)  # (B, H, T)
+    if mean_weight:
+        on = on / target.sum(-1)[:, None].clamp(min=1).to(w.dtype)
     if every_query:
         return on.mean((0, 2))
     mask = has[:, None].to(w.dtype)
@@ -207,6 +218,10 @@ DUPLICATE_TOKEN_SCORE = Exercise(
                 "one average over every (sequence, query) pair that has a duplicate: divide the "
                 "sum over the batch and the queries by their number",
                 partial(_duplicate_score, per_sequence=True)),
+        Mistake("the mean weight per earlier copy instead of their total",
+                "the score is the TOTAL weight query t puts on the earlier keys holding its "
+                "token: sum those weights, do not divide by how many copies there are",
+                partial(_duplicate_score, mean_weight=True)),
         # Both read the weights of queries on LATER keys: the same numbers.
         Mistake("the weights read as [key, query] instead of [query, key], or the later keys "
                 "taken (triu instead of tril)",

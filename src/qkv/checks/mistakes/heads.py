@@ -28,7 +28,8 @@ def mean_ablate(head_outputs: Tensor, heads: Sequence[int], num_heads: int, *,
 def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool = True,
                 everywhere: bool = False, per_sequence: bool = False, roll: bool = False,
                 marks_of_target: bool = False, zeros_counted: bool = False,
-                probabilities: bool = False, backwards: bool = False) -> Tensor:
+                probabilities: bool = False, backwards: bool = False, summed: bool = False,
+                raw_nll: bool = False) -> Tensor:
     """Mean cross-entropy of token t + 1 from position t, over the positions ``repeat`` marks;
     or a known mistake (no shift; every position; the mean of each sequence's mean; ``roll``:
     the targets ``tokens.roll(-1)``, so the last position is scored on token 0;
@@ -37,7 +38,9 @@ def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool =
     ``probabilities``: the softmax's probabilities handed to cross_entropy, which wants logits;
     ``backwards``: the shift the wrong way, position t + 1 scored on token t, ``logits[:, 1:]``
     against ``tokens[:, :-1]``, with the marks of the position scored, ``repeat[:, 1:]``, or
-    with ``marks_of_target`` those of the target, ``repeat[:, :-1]``)."""
+    with ``marks_of_target`` those of the target, ``repeat[:, :-1]``; ``summed``: the marked
+    losses summed, not averaged; ``raw_nll``: ``F.nll_loss`` on the logits themselves, without
+    the log_softmax it expects)."""
     if backwards:
         logits, target = logits[:, 1:], tokens[:, :-1]
         where = repeat[:, :-1] if marks_of_target else repeat[:, 1:]
@@ -50,9 +53,12 @@ def repeat_loss(logits: Tensor, tokens: Tensor, repeat: Tensor, *, shift: bool =
         target, where = tokens, repeat
     if probabilities:
         logits = logits.softmax(-1)
-    loss = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+    lose = F.nll_loss if raw_nll else F.cross_entropy
+    loss = lose(logits.transpose(1, 2), target, reduction="none")
     if zeros_counted:
         return (loss * where).mean()
     if per_sequence:
         return ((loss * where).sum(-1) / where.sum(-1)).mean()
+    if summed:
+        return loss[where].sum()
     return loss.mean() if everywhere else loss[where].mean()
