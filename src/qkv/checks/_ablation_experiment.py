@@ -13,6 +13,7 @@ it, and the sandbox trains nothing.
 from __future__ import annotations
 
 import functools
+from functools import partial
 from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
@@ -69,19 +70,28 @@ def _mean_ablated_logits(model: Any, layer: int, head: int, tokens: Tensor,
 
 @torch.no_grad()
 def ablation_rise(model: Any, layer: int, head: int, how: str, generator: torch.Generator,
-                  dims: Tuple[int, ...] = (0, 1)) -> float:
+                  dims: Tuple[int, ...] = (0, 1), probe: int = PROBE, unpaired: str = "") -> float:
     """The rise of the loss on the repeat (:func:`._repeat_loss`) on ``PROBE`` sequences of
     :class:`qkv.InductionTask` drawn from ``generator`` when head ``(layer, head)`` is removed,
     by zeroing (``how="zero"``) or by its mean over the batch and positions (``"mean"``;
-    ``dims=(1,)``: the mistake of each sequence's own mean, as one sequence at a time gives)."""
-    batch = qkv.InductionTask().sample(PROBE, generator)
-    base = _repeat_loss(model(batch.tokens)[0], batch.tokens, batch.repeat)
+    ``dims=(1,)``: the mistake of each sequence's own mean, as one sequence at a time gives);
+    ``probe``: the sequences drawn; ``unpaired``: the two losses measured on two batches drawn
+    one after the other, ``"ablated"`` (the ablated loss on the second) or ``"intact"``."""
+    first = qkv.InductionTask().sample(probe, generator)
+    second = qkv.InductionTask().sample(probe, generator) if unpaired else first
+    intact, batch = (second, first) if unpaired == "intact" else (first, second)
+    base = _repeat_loss(model(intact.tokens)[0], intact.tokens, intact.repeat)
     if how == "zero":
         with qkv.ablate_heads(model, [(layer, head)]):
             logits = model(batch.tokens)[0]
     else:
         logits = _mean_ablated_logits(model, layer, head, batch.tokens, dims)
     return (_repeat_loss(logits, batch.tokens, batch.repeat) - base).item()
+
+
+def _rise(layer: int, head: int, how: str, generator: torch.Generator, **slip: Any) -> float:
+    """:func:`ablation_rise` of the trained model with a slip (its keywords)."""
+    return ablation_rise(trained_model(), layer, head, how, generator, **slip)
 
 
 ABLATION_RISE = Experiment(
@@ -115,7 +125,16 @@ ABLATION_RISE = Experiment(
                       "remove head `head` of layer `layer`: model.layers[layer], "
                       "and qkv.ablate_heads(model, [(layer, head)])",
                       lambda layer, head, how, generator: ablation_rise(
-                          trained_model(), head, layer, how, generator))),
+                          trained_model(), head, layer, how, generator)),
+              # A rise is a paired difference: on two batches the intact loss's own noise
+              # (as large as the rise of layer 1's head 0) joins it; the mean stays right.
+              *(Mistake(f"the intact and the ablated loss measured on two different batches "
+                        f"(the {which} loss on the second)", "draw ONE batch and measure both "
+                        "losses on it: the rise is the difference on the same sequences",
+                        partial(_rise, unpaired=which)) for which in ("ablated", "intact")),
+              Mistake("32 sequences drawn instead of 64", "draw InductionTask().sample(64, "
+                      "generator): the experiment measures on 64 sequences",
+                      partial(_rise, probe=32))),
     helpers={"mean_ablate": _mean_ablate, "repeat_loss": _repeat_loss},
     quantity="rise of the loss on the repeat",
     hint="draw InductionTask().sample(64, generator); return repeat_loss with the head removed "
