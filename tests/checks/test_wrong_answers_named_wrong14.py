@@ -126,19 +126,20 @@ def test_padding_mask_with_the_number_of_sequences_for_S_is_named():
     assert "len(lengths)" in msg and "int(lengths.max())" in msg
 
 
-def rope_sequential_update(x, offset=0, base=10000.0):
+def rope_positions_halved(x, offset=0, base=10000.0):
+    """Positions counted in half steps (a slip named nowhere): right at position 0 alone."""
     L, E = x.shape[-2:]
-    pos = torch.arange(offset, offset + L, dtype=x.dtype, device=x.device)[:, None]
+    pos = torch.arange(offset, offset + L, dtype=x.dtype, device=x.device)[:, None] / 2
     ang = pos * base ** (-torch.arange(0, E, 2, dtype=x.dtype, device=x.device) / E)
     c, s = ang.cos(), ang.sin()
     out = x.clone()
     out[..., 0::2] = x[..., 0::2] * c - x[..., 1::2] * s
-    out[..., 1::2] = out[..., 0::2] * s + x[..., 1::2] * c  # reads the rotated even dims
+    out[..., 1::2] = x[..., 0::2] * s + x[..., 1::2] * c
     return out
 
 
 def test_only_row_0_right_leads_with_the_formula_not_a_fixed_index():
-    msg = _message(checks.check_apply_rope, rope_sequential_update)
+    msg = _message(checks.check_apply_rope, rope_positions_halved)
     assert "right for rows 0 but" in msg
     assert "Look at: the formula is likely right only where it does not matter" in msg
 
