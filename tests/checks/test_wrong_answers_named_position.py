@@ -9,7 +9,8 @@ import torch
 
 from qkv import apply_rope
 from qkv import checks
-from qkv.checks import CheckFailed
+
+from named import assert_named
 
 
 def rope(sequential=False):
@@ -64,12 +65,7 @@ NAMED = {
 
 @pytest.mark.parametrize("name", NAMED)
 def test_the_slip_is_named(name):
-    check, answer, words = NAMED[name]
-    for seed in (0, None):
-        with pytest.raises(CheckFailed) as info:
-            getattr(checks, check)(answer, seed=seed)
-        message = str(info.value)
-        assert words in message, message
+    assert_named(*NAMED[name])
 
 
 @pytest.mark.parametrize("check,answer", [("check_apply_rope", rope()),
