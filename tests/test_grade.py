@@ -1010,6 +1010,33 @@ HIDDEN_DELEGATION = {
     "eval from the builtins module": (
         "check_softmax", "import builtins\nsoftmax = builtins.eval('torch.soft' + 'max')\n", [],
         ["the code uses builtins"]),
+    # attack15: each gave 15/15 and no flag, static or at run time (or the reading's own
+    # loosening let it through)
+    "the package from sys.modules": (
+        "check_softmax", "import sys\ndef softmax(x, dim=-1):\n"
+        "    return sys.modules['qkv'].softmax(x, dim)\n", [], ["sys.modules"]),
+    "import_module imported under another name": (
+        "check_softmax", "from importlib import import_module as im\ndef softmax(x, dim=-1):\n"
+        "    return im('qkv').softmax(x, dim)\n", [], ["importlib"]),
+    "a global read through __globals__": (
+        "check_softmax", "def softmax(x, dim=-1):\n    return softmax.__globals__['h'](x, dim)\n",
+        ["h = qkv.softmax\n"], ["__globals__"]),
+    "TorchScript compiled from a string": (
+        "check_softmax", "cu = torch.jit.CompilationUnit('def f(x: torch.Tensor, d: int):\\n"
+        "    return torch.softmax(x, d)')\ndef softmax(x, dim=-1):\n    return cu.f(x, dim)\n",
+        [], ["CompilationUnit"]),
+    "a star import after a stub": (
+        "check_softmax", "def softmax(x, dim=-1):\n    return x\nfrom qkv import *\n", [],
+        ["import *"]),
+    "a comprehension's target elsewhere in the answer": (
+        "check_softmax", "def softmax(x, dim=-1):\n    _ = [h for h in ()]\n    return h(x, dim)\n",
+        ["h = torch.softmax\n"], ["names torch.softmax"]),
+    "a default read through a comprehension's first iterable": (
+        "check_softmax", "def softmax(x, dim=-1, _f=[h for h in [h]][0]):\n    return _f(x, dim)\n",
+        ["h = qkv.softmax\n"], ["uses the course's reference (qkv.softmax)"]),
+    "a global set in a function of a scratch cell": (
+        "check_softmax", "def softmax(x, dim=-1):\n    return h(x, dim)\n",
+        ["def setup():\n    global h\n    h = torch.softmax\nsetup()\n"], ["names torch.softmax"]),
     "a global the answer assigns, set to torch's in another cell": (
         "check_softmax", "def softmax(x, dim=-1):\n    global h\n    h = h\n"
         "    return h(x, dim)\n", ["h = torch.softmax\n"], ["names torch.softmax"]),

@@ -214,6 +214,13 @@ def _locals(fn: ast.AST) -> FrozenSet[str]:
             continue
         elif isinstance(node, ast.Lambda):
             continue
+        elif isinstance(node, _COMPREHENSIONS):
+            # a comprehension's targets are its own, not the function's (Python 3); what it
+            # reads and a walrus in it are the function's
+            stack.extend(child for g in node.generators for child in [g.iter, *g.ifs])
+            stack.extend([node.key, node.value] if isinstance(node, ast.DictComp)
+                         else [node.elt])
+            continue
         stack.extend(ast.iter_child_nodes(node))
     return frozenset(found - declared)
 
@@ -247,10 +254,14 @@ def _scoped(root: ast.AST) -> Iterator[Tuple[ast.AST, FrozenSet[str]]]:
             stack.extend((child, inner) for child in ast.iter_child_nodes(node)
                          if id(child) not in skip)
         elif isinstance(node, _COMPREHENSIONS):
-            # a comprehension's targets are its own (``[out for out in ...]``)
+            # a comprehension's targets are its own (``[out for out in ...]``); its first
+            # iterable is read where it stands (``[h for h in [h]]`` reads the outer h)
             targets = {t.id for g in node.generators for t in ast.walk(g.target)
                        if isinstance(t, ast.Name)}
-            stack.extend((child, local | targets) for child in ast.iter_child_nodes(node))
+            first = node.generators[0].iter
+            stack.append((first, local))
+            stack.extend((child, local | targets) for child in ast.iter_child_nodes(node)
+                         if child is not first)
         else:
             stack.extend((child, local) for child in ast.iter_child_nodes(node))
 

@@ -23,6 +23,11 @@ _RUN_TIME = ("exec", "eval", "compile", "__import__", "globals", "vars", "import
 _MODULE_RUN_TIME = ("__import__", "import_module")
 #: The module of the builtins: ``builtins.eval`` is eval.
 _BUILTINS = ("builtins", "__builtins__")
+#: Attributes that reach a function or a module's names by a string, or compile code from one
+#: (``fn.__globals__["h"]``, ``torch.__dict__["softmax"]``, TorchScript from a string), as
+#: ``sys.modules["qkv"]`` does: a reading of names cannot follow them.
+_BY_STRING = ("__globals__", "__dict__", "__builtins__", "__code__", "__closure__",
+              "CompilationUnit", "jit", "attrgetter", "methodcaller")
 
 
 def _hooks(name: str) -> bool:
@@ -64,6 +69,14 @@ class Code:
             for node in _module_level(root):
                 for name, definition in _definitions(node):
                     self._defs.setdefault(name, []).append(definition)
+        for node in nodes:  # ``global h`` in a function: its assignments to h are the module's
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                declared = {n for g in ast.walk(node) if isinstance(g, ast.Global)
+                            for n in g.names}
+                for inner in ast.walk(node) if declared else ():
+                    for name, definition in _definitions(inner):
+                        if name in declared and inner is not node:
+                            self._defs.setdefault(name, []).append(definition)
         unfollowed: Set[str] = set()
         for node in nodes:
             # the builtins by their own names (called or not: ``run = exec``), not a method
@@ -73,10 +86,21 @@ class Code:
                 unfollowed.add(f"{node.id}()")
             elif isinstance(node, ast.Attribute) and node.attr in _MODULE_RUN_TIME:
                 unfollowed.add(f"{node.attr}()")
-            if getattr(node, "id", None) in _BUILTINS or any(
-                    a.name in _BUILTINS for a in getattr(node, "names", []) or []
-                    if isinstance(a, ast.alias)):
-                unfollowed.add("builtins")
+            elif isinstance(node, ast.Attribute) and (node.attr in _BY_STRING or (
+                    node.attr == "modules" and getattr(node.value, "id", "") == "sys")):
+                unfollowed.add("sys.modules" if node.attr == "modules" else node.attr)
+            imported = [a.name for a in getattr(node, "names", []) or []
+                        if isinstance(a, ast.alias)]
+            if "*" in imported:  # ``from qkv.scaling import *`` rebinds what it likes
+                unfollowed.add("import *")
+            module = getattr(node, "module", None) or ""
+            for name in [getattr(node, "id", None), *imported, module]:
+                if not isinstance(name, str):
+                    continue
+                if name in _BUILTINS or name.split(".")[0] in _BUILTINS:
+                    unfollowed.add("builtins")
+                elif name in _MODULE_RUN_TIME or name.split(".")[0] == "importlib":
+                    unfollowed.add("importlib" if name.startswith("importlib") else f"{name}()")
             named = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
             if isinstance(named, str) and _hooks(named):
                 unfollowed.add(named)
