@@ -196,6 +196,19 @@ _MISTAKES = [
     Mistake("an online softmax whose running maximum starts at 0 instead of -inf",
             "start m at float('-inf'): with m = 0, scores far below 0 give exp(s - 0) = 0 for "
             "every key and the row sum l stays 0", partial(online_variant, zero_start=True)),
+    Mistake("an online softmax whose running maximum starts at 0 instead of -inf (the row sum l "
+            "= 0 guarded at the end)", "start m at float('-inf'): with m = 0, scores far below 0 "
+            "give exp(s - 0) = 0 for every key, and the row comes out 0 instead of a weighted "
+            "average of the values",
+            partial(online_variant, zero_start=True, end_guard=True)),
+    Mistake("the rescale factor upside down: exp(m_new - m) instead of exp(m - m_new)",
+            "old terms shrink when the maximum grows: " + _RESCALE_HINT +
+            " (with m = -inf at the start, exp(m_new - m) is inf and inf * 0 is NaN)",
+            partial(online_variant, upside_down=True)),
+    Mistake("the running maximum not carried across chunks (m set to this chunk's maximum, "
+            "not to m_new)", "after each chunk keep m = m_new = max(m, the chunk's maximum): "
+            "the next rescale exp(m - m_new) must start from the maximum of every key so far",
+            partial(online_variant, carry=False)),
     Mistake("chunk bounds off by one (each chunk leaves out its last key)",
             "chunk j covers keys j0 .. j0 + chunk_size - 1, i.e. the slice [j0:j0 + chunk_size] "
             "(Python slices exclude their end); check that every key is visited exactly once",
@@ -203,6 +216,10 @@ _MISTAKES = [
     Mistake("each chunk's mask sliced from key 0 (attn_mask[..., :chunk_size]) instead of from "
             "the chunk's first key", "the mask's columns are the keys: slice it as the keys, "
             "attn_mask[..., j0:j0 + chunk_size]", partial(online_variant, mask_from0=True)),
+    Mistake("the causal mask's key positions counted from each chunk's first key "
+            "(torch.arange(j1 - j0))", "the keys of chunk j0:j1 sit at positions j0 .. j1 - 1: "
+            "compare the query rows with torch.arange(j0, j1), not arange(j1 - j0) (query i "
+            "sees keys j <= i of the whole sequence)", partial(online_variant, causal_from0=True)),
     Mistake("the running output never divided by the running sum l",
             "at the end, return acc / l: acc sums exp(s - m) * v, which the softmax's "
             "denominator l must divide", partial(online_variant, divide=False)),

@@ -47,7 +47,8 @@ def chunk_by_chunk(chunk_of: Callable[[tuple, dict], Any], name: str) -> Callabl
 
 def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256, *,
                    rescale_l=True, rescale_acc=True, zero_start=False, divide=True, stop="S",
-                   mask_from0=False, guard=True, frozen=False):
+                   mask_from0=False, guard=True, frozen=False, end_guard=False, upside_down=False,
+                   carry=True, causal_from0=False):
     """Online softmax with switches for its mistakes (defaults: the right answer).
 
     ``zero_start`` starts the running maximum at 0 instead of -inf and leaves out
@@ -58,12 +59,17 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
     ``mask_from0`` slices every chunk's mask from column 0 (the mask of the first chunk's keys);
     ``guard=False`` shifts by a running maximum of -inf too (NaN for a row whose chunks so far
     were all masked); ``frozen=True`` keeps the first chunk's maximum for good (nothing is
-    rescaled, and a later chunk scoring far above the first overflows).
+    rescaled, and a later chunk scoring far above the first overflows); ``end_guard``
+    (with ``zero_start``): the division guarded (0 where l = 0); ``upside_down``: the rescale
+    factor exp(m_new - m); ``carry=False``: m set to the chunk's own maximum after each chunk,
+    not m_new; ``causal_from0`` (with ``is_causal``): each chunk's causal columns counted from
+    its first key (arange(j1 - j0)); ``mask_from0`` then applies to a given attn_mask only.
     """
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     c = 1.0 / math.sqrt(E) if scale is None else scale
     if is_causal:
         attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+    from0 = causal_from0 if is_causal else mask_from0
     # The batch dims, broadcast by torch on empty slices: torch.broadcast_shapes imports sympy
     # on first use, about a second in every fresh kernel (each autograded notebook).
     batch = torch.broadcast_tensors(*(t[..., :0, :0] for t in (query, key, value)))[0].shape[:-2]
@@ -75,7 +81,7 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
     for j0 in range(0, end, chunk_size):
         s = (query * c) @ key[..., j0:j0 + chunk_size, :].transpose(-2, -1)
         if attn_mask is not None:
-            first = 0 if mask_from0 else j0
+            first = 0 if from0 else j0
             block = attn_mask[..., first:first + s.shape[-1]]
             s = s.masked_fill(~block, float("-inf")) if block.dtype == torch.bool else s + block
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
@@ -83,13 +89,13 @@ def online_variant(query, key, value, attn_mask=None, is_causal=False, scale=Non
             m_new = m
         safe = m_new if zero_start or not guard else m_new.masked_fill(m_new == float("-inf"), 0.0)
         p = (s - safe).exp()
-        corr = (m - safe).exp()
+        corr = (safe - m).exp() if upside_down else (m - safe).exp()
         l = (l * corr if rescale_l else l) + p.sum(dim=-1, keepdim=True)
         acc = (acc * corr if rescale_acc else acc) + p @ value[..., j0:j0 + chunk_size, :]
-        m = m_new
+        m = m_new if carry else s.amax(dim=-1, keepdim=True)
     if not divide:
         return acc
-    return acc / l if zero_start else acc / l.masked_fill(l == 0, 1.0)
+    return acc / l if zero_start and not end_guard else acc / l.masked_fill(l == 0, 1.0)
 
 
 def short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None, chunk_size=256):

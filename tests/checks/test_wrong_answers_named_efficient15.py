@@ -1,0 +1,64 @@
+"""Wrong answers of the wrong15 walk (assignment 8) that failed with only "largest difference",
+a generic NaN list or another cause's name: each is now named for what it is.
+
+Each is written as the student wrote it; the words are what the message must say (and
+``not_words`` what it must no longer say).
+"""
+
+import math
+
+import torch
+
+from named import assert_named
+
+
+# ----------------------------------------------------------------------------- chunked_attention
+def make_chunked(zero_start=False, upside_down=False, carry=True, causal_cols="keys"):
+    def chunked_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                          chunk_size=256):
+        L, S = query.shape[-2], key.shape[-2]
+        scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        rows = torch.arange(L, device=query.device)[:, None]
+        q = query * scale
+        m = l = acc = None
+        for j0 in range(0, S, chunk_size):
+            j1 = min(j0 + chunk_size, S)
+            s = q @ key[..., j0:j1, :].transpose(-2, -1)
+            if attn_mask is not None:
+                b = attn_mask[..., j0:j1]
+                s = s.masked_fill(~b, float("-inf")) if b.dtype == torch.bool else s + b
+            if is_causal:
+                cols = (torch.arange(j0, j1, device=query.device) if causal_cols == "keys"
+                        else torch.arange(j1 - j0, device=query.device))
+                s = s.masked_fill(cols > rows, float("-inf"))
+            if m is None:
+                m = torch.full_like(s[..., :1], 0.0 if zero_start else float("-inf"))
+                l = torch.zeros_like(m)
+                acc = torch.zeros_like(s[..., :1] * value[..., :1, :])
+            m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+            shift = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
+            e = torch.exp(s - shift)
+            fix = torch.exp(shift - m) if upside_down else torch.exp(m - shift)
+            l = fix * l + e.sum(-1, keepdim=True)
+            acc = fix * acc + e @ value[..., j0:j1, :]
+            m = m_new if carry else s.amax(-1, keepdim=True)
+        return acc / torch.where(l == 0, torch.ones_like(l), l)
+    return chunked_attention
+
+
+def test_chunked_running_max_starting_at_0_is_named():
+    assert_named("check_chunked_attention", make_chunked(zero_start=True),
+                 "running maximum starts at 0")
+
+
+def test_chunked_rescale_upside_down_is_named():
+    assert_named("check_chunked_attention", make_chunked(upside_down=True), "upside down")
+
+
+def test_chunked_max_not_carried_is_named():
+    assert_named("check_chunked_attention", make_chunked(carry=False), "not carried")
+
+
+def test_chunked_causal_columns_from_the_chunk_start_are_not_blamed_on_attn_mask():
+    assert_named("check_chunked_attention", make_chunked(causal_cols="local"),
+                 "arange(j0, j1)", not_words="attn_mask[..., :chunk_size]")
