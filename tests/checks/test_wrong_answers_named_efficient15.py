@@ -62,3 +62,74 @@ def test_chunked_max_not_carried_is_named():
 def test_chunked_causal_columns_from_the_chunk_start_are_not_blamed_on_attn_mask():
     assert_named("check_chunked_attention", make_chunked(causal_cols="local"),
                  "arange(j0, j1)", not_words="attn_mask[..., :chunk_size]")
+
+
+# ----------------------------------------------------------------------------- kv_cache_step
+def make_kv(dim=-1, invert=False, key_first=False):
+    def kv_cache_step(query, key, value, k_cache=None, v_cache=None, scale=None):
+        if k_cache is not None:
+            key = torch.cat([key, k_cache] if key_first else [k_cache, key], -2)
+            value = torch.cat([v_cache, value], -2)
+        L, S = query.shape[-2], key.shape[-2]
+        scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+        s = query @ key.transpose(-2, -1) * scale
+        allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(S - L)
+        if invert:
+            allowed = ~allowed
+        s = s.masked_fill(~allowed, float("-inf"))
+        return torch.softmax(s, dim=dim) @ value, key, value
+    return kv_cache_step
+
+
+def test_kv_softmax_over_the_queries_is_named():
+    assert_named("check_kv_cache_step", make_kv(dim=-2), "dim=-2")
+
+
+def test_kv_inverted_mask_is_named():
+    assert_named("check_kv_cache_step", make_kv(invert=True), "inverted")
+
+
+def test_kv_key_cache_prepended_value_appended_is_named():
+    assert_named("check_kv_cache_step", make_kv(key_first=True), "key cache")
+
+
+# ----------------------------------------------------------------------------- sliding_kv_cache_step
+def make_ring(previous_slot=False, invert=False):
+    def sliding_kv_cache_step(query, key, value, k_ring, v_ring, pos, scale=None):
+        W = k_ring.shape[-2]
+        k_ring, v_ring = k_ring.clone(), v_ring.clone()
+        slot = (pos - 1) % W if previous_slot else pos % W
+        k_ring[..., slot, :], v_ring[..., slot, :] = key[..., 0, :], value[..., 0, :]
+        scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+        s = query @ k_ring.transpose(-2, -1) * scale
+        written = torch.arange(W, device=query.device) <= pos
+        if invert:
+            written = ~written
+        return torch.softmax(s.masked_fill(~written, float("-inf")), -1) @ v_ring, k_ring, v_ring
+    return sliding_kv_cache_step
+
+
+def test_ring_slot_pos_minus_1_is_named():
+    assert_named("check_sliding_kv_cache_step", make_ring(previous_slot=True), "(pos - 1) % W")
+
+
+def test_ring_inverted_mask_is_named():
+    assert_named("check_sliding_kv_cache_step", make_ring(invert=True), "inverted")
+
+
+# ----------------------------------------------------------------------------- attention_backward
+def backward_default_scale_1(query, key, value, out, lse, grad_out, is_causal=False, scale=None):
+    scale = 1.0 if scale is None else scale  # the default 1/sqrt(E) forgotten
+    s = scale * (query @ key.transpose(-2, -1))
+    if is_causal:
+        L, S = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=s.device).tril(),
+                          float("-inf"))
+    p = torch.exp(s - lse[..., None])
+    dp = grad_out @ value.transpose(-2, -1)
+    ds = p * (dp - (grad_out * out).sum(-1, keepdim=True))
+    return scale * (ds @ key), scale * (ds.transpose(-2, -1) @ query), p.transpose(-2, -1) @ grad_out
+
+
+def test_backward_default_scale_forgotten_is_named():
+    assert_named("check_attention_backward", backward_default_scale_1, "1/sqrt(E)")

@@ -103,6 +103,9 @@ ATTENTION_BACKWARD = Exercise(
     mistakes=[
         Mistake("the scale forgotten in dQ and dK", _SCALE_DQ_DK,
                 partial(backward_variant, scale_dq=False, scale_dk=False)),
+        Mistake("no scaling when scale is None (the default 1/sqrt(E) forgotten)",
+                "scale=None means 1/sqrt(E), E = query.shape[-1]: the forward's scores were "
+                "scaled by it, so P, dQ and dK all need it", partial(backward_variant, default=1.0)),
         Mistake("the scale forgotten in dQ", _SCALE_DQ_DK, partial(backward_variant, scale_dq=False)),
         Mistake("the scale forgotten in dK", _SCALE_DQ_DK, partial(backward_variant, scale_dk=False)),
         Mistake("the scale argument ignored (1/sqrt(E) even when scale is given)",
@@ -202,6 +205,8 @@ SLIDING_KV_CACHE_STEP = Exercise(
     mistakes=[
         Mistake("the new key written to slot (pos + 1) % W instead of pos % W", _SLOT_HINT,
                 partial(ring_variant, slot="next")),
+        Mistake("the new key written to slot (pos - 1) % W instead of pos % W", _SLOT_HINT,
+                partial(ring_variant, slot="prev")),
         Mistake("a ring that never wraps (once full, the last slot is overwritten every step)",
                 _SLOT_HINT, partial(ring_variant, slot="clamp")),
         Mistake("the window shifted with torch.cat instead of writing slot pos % W",
@@ -212,6 +217,9 @@ SLIDING_KV_CACHE_STEP = Exercise(
                 partial(ring_variant, seen="all")),
         Mistake("the new token's own slot masked (slots < pos instead of <= pos)", _SEEN_HINT,
                 partial(ring_variant, seen="before")),
+        Mistake("the mask inverted (the written slots hidden, the unwritten ones attended to)",
+                _SEEN_HINT + "; masked_fill fills where its mask is True, so pass ~written",
+                partial(ring_variant, seen="inverted")),
         Mistake("the window off by one (W + 1 keys: the old ring and the new key side by side)",
                 "write the new key first, then attend to the ring: the key it overwrites (token "
                 "pos - W) is out of the window", partial(ring_variant, before=True)),

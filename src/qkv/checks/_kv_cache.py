@@ -95,6 +95,10 @@ KV_CACHE_STEP = Exercise(
         Mistake("the new keys and values put before the cache instead of after it",
                 "torch.cat([k_cache, key], dim=-2): the newest token goes last",
                 partial(kv_step_variant, new_first=True)),
+        Mistake("the key cache put after the new keys (torch.cat([key, k_cache])) while the "
+                "value cache is appended", "torch.cat([k_cache, key], dim=-2), as for the "
+                "values: the newest token goes last in both caches, so key j matches value j",
+                partial(kv_step_variant, new_first="key")),
         Mistake("the old caches returned instead of the appended ones",
                 "return (output, new_k_cache, new_v_cache), the caches with the new rows added",
                 partial(kv_step_variant, return_old=True)),
@@ -115,6 +119,12 @@ KV_CACHE_STEP = Exercise(
         Mistake("the causal mask off by one (one future key is allowed)",
                 "new token i may see keys 0 .. S - L + i only: tril(S - L), not tril(S - L + 1)",
                 partial(kv_step_variant, diag=1)),
+        Mistake("the causal mask inverted (the allowed keys hidden, the future ones kept)",
+                f"masked_fill fills where its mask is True: with allowed = {_KV_MASK} (True = "
+                "may attend), fill ~allowed", partial(kv_step_variant, invert=True)),
+        Mistake("softmax over the queries (dim=-2) instead of the keys",
+                "each new query's weights over the S keys sum to one: softmax over the last "
+                "dim (-1)", partial(kv_step_variant, dim=-2)),
         Mistake("a finite fill like -1e9 (it overflows in float16)", FILL_HINT,
                 partial(kv_step_variant, fill=-1e9)),
         Mistake(*OVERFLOW, partial(kv_step_variant, stable=False)),

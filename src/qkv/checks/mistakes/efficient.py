@@ -118,7 +118,8 @@ def short_chunks(query, key, value, attn_mask=None, is_causal=False, scale=None,
 
 def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *, mask="bottom_right",
              diag=0, attend_new=True, new_first=False, return_old=False, cat_dim=-2,
-             scale_by="E", fill=float("-inf"), scale_given=True, stable=True, v_from_key=False):
+             scale_by="E", fill=float("-inf"), scale_given=True, stable=True, v_from_key=False,
+             dim=-1, invert=False):
     """kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
     ``mask``: bottom_right (right), upper_left (SDPA's is_causal) or None, shifted by
@@ -127,11 +128,14 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
     ``fill`` the value masked scores get; ``stable=False``: no row maximum subtracted;
     ``v_from_key``: the new keys appended to the value cache (copied from the line above). As an
     answer does, the mask is built and applied even when it hides nothing (one new token).
+    ``new_first="key"``: the key cache after the new keys, the value cache before (as right);
+    ``dim``: the softmax's axis; ``invert``: the mask inverted (the allowed keys hidden).
     """
     old_k, old_v = k_cache, v_cache
     if k_cache is not None:
         value = key if v_from_key else value
-        pairs = ((key, k_cache), (value, v_cache)) if new_first else ((k_cache, key), (v_cache, value))
+        pairs = ((key, k_cache) if new_first else (k_cache, key),
+                 (value, v_cache) if new_first is True else (v_cache, value))
         k_all, v_all = (torch.cat(p, dim=cat_dim) for p in pairs)
     else:
         k_all, v_all = key, value
@@ -144,8 +148,8 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
     if mask is not None:
         shift = diag + (S - L if mask == "bottom_right" else 0)
         allowed = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(shift)
-        scores = scores.masked_fill(~allowed, fill)
-    out = row_softmax(scores, stable=stable) @ v_att
+        scores = scores.masked_fill(allowed if invert else ~allowed, fill)
+    out = row_softmax(scores, dim=dim, stable=stable) @ v_att
     if return_old:
         return out, old_k, old_v
     return out, k_all, v_all
@@ -153,7 +157,7 @@ def kv_step_variant(query, key, value, k_cache=None, v_cache=None, scale=None, *
 
 def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, scale=None, *,
                      weights="lse", delta="out", scale_dq=True, scale_dk=True, dk_t=True, dv_t=True,
-                     mask="right", scale_given=True):
+                     mask="right", scale_given=True, default=None):
     """attention_backward with switches for its mistakes (the defaults: the right answer).
 
     ``weights``: how P is recomputed: ``"lse"`` (right, ``exp(s - lse)``), ``"exp"`` (no lse
@@ -167,9 +171,12 @@ def backward_variant(query, key, value, out, lse, grad_out, is_causal=False, sca
     ``"dp"`` (dP zeroed instead of P), ``"bottom_right"`` (j <= i + S - L allowed),
     ``"strict"`` (j < i allowed: the diagonal masked too) or ``"zero"`` (the hidden scores
     filled with 0, not -inf: P = exp(0 - lse) there); ``scale_given=False``: 1/sqrt(E) even
-    when ``scale`` is given.
+    when ``scale`` is given; ``default``: the factor when ``scale`` is None (1/sqrt(E) when
+    None: right; 1.0, the default forgotten).
     """
-    c = 1.0 / math.sqrt(query.shape[-1]) if scale is None or not scale_given else scale
+    if default is None:
+        default = 1.0 / math.sqrt(query.shape[-1])
+    c = default if scale is None or not scale_given else scale
     s = query @ key.transpose(-2, -1)
     if weights == "exp":
         p = (s * c).exp()
@@ -211,10 +218,10 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
     """sliding_kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
     ``slot``: where the new key goes, ``"mod"`` (right, pos % W), ``"next"`` ((pos + 1) % W)
-    or ``"clamp"`` (min(pos, W - 1): the ring never wraps); ``seen``: the slots attended to,
+    ``"prev"`` ((pos - 1) % W) or ``"clamp"`` (min(pos, W - 1): the ring never wraps); ``seen``: the slots attended to,
     ``"filled"`` (right, slots 0..pos), ``"all"`` (unwritten ones too) or ``"before"`` (slots
     < pos: the own key hidden) or ``"modulo"`` (slots <= pos % W: wrong once the ring has
-    wrapped); ``scale_given=False``: 1/sqrt(E) even when ``scale`` is given; ``before``:
+    wrapped) or ``"inverted"`` (the written slots hidden); ``scale_given=False``: 1/sqrt(E) even when ``scale`` is given; ``before``:
     attend to the old ring and the new key side by side, then write (W + 1 keys once the ring
     is full); ``shift``: drop the oldest row and append the new one (torch.cat) instead of
     writing a slot; ``stable=False``: no row maximum subtracted.
@@ -228,7 +235,8 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
         new_v = torch.cat([v_ring[..., 1:, :], value], dim=-2)
         filled = filled.flip(-1)  # the filled rows are the last ones
     else:
-        at = {"mod": pos % W, "next": (pos + 1) % W, "clamp": min(pos, W - 1)}[slot]
+        at = {"mod": pos % W, "next": (pos + 1) % W, "prev": (pos - 1) % W,
+              "clamp": min(pos, W - 1)}[slot]
         new_k, new_v = k_ring.clone(), v_ring.clone()
         new_k[..., at, :], new_v[..., at, :] = key[..., 0, :], value[..., 0, :]
     if before:
@@ -239,7 +247,8 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
         att_k, att_v = new_k, new_v
         allowed = {"filled": filled, "all": torch.ones_like(filled),
                    "before": torch.arange(W, device=query.device) < pos,
-                   "modulo": torch.arange(W, device=query.device) <= pos % W}[seen]
+                   "modulo": torch.arange(W, device=query.device) <= pos % W,
+                   "inverted": ~filled}[seen]
     scores = (query @ att_k.transpose(-2, -1)) * c
     out = row_softmax(scores.masked_fill(~allowed, fill), stable=stable) @ att_v
     return out, new_k, new_v
