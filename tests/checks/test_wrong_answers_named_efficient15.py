@@ -7,9 +7,12 @@ Each is written as the student wrote it; the words are what the message must say
 
 import math
 
+import pytest
 import torch
 
 from named import assert_named
+from qkv.checks import check_question
+from qkv.checks.questions import record
 
 
 # ----------------------------------------------------------------------------- chunked_attention
@@ -133,3 +136,13 @@ def backward_default_scale_1(query, key, value, out, lse, grad_out, is_causal=Fa
 
 def test_backward_default_scale_forgotten_is_named():
     assert_named("check_attention_backward", backward_default_scale_1, "1/sqrt(E)")
+
+
+# ----------------------------------------------------------------------------- efficient_q1
+def test_efficient_q1_answered_for_half_the_length_also_says_so(tmp_path, monkeypatch):
+    """16 MiB is 4096's scores at 1 byte each, and 2048's at 4: a stale length is said too."""
+    monkeypatch.setenv(record.ENV, str(tmp_path / "answers.json"))
+    with pytest.raises(AssertionError) as info:
+        check_question("efficient_q1", 16, length=4096)
+    assert "1 byte per score" in str(info.value) and "length 2048" in str(info.value), \
+        str(info.value)

@@ -74,6 +74,15 @@ def _score_mib(length: int) -> float:
 
 
 # Per student: the length comes from the student's seed (the assignment says how).
+_LENGTHS = tuple(1024 * (seed % 7 + 2) for seed in range(7))
+
+
+def _stale(other: int) -> str:
+    """What a wrong number also is when it is the answer for another student's length."""
+    return (f" (or the answer for length {other}, not yours: re-run the cell that prints "
+            "your length)") if other in _LENGTHS else ""
+
+
 EFFICIENT_Q1 = Computed(
     id="efficient_q1",
     params=("length",),
@@ -83,7 +92,7 @@ EFFICIENT_Q1 = Computed(
                         "head and every sequence of the batch"),
     wrong=lambda length: {
         _score_mib(length) / 2: "that is 2 bytes per score (float16); a float32 takes 4",
-        _score_mib(length) / 4: "that is 1 byte per score; a float32 takes 4",
+        _score_mib(length) / 4: "that is 1 byte per score; a float32 takes 4" + _stale(length // 2),
         _score_mib(length) * 2: "that is 8 bytes per score (float64); a float32 takes 4",
         _score_mib(length) / 1024: "that is in GiB; the question asks MiB (2^20 bytes)",
         length * length * 4 / 10**6: "that is in MB (10^6 bytes); the question asks MiB "
@@ -93,7 +102,7 @@ EFFICIENT_Q1 = Computed(
         length * length * 4 / 2**10: "that is in KiB; the question asks MiB (2^20 bytes)",
     },
     hint="L * S scores, 4 bytes each in float32, and 2^20 bytes to a MiB",
-    examples=tuple({"length": 1024 * (seed % 7 + 2)} for seed in range(7)),
+    examples=tuple({"length": n} for n in _LENGTHS),
 )
 
 EFFICIENT_Q2 = Choice(
