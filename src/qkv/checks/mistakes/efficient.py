@@ -217,11 +217,12 @@ def ring_variant(query, key, value, k_ring, v_ring, pos, scale=None, *, slot="mo
                  stable=True, scale_given=True):
     """sliding_kv_cache_step with switches for its mistakes (the defaults: the right answer).
 
-    ``slot``: where the new key goes, ``"mod"`` (right, pos % W), ``"next"`` ((pos + 1) % W)
-    ``"prev"`` ((pos - 1) % W) or ``"clamp"`` (min(pos, W - 1): the ring never wraps); ``seen``: the slots attended to,
-    ``"filled"`` (right, slots 0..pos), ``"all"`` (unwritten ones too) or ``"before"`` (slots
-    < pos: the own key hidden) or ``"modulo"`` (slots <= pos % W: wrong once the ring has
-    wrapped) or ``"inverted"`` (the written slots hidden); ``scale_given=False``: 1/sqrt(E) even when ``scale`` is given; ``before``:
+    ``slot``: where the new key goes, ``"mod"`` (right, pos % W), ``"next"`` ((pos + 1) % W),
+    ``"prev"`` ((pos - 1) % W) or ``"clamp"`` (min(pos, W - 1): the ring never wraps);
+    ``seen``: the slots attended to, ``"filled"`` (right, slots 0..pos), ``"all"`` (unwritten
+    ones too) or ``"before"`` (slots < pos: the own key hidden) or ``"modulo"`` (slots <= pos %
+    W: wrong once the ring has wrapped) or ``"inverted"`` (the written slots hidden);
+    ``scale_given=False``: 1/sqrt(E) even when ``scale`` is given; ``before``:
     attend to the old ring and the new key side by side, then write (W + 1 keys once the ring
     is full); ``shift``: drop the oldest row and append the new one (torch.cat) instead of
     writing a slot; ``stable=False``: no row maximum subtracted.
