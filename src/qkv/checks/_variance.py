@@ -146,6 +146,11 @@ class _VarianceCheck(Check):
                             hint="return the variance as a float (e.g. dots.var().item()) or a "
                                  "one-element tensor")
             values.append(value)
+        if all(_is_all_pairs(value, *p[:3]) for p, value in zip(plan, values)):
+            return CheckResult(_VARIANCE, False, seed, _where(VARIANCE_DIMS[0]), what=(
+                f"each answer is the variance of {_ALL_PAIRS}, to float32's last digits on the "
+                "same draws"),
+                hint=_ALL_PAIRS_HINT, mistake=_ALL_PAIRS, mistake_id=mistake_id(_ALL_PAIRS))
         verdict = self._verdict(seed, plan, values, drew, notices)
         found = not verdict.passed and rounded(values, [_measured(*p[:3]) for p in plan])
         return CheckResult(_VARIANCE, False, seed, verdict.input, what=found[0], hint=found[1],
@@ -205,6 +210,30 @@ def _measured(d: int, n: int, seed: int) -> float:
     generator = torch.Generator().manual_seed(seed)
     q, k = (torch.randn(n, d, generator=generator) for _ in "qk")
     return (q * k).sum(dim=-1).var().item()
+
+
+_ALL_PAIRS = ("every query against every key (q @ k.T, n_samples^2 dot products), not of "
+              "the n_samples pairs")
+_ALL_PAIRS_HINT = ("take the variance of the n_samples paired dot products, (q * k).sum(-1).var(); "
+                   "(q @ k.T).var() pairs each query with every key, and also builds an "
+                   "n_samples x n_samples matrix (1.6 GB at 20,000 samples)")
+
+
+def _is_all_pairs(value: float, d: int, n: int, seed: int) -> bool:
+    """Whether ``value`` is, to float32's rounding, the variance of all ``n * n`` products
+    ``q_i·k_j`` of the draws on ``seed`` (and not also that of the ``n`` pairs): ``(q @ k.T).var()``.
+    Computed without the matrix: the mean is ``sum(q)·sum(k) / n^2`` and the mean square
+    ``sum((QᵀQ) * (KᵀK)) / n^2``. The paired variance differs from it by about 1% (its sampling
+    error), a right answer lies within 1e-4 of it about once in a hundred calls, so at every call
+    of the plan never."""
+    generator = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(n, d, generator=generator).double() for _ in "qk")
+    count = n * n
+    mean = (q.sum(0) @ k.sum(0)) / count
+    pairs = (((q.T @ q) * (k.T @ k)).sum() - count * mean ** 2) / (count - 1)
+    paired = (q * k).sum(-1).var()
+    near = 1e-4 * abs(pairs.item())
+    return abs(value - pairs.item()) <= near < abs(paired.item() - pairs.item())
 
 
 def _near(value: float, d: int, index: int) -> bool:

@@ -1,0 +1,27 @@
+"""Wrong answers of the wrong15 walk (assignments 02, 04, 05) that passed, or failed with only
+"largest difference" or a message blaming another cause: each is now named for what it is.
+
+Each is written as the student wrote it, unless said otherwise; the words are what the message
+must say (and ``not_words`` what it must no longer say).
+"""
+
+import math
+
+import torch
+
+from named import assert_named
+
+
+def dot_product_variance_all_pairs(d_k, n_samples, generator):
+    """``(q @ k.T).var()``, computed without its n x n matrix (the same number to float32's
+    rounding, in a fraction of the time and memory): the variance of all n^2 products."""
+    q = torch.randn(n_samples, d_k, generator=generator, device=generator.device).double()
+    k = torch.randn(n_samples, d_k, generator=generator, device=generator.device).double()
+    count = n_samples ** 2
+    mean = (q.sum(0) @ k.sum(0)) / count
+    return ((((q.T @ q) * (k.T @ k)).sum() - count * mean ** 2) / (count - 1)).item()
+
+
+def test_variance_of_every_query_against_every_key_is_named():
+    assert_named("check_dot_product_variance", dot_product_variance_all_pairs,
+                 "every query against every key")
