@@ -7,9 +7,13 @@ must say (and ``not_words`` what it must no longer say).
 
 import math
 
+import pytest
 import torch
+from torch import nn
 
 from named import assert_named
+from qkv import combine_masks, merge_heads, split_heads
+from qkv.checks import check_question
 
 
 def dot_product_variance_all_pairs(d_k, n_samples, generator):
@@ -25,3 +29,15 @@ def dot_product_variance_all_pairs(d_k, n_samples, generator):
 def test_variance_of_every_query_against_every_key_is_named():
     assert_named("check_dot_product_variance", dot_product_variance_all_pairs,
                  "every query against every key")
+
+
+# --------------------------------------------------------------------------- softmax (02)
+
+
+def softmax_max_over_last_axis(x, dim=-1):
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()  # the max over -1, the sum over dim
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def test_softmax_with_its_max_over_the_last_axis_is_named():
+    assert_named("check_softmax", softmax_max_over_last_axis, "max taken over the last axis")

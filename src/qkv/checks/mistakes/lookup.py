@@ -25,12 +25,14 @@ KEY_HINT = ("transpose only the last two axes of the keys: keys.transpose(-2, -1
 
 
 def softmax_variant(x, dim=-1, *, ignore_dim=False, stable=True, keep=True, norm="sum",
-                    log=False, global_max=False):
+                    log=False, global_max=False, max_last=False):
     """``softmax`` with switches that reproduce common mistakes (defaults: right)."""
     d = -1 if ignore_dim else dim
     peak = x.amax(dim=d, keepdim=True) if keep else x.amax(dim=d)
     if global_max:
         peak = x.amax()
+    if max_last:  # the max over the last axis, the sum over dim
+        peak = x.amax(dim=-1, keepdim=True)
     shifted = x - peak if stable else x
     e = shifted.exp()
     if norm == "max":
@@ -52,6 +54,10 @@ SOFTMAX_MISTAKES = [
             "subtract x.amax(dim=dim, keepdim=True): a row far below the global maximum "
             "underflows to exp(...) = 0 everywhere, and 0 / 0 is NaN",
             partial(softmax_variant, global_max=True)),
+    Mistake("the max taken over the last axis, not over dim (the sum over dim)",
+            "take the max along the same axis as the sum: x.amax(dim=dim, keepdim=True); "
+            "a max over another axis shifts each row along dim by a different amount",
+            partial(softmax_variant, max_last=True)),
     Mistake("max or sum taken without keepdim=True",
             "keep the reduced axis (keepdim=True) so that it broadcasts back along dim",
             partial(softmax_variant, keep=False)),
