@@ -41,3 +41,26 @@ def softmax_max_over_last_axis(x, dim=-1):
 
 def test_softmax_with_its_max_over_the_last_axis_is_named():
     assert_named("check_softmax", softmax_max_over_last_axis, "max taken over the last axis")
+
+
+# --------------------------------------------------------------------------- top_k_lookup (02)
+
+
+def top_k_lookup_k_plus_one(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    kth = s.topk(min(k + 1, s.shape[-1]), dim=-1).values[..., -1:]
+    return torch.softmax(s.masked_fill(s < kth, float("-inf")), -1) @ values
+
+
+def top_k_lookup_keep_inverted(query, keys, values, k):
+    s = query @ keys.transpose(-2, -1)
+    kth = s.topk(k, dim=-1).values[..., -1:]
+    return torch.softmax(s.masked_fill(s >= kth, float("-inf")), -1) @ values
+
+
+def test_top_k_lookup_keeping_k_plus_one_keys_is_named():
+    assert_named("check_top_k_lookup", top_k_lookup_k_plus_one, "k + 1 keys kept")
+
+
+def test_top_k_lookup_with_the_keep_mask_inverted_is_named():
+    assert_named("check_top_k_lookup", top_k_lookup_keep_inverted, "keep mask inverted")

@@ -141,19 +141,22 @@ PADDED_BAHDANAU_WEIGHTS = Exercise(
 
 def top_k(query: Tensor, keys: Tensor, values: Tensor, k: int, *, renormalise: bool = True,
           strict: bool = False, fill: float = float("-inf"), beyond: bool = False,
-          smallest: bool = False, scaled: bool = False, weights: bool = False) -> Tensor:
+          smallest: bool = False, scaled: bool = False, weights: bool = False,
+          extra: bool = False, inverted: bool = False) -> Tensor:
     """A soft lookup over each query's ``k`` best keys only (dot-product scores); or a bug of
     the printed version put back (``renormalise=False``: the softmax of all scores, cut;
     ``strict``: the k-th key dropped); or another slip (``fill``: the dropped keys' score;
     ``beyond``: the cut above the (k+1)-th largest, which ``topk`` refuses at k = S;
     ``smallest``: the cut at the k-th smallest; ``scaled``: the scores divided by sqrt(E);
-    ``weights``: the weights returned, not weights @ values)."""
+    ``weights``: the weights returned, not weights @ values; ``extra``: k + 1 keys kept;
+    ``inverted``: the keep mask used inverted, the k best dropped)."""
     scores = query @ keys.transpose(-2, -1) / (math.sqrt(query.shape[-1]) if scaled else 1)
-    kth = scores.topk(k + beyond, dim=-1, largest=not smallest).values[..., -1:]
+    cut = min(k + 1, scores.shape[-1]) if extra else k + beyond
+    kth = scores.topk(cut, dim=-1, largest=not smallest).values[..., -1:]
     keep = scores > kth if strict or beyond else scores >= kth
     if not renormalise:
         return (torch.softmax(scores, dim=-1) * keep) @ values
-    w = torch.softmax(scores.masked_fill(~keep, fill), dim=-1)
+    w = torch.softmax(scores.masked_fill(keep if inverted else ~keep, fill), dim=-1)
     return w if weights else w @ values
 
 
@@ -189,6 +192,13 @@ TOP_K_LOOKUP = Exercise(
                 "when k = S", "k can be S (every key kept): cut at the k-th largest itself, "
                 "scores >= scores.topk(k, dim=-1).values[..., -1:]",
                 partial(top_k, beyond=True)),
+        Mistake("k + 1 keys kept (the cut at the (k+1)-th largest score, kept)",
+                "keep exactly k keys: scores >= scores.topk(k, dim=-1).values[..., -1:]",
+                partial(top_k, extra=True)),
+        Mistake("the keep mask inverted: the k best keys dropped, the others kept",
+                "masked_fill puts the fill where the mask is True: fill the dropped keys, "
+                "scores.masked_fill(~keep, float('-inf')) (or scores < kth)",
+                partial(top_k, inverted=True)),
         Mistake("the threshold at the k-th smallest score (kthvalue, or an ascending sort), "
                 "which keeps S - k + 1 keys", "kthvalue(k) and sort() count from the smallest: "
                 "the k-th largest is scores.topk(k, dim=-1).values[..., -1:]",
