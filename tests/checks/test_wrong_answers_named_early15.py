@@ -64,3 +64,22 @@ def test_top_k_lookup_keeping_k_plus_one_keys_is_named():
 
 def test_top_k_lookup_with_the_keep_mask_inverted_is_named():
     assert_named("check_top_k_lookup", top_k_lookup_keep_inverted, "keep mask inverted")
+
+
+# --------------------------------------------------------------------------- sparsemax_lookup (02)
+
+
+def sparsemax_lookup_tau_at_k(query, keys, values, temperature=1.0):
+    z = query @ keys.transpose(-2, -1) / temperature
+    srt = z.sort(-1, descending=True).values
+    cum = srt.cumsum(-1)
+    j = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+    k = (1 + j * srt > cum).sum(-1, keepdim=True)
+    tau = (cum.gather(-1, k.clamp_max(z.shape[-1] - 1)) - 1) / k  # index k, not k - 1
+    w = (z - tau).clamp_min(0)
+    return w @ values, w
+
+
+def test_sparsemax_with_tau_read_at_index_k_is_named():
+    assert_named("check_sparsemax_lookup", sparsemax_lookup_tau_at_k,
+                 "tau read at index k instead of k - 1", not_words="rows do not sum")

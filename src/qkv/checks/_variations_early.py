@@ -101,12 +101,13 @@ COVERAGE_WEIGHTS, COVERAGE_CONTEXT = _coverage_exercise(1), _coverage_exercise(0
 
 
 def sparsemax(z: Tensor, dim: int = -1, *, minus_one: bool = True, clamp: bool = True,
-              whole: bool = False, extra: int = 0) -> Tensor:
+              whole: bool = False, extra: int = 0, at_k: bool = False) -> Tensor:
     """The Euclidean projection of ``z`` onto the simplex along ``dim`` (Martins & Astudillo,
     2016), or one mistake put back (``minus_one=False``: the threshold without its ``- 1``;
     ``clamp=False``: negative weights kept; ``whole``: the threshold from every score, not
     the support's, which is also what sorting the scores in ascending order gives; ``extra``:
-    a support that many scores too large, the condition's off-by-one)."""
+    a support that many scores too large, the condition's off-by-one; ``at_k``: the sum read at
+    index k, not k - 1, still divided by k)."""
     z = z.transpose(dim, -1)
     srt = z.sort(dim=-1, descending=True).values
     cum = srt.cumsum(-1)
@@ -114,7 +115,8 @@ def sparsemax(z: Tensor, dim: int = -1, *, minus_one: bool = True, clamp: bool =
     support = ((1 + k * srt > cum).sum(-1, keepdim=True) + extra).clamp(1, z.shape[-1])
     if whole:
         support = torch.full_like(support, z.shape[-1])
-    tau = (cum.gather(-1, support - 1) - (1.0 if minus_one else 0.0)) / support.to(z.dtype)
+    at = (support if at_k else support - 1).clamp_max(z.shape[-1] - 1)
+    tau = (cum.gather(-1, at) - (1.0 if minus_one else 0.0)) / support.to(z.dtype)
     p = z - tau
     return (p.clamp_min(0) if clamp else p).transpose(dim, -1)
 
@@ -169,6 +171,9 @@ def _sparse_exercise(item: int) -> Exercise:
                     "k counts the sorted scores z_(j) with 1 + j z_(j) > z_(1) + ... + z_(j), "
                     "j from 1: check where your count starts and that the comparison is strict",
                     v(partial(sparse_lookup, extra=1))),
+            Mistake("tau read at index k instead of k - 1 (off by one: the sum of k + 1 scores, "
+                    "divided by k)", "the k largest sorted scores are at indices 0..k-1: "
+                    "tau = (cum.gather(-1, k - 1) - 1) / k", v(partial(sparse_lookup, at_k=True))),
             Mistake("sparsemax over the queries instead of the keys",
                     "each query's weights over the keys sum to one: along dim=-1",
                     v(partial(sparse_lookup, dim=-2))),
