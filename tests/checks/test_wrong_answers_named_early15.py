@@ -83,3 +83,17 @@ def sparsemax_lookup_tau_at_k(query, keys, values, temperature=1.0):
 def test_sparsemax_with_tau_read_at_index_k_is_named():
     assert_named("check_sparsemax_lookup", sparsemax_lookup_tau_at_k,
                  "tau read at index k instead of k - 1", not_words="rows do not sum")
+
+
+# --------------------------------------------------------------------------- attention_with_temperature (04)
+
+
+def attention_with_temperature_max_over_queries(query, key, value, temperature=1.0):
+    s = query @ key.transpose(-2, -1) / (math.sqrt(query.shape[-1]) * temperature)
+    s = s - s.amax(dim=-2, keepdim=True)  # the max on the printed (wrong) axis
+    return (s.exp() / s.exp().sum(-1, keepdim=True)) @ value
+
+
+def test_temperature_attention_with_its_max_over_the_queries_is_named():
+    assert_named("check_attention_with_temperature", attention_with_temperature_max_over_queries,
+                 "maximum subtracted over the queries (dim=-2)")

@@ -40,20 +40,21 @@ def temperature_attention(query: Tensor, key: Tensor, value: Tensor, temperature
                           scale_power: float = 0.5, dim: int = -1, stable: bool = True,
                           multiply: bool = False, width: str = "E", root_t: bool = False,
                           keepdim: bool = True, tempered: bool = True,
-                          sum_dim: int = 0) -> Tensor:
+                          sum_dim: int = 0, max_dim: int = 0) -> Tensor:
     """``softmax(query @ key^T / (sqrt(E) * temperature)) @ value``, or one bug of the buggy
     version put back (``scale_power=1``: ``/ E``; ``dim=-2``: the softmax over the queries;
     ``stable=False``: no maximum subtracted; ``multiply``: ``* temperature``); or another slip
     (``width="S"``: sqrt of the number of keys, ``"none"``: no sqrt(E); ``root_t``:
     / sqrt(E * T); ``keepdim=False``: the row sums without it; ``tempered=False``: the
     temperature ignored; ``sum_dim=-2``: the maximum over the keys added, the printed sum
-    over the queries kept)."""
+    over the queries kept; ``max_dim=-2``: the maximum over the queries, the sum over the
+    keys fixed)."""
     E = {"E": query.shape[-1], "S": key.shape[-2], "none": 1}[width]
     t = 1.0 / temperature if multiply else temperature if tempered else 1.0
     t = math.sqrt(t) if root_t else t
     scores = (query @ key.transpose(-2, -1)) / (E ** scale_power * t)
     if stable:
-        scores = scores - scores.amax(dim=dim, keepdim=True)
+        scores = scores - scores.amax(dim=max_dim or dim, keepdim=True)
     e = scores.exp()
     return (e / e.sum(dim=sum_dim or dim, keepdim=keepdim)) @ value
 
@@ -112,6 +113,11 @@ ATTENTION_WITH_TEMPERATURE = Exercise(
                 "over the same axis as the maximum; and the scores are divided by sqrt(E) * "
                 "temperature, not E * temperature",
                 partial(temperature_attention, sum_dim=-2, scale_power=1.0)),
+        # The other half fix: the sum moved to dim=-1, the maximum moved to the printed axis.
+        Mistake("the maximum subtracted over the queries (dim=-2), the sum over the keys",
+                "subtract each query's maximum over the keys: scores.amax(dim=-1, "
+                "keepdim=True), along the same axis as the sum",
+                partial(temperature_attention, max_dim=-2)),
         Mistake("no maximum subtracted: exp overflows (a bug of the printed function)",
                 "subtract each row's maximum before exp", partial(temperature_attention,
                                                                   stable=False)),
