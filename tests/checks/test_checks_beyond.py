@@ -341,8 +341,8 @@ def test_a_right_answer_written_otherwise_passes(name, right):
 
 
 def test_the_head_difference_is_a_total_variation_over_distinct_pairs():
-    # Without the 1/2 of the total variation, the numbers double: refused.
-    with pytest.raises(AssertionError, match="averages"):
+    # Without the 1/2 of the total variation, the numbers double: refused, named seed for seed.
+    with pytest.raises(AssertionError, match="without its 1/2"):
         checks.check_head_difference(lambda share, g: a.head_difference(share, g, half=1.0))
     # Heads that share both projections attend identically.
     assert a.head_difference("both", torch.Generator().manual_seed(0)) == 0.0

@@ -97,3 +97,49 @@ def attention_with_temperature_max_over_queries(query, key, value, temperature=1
 def test_temperature_attention_with_its_max_over_the_queries_is_named():
     assert_named("check_attention_with_temperature", attention_with_temperature_max_over_queries,
                  "maximum subtracted over the queries (dim=-2)")
+
+
+# --------------------------------------------------------------------------- assignment 5
+
+
+def talking_heads_post_mix_first(query, key, value, pre_mix, post_mix):
+    s = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    s = torch.einsum("jh,bhls->bjls", pre_mix, s)
+    s = torch.einsum("jh,bhls->bjls", post_mix, s)  # post_mix before the softmax
+    return torch.softmax(s, -1) @ value
+
+
+def _head_difference(share, generator, *, queries_too=False, half=0.5):
+    x = torch.randn(16, 32, generator=generator)
+    W_q = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    W_k = torch.randn(32, 32, generator=generator) / math.sqrt(32)
+    q, k = split_heads((x @ W_q.T)[None], 4)[0], split_heads((x @ W_k.T)[None], 4)[0]
+    if share in ("key", "both"):
+        k = k[:1].expand_as(k)
+    if share == "both" or (share == "key" and queries_too):
+        q = q[:1].expand_as(q)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), -1)
+    return torch.stack([half * (w[a] - w[b]).abs().sum(-1).mean()
+                        for a in range(4) for b in range(a + 1, 4)]).mean().item()
+
+
+def head_difference_without_half(share, generator):
+    return _head_difference(share, generator, half=1.0)
+
+
+def head_difference_queries_shared_for_key(share, generator):
+    return _head_difference(share, generator, queries_too=True)
+
+
+def test_talking_heads_with_post_mix_before_the_softmax_is_named():
+    assert_named("check_talking_heads_attention", talking_heads_post_mix_first,
+                 "post_mix applied before the softmax")
+
+
+def test_head_difference_without_the_half_is_named():
+    assert_named("check_head_difference", head_difference_without_half, "without its 1/2")
+
+
+def test_head_difference_sharing_the_queries_too_for_key_is_named_not_an_empty_selection():
+    assert_named("check_head_difference", head_difference_queries_shared_for_key,
+                 "shares the queries too", not_words="always empty")

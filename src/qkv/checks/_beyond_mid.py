@@ -39,10 +39,11 @@ def _mix(matrix: Tensor, t: Tensor) -> Tensor:
 def talking_heads(query: Tensor, key: Tensor, value: Tensor, pre_mix: Tensor, post_mix: Tensor,
                   *, transposed: str = "", swapped: bool = False, pre: bool = True,
                   post: bool = True, mix_outputs: bool = False, scaled: bool = True,
-                  softmax_dim: int = -1) -> Tensor:
+                  softmax_dim: int = -1, post_first: bool = False) -> Tensor:
     """Talking-heads attention: the scores mixed across heads by ``pre_mix``, the softmax over
     the keys, the weights mixed by ``post_mix``; or one mistake put back (the switches;
-    ``transposed``: "pre", "post" or "both" mixing matrices transposed)."""
+    ``transposed``: "pre", "post" or "both" mixing matrices transposed; ``post_first``: the
+    post_mix applied to the scores too, before the softmax, and not after it)."""
     first, second = (post_mix, pre_mix) if swapped else (pre_mix, post_mix)
     if transposed in ("pre", "both"):
         first = first.transpose(0, 1)
@@ -53,6 +54,8 @@ def talking_heads(query: Tensor, key: Tensor, value: Tensor, pre_mix: Tensor, po
         scores = scores / math.sqrt(query.shape[-1])
     if pre:
         scores = _mix(first, scores)
+    if post_first:
+        scores, post = _mix(second, scores), False
     weights = torch.softmax(scores, dim=softmax_dim)
     if mix_outputs:
         return _mix(second, weights @ value)
@@ -105,6 +108,10 @@ TALKING_HEADS_ATTENTION = Exercise(
         Mistake("no mix after the softmax (post_mix ignored)",
                 "mix the weights across heads with post_mix after the softmax",
                 partial(talking_heads, post=False)),
+        Mistake("post_mix applied before the softmax (to the mixed scores), not to the weights "
+                "after it", "softmax first, then mix the weights (B, H, L, S) across heads with "
+                "post_mix: the mixed weights are what multiplies the values",
+                partial(talking_heads, post_first=True)),
         Mistake("scores not scaled by 1/sqrt(E)", "divide q @ k^T by sqrt(E), E = query.shape[-1]",
                 partial(talking_heads, scaled=False)),
         Mistake("softmax over the heads instead of the keys",
@@ -117,12 +124,14 @@ TALKING_HEADS_ATTENTION = Exercise(
 
 
 def head_difference(share: str, generator: torch.Generator, *, split: str = "heads",
-                    shared: str = "keys", both: str = "both", width: int = 8) -> float:
+                    shared: str = "keys", both: str = "both", width: int = 8,
+                    half: float = 0.5) -> float:
     """The mean total-variation distance between the attention weights of 4 random heads
     (D=32, width 8) on 16 random tokens, over the 6 pairs of heads; ``share`` is ``"none"``,
     ``"key"`` (every head uses head 0's keys) or ``"both"`` (head 0's queries and keys); or
     with a slip (``split``: ``"reshape"`` (4, 16, 8) without a transpose, ``"strided"`` head h
-    the features h::4; ``shared="queries"``: head 0's queries shared for ``"key"``; ``both``:
+    the features h::4; ``shared="queries"``: head 0's queries shared for ``"key"``, ``"both"``:
+    its queries and keys; ``half``: the factor of the distance, 1.0 without the 1/2; ``both``:
     what ``"both"`` is taken for; ``width``: the scores divided by sqrt(width), 32 for the
     model's width)."""
     share = both if share == "both" else share
@@ -137,14 +146,15 @@ def head_difference(share: str, generator: torch.Generator, *, split: str = "hea
             return t.reshape(16, 8, 4).permute(2, 0, 1)
         return qkv.split_heads(t[None], 4)[0]
     q, k = heads(x @ W_q.T), heads(x @ W_k.T)
-    if share == "key" and shared == "queries":
+    if share == "key" and shared in ("queries", "both"):
         q = q[:1].expand_as(q)
+        k = k[:1].expand_as(k) if shared == "both" else k
     elif share in ("key", "both"):
         k = k[:1].expand_as(k)
     if share == "both":
         q = q[:1].expand_as(q)
     w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(width), dim=-1)  # (4, 16, 16)
-    tv = 0.5 * (w[:, None] - w[None, :]).abs().sum(dim=-1).mean(dim=-1)  # (4, 4)
+    tv = half * (w[:, None] - w[None, :]).abs().sum(dim=-1).mean(dim=-1)  # (4, 4)
     a, b = torch.triu_indices(4, 4, offset=1)
     return tv[a, b].mean().item()
 
@@ -166,6 +176,12 @@ HEAD_DIFFERENCE = Experiment(
         Mistake("share='key' shares the queries instead of the keys",
                 "with share='key' every head uses head 0's keys, k[:1], with its own queries",
                 partial(head_difference, shared="queries")),
+        Mistake("share='key' shares the queries too: every head is head 0, so the distance "
+                "is 0", "with share='key' only the keys are shared (k[:1]): every head keeps "
+                "its own queries", partial(head_difference, shared="both")),
+        Mistake("the total-variation distance without its 1/2 (twice the distance)",
+                "the total-variation distance is 0.5 * sum over keys of |w_a - w_b|: between 0 "
+                "and 1", partial(head_difference, half=1.0)),
         Mistake("the scores divided by sqrt(32), the model's width, instead of sqrt(8), a head's",
                 "each head's scores are dot products of width 8 (32 // 4 heads): divide them by "
                 "sqrt(8)", partial(head_difference, width=32)),
