@@ -143,3 +143,47 @@ def test_head_difference_without_the_half_is_named():
 def test_head_difference_sharing_the_queries_too_for_key_is_named_not_an_empty_selection():
     assert_named("check_head_difference", head_difference_queries_shared_for_key,
                  "shares the queries too", not_words="always empty")
+
+
+# --------------------------------------------------------------------------- MultiHeadAttention (05)
+
+
+class MultiHeadAttentionFillInverted(nn.Module):
+    """Right but for ``scores.masked_fill(mask, ...)`` on the mask combine_masks returns."""
+
+    def __init__(self, embed_dim, num_heads, bias=True, kdim=None, vdim=None, dropout=0.0,
+                 device=None, dtype=None):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
+        f = {"device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
+        self.k_proj = nn.Linear(kdim or embed_dim, embed_dim, bias=bias, **f)
+        self.v_proj = nn.Linear(vdim or embed_dim, embed_dim, bias=bias, **f)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **f)
+
+    def forward(self, query, key=None, value=None, key_mask=None, need_weights=False, mask=None,
+                average_attn_weights=True, is_causal=False):
+        key = query if key is None else key
+        value = key if value is None else value
+        batched = query.dim() == 3
+        if not batched:
+            query, key, value = (t.unsqueeze(0) for t in (query, key, value))
+            key_mask = None if key_mask is None else key_mask.unsqueeze(0)
+        B, L, S = query.shape[0], query.shape[1], key.shape[1]
+        mask = combine_masks(mask, key_mask, is_causal, B, L, S, query)
+        q, k, v = (split_heads(p(t), self.num_heads) for p, t in
+                   ((self.q_proj, query), (self.k_proj, key), (self.v_proj, value)))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))  # the fill inverted
+        w = scores.softmax(-1)
+        out = self.out_proj(merge_heads(w @ v))
+        if not batched:
+            out, w = out[0], w[0]
+        return (out, None) if not need_weights else (out, w.mean(-3) if average_attn_weights
+                                                     else w)
+
+
+def test_multi_head_attention_with_the_fill_inverted_names_the_fill_not_key_mask():
+    assert_named("check_MultiHeadAttention", MultiHeadAttentionFillInverted,
+                 "masked_fill(~mask", not_words="key_mask inverted")

@@ -157,8 +157,10 @@ def mha_variant(spec, query, key=None, value=None, key_mask=None, need_weights=F
                for t, n in ((query, "q_proj"), (key, key_proj), (value, value_proj)))
     scale = {"head": 1.0 / math.sqrt(D // H), "embed": 1.0 / math.sqrt(D), "head_dim": H / D,
              "none": 1.0, "times": math.sqrt(D // H), "after": 1.0}[scale_by]
+    # "inverted fill": masked_fill(mask, ...) on the mask combine_masks returns (None, no fill).
+    mode = "inverted" if mask_mode == "inverted fill" else mask_mode
     weights = attend(q, k, None, mask, factor=lambda E, Ev, s: scale, fill=fill, dim=softmax_dim,
-                     mask_mode=mask_mode, give="weights")
+                     mask_mode=mode, give="weights")
     if scale_by == "after":
         weights = weights / math.sqrt(D // H)
     unmasked = attend(q, k, None, None, factor=lambda E, Ev, s: scale, give="weights")
@@ -227,6 +229,9 @@ MHA_MISTAKES = [
        "combine_masks returns True where a query may attend: scores.masked_fill(~mask, "
        "float('-inf')); key_mask too is True for real tokens (nn.MultiheadAttention's masks "
        "mean the opposite)", mask_mode="inverted"),
+    _m("the fill inverted: scores.masked_fill(mask, ...) hides the keys combine_masks allows",
+       "combine_masks returns True where a query may attend: fill where it is False, "
+       "scores.masked_fill(~mask, float('-inf'))", mask_mode="inverted fill"),
     _m("key_mask inverted", "key_mask is True for real tokens (qkv's convention; "
        "nn.MultiheadAttention uses the opposite)", invert_padding=True),
     _m("a bool mask added to the scores as 0/1", "adding a bool mask adds 1 where attention "
