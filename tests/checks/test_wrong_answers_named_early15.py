@@ -187,3 +187,12 @@ class MultiHeadAttentionFillInverted(nn.Module):
 def test_multi_head_attention_with_the_fill_inverted_names_the_fill_not_key_mask():
     assert_named("check_MultiHeadAttention", MultiHeadAttentionFillInverted,
                  "masked_fill(~mask", not_words="key_mask inverted")
+
+
+# --------------------------------------------------------------------------- questions (05)
+
+
+def test_multi_head_q1_answered_in_millions_is_told_so(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the first answer is recorded in the working directory
+    with pytest.raises(AssertionError, match="that is in millions"):
+        check_question("multi_head_q1", 1.05, embed_dim=512)

@@ -162,6 +162,8 @@ def _mha_wrong(embed_dim: int) -> dict:
                                   "projections, each head reading embed_dim / 8 of their outputs",
         8 * (4 * D * D + 4 * D): "the heads do not have projections of their own: they split "
                                  "the outputs of the shared ones",
+        (4 * D * D + 4 * D) / 10**6: "that is in millions: answer the count itself, every "
+                                     "parameter one (an integer), not millions of them",
     }
 
 
