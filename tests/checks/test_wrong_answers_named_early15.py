@@ -196,3 +196,28 @@ def test_multi_head_q1_answered_in_millions_is_told_so(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # the first answer is recorded in the working directory
     with pytest.raises(AssertionError, match="that is in millions"):
         check_question("multi_head_q1", 1.05, embed_dim=512)
+
+
+# --------------------------------------------------------------------------- draw order (02, 04)
+
+
+def lookup_entropy_keys_first(temperature, generator):
+    k = torch.randn(32, 8, generator=generator)
+    q = torch.randn(16, 8, generator=generator)
+    w = torch.softmax(q @ k.T / temperature, dim=-1)
+    return -(w * w.clamp_min(1e-30).log()).sum(-1).mean().item()
+
+
+def max_weight_keys_first(d_k, scaled, generator):
+    k = torch.randn(32, d_k, generator=generator)
+    q = torch.randn(32, d_k, generator=generator)
+    s = q @ k.T / (math.sqrt(d_k) if scaled else 1)
+    return torch.softmax(s, -1).max(-1).values.mean().item()
+
+
+def test_lookup_entropy_with_the_keys_drawn_first_is_named():
+    assert_named("check_lookup_entropy", lookup_entropy_keys_first, "keys drawn before")
+
+
+def test_max_weight_with_the_keys_drawn_first_is_named():
+    assert_named("check_max_weight", max_weight_keys_first, "keys drawn before")

@@ -31,16 +31,25 @@ __all__: list = []
 
 # --------------------------------------------------------------- assignment 2: lookup entropy
 
+#: Found by a student walk: the same distribution, so only the numbers seed for seed tell it.
+_KEYS_FIRST = ("the keys drawn before the queries (the text draws the queries first)",
+               "draw the queries first, then the keys, from the generator: the same seed then "
+               "gives the experiment's numbers")
+
 
 def lookup_entropy(temperature: float, generator: torch.Generator, *, multiply: bool = False,
                    bits: bool = False, root: bool = False, dim: int = -1,
-                   sign: float = -1.0, reduce=lambda h: h.sum(dim=-1).mean()) -> float:
+                   sign: float = -1.0, reduce=lambda h: h.sum(dim=-1).mean(),
+                   keys_first: bool = False) -> float:
     """The mean entropy (nats) of the soft-lookup weights of 16 queries over 32 keys (E=8); or
     with a slip (``multiply``: by the temperature; ``bits``: log2; ``root``: also / sqrt(8);
     ``dim``: the softmax axis; ``sign=1``: the minus sign dropped; ``reduce``: how the
-    (16, 32) terms -w log w become one number)."""
+    (16, 32) terms -w log w become one number; ``keys_first``: the keys drawn first)."""
+    if keys_first:
+        k = torch.randn(32, 8, generator=generator)
     q = torch.randn(16, 8, generator=generator)
-    k = torch.randn(32, 8, generator=generator)
+    if not keys_first:
+        k = torch.randn(32, 8, generator=generator)
     scores = q @ k.T * temperature if multiply else q @ k.T / temperature
     w = torch.softmax(scores / math.sqrt(8) if root else scores, dim=dim)
     log = w.clamp_min(1e-30).log2() if bits else w.clamp_min(1e-30).log()
@@ -75,6 +84,7 @@ LOOKUP_ENTROPY = Experiment(
         Mistake("summed over the queries instead of averaged (16 times the entropy)",
                 "the entropy of each row (.sum(dim=-1)), then their mean over the queries",
                 partial(lookup_entropy, reduce=lambda h: h.sum())),
+        Mistake(*_KEYS_FIRST, partial(lookup_entropy, keys_first=True)),
     ),
     spread=SPREAD,
     hint="draw 16 queries (16, 8) then 32 keys (32, 8) from the generator, take the softmax of "
@@ -120,14 +130,15 @@ SELF_WEIGHT = Experiment(
 
 def max_weight(d_k: int, scaled: bool, generator: torch.Generator, *, power: float = 0.5,
                always: bool = False, dim: int = -1, max_dim: int = -1,
-               median: bool = False, inverted: bool = False, take=None) -> float:
+               median: bool = False, inverted: bool = False, take=None,
+               keys_first: bool = False) -> float:
     """The mean over 32 queries of the largest weight each gives to 32 random keys (width d_k);
     or with a slip (``power``: divided by d_k ** power; ``always``: ``scaled`` ignored;
     ``dim``: the softmax axis; ``max_dim``: the axis the largest is taken along; ``median``:
     the median over the queries; ``inverted``: divided only when ``scaled`` is False; ``take``:
-    the number made of the (32, 32) weights otherwise)."""
-    q = torch.randn(32, d_k, generator=generator)
-    k = torch.randn(32, d_k, generator=generator)
+    the number made of the (32, 32) weights otherwise; ``keys_first``: the keys drawn first)."""
+    q, k = (torch.randn(32, d_k, generator=generator) for _ in "qk")
+    q, k = (k, q) if keys_first else (q, k)
     scores = q @ k.T / (d_k ** power if (scaled != inverted) or always else 1.0)
     if take:
         return take(torch.softmax(scores, dim=dim)).item()
@@ -161,6 +172,7 @@ MAX_WEIGHT = Experiment(
         Mistake("the positions of the largest weights (argmax), not the weights",
                 "w.max(dim=-1) gives (values, indices): take .values",
                 partial(max_weight, take=lambda w: w.max(dim=-1)[1].float().mean())),
+        Mistake(*_KEYS_FIRST, partial(max_weight, keys_first=True)),
     ),
     spread=SPREAD,
     hint="draw 32 queries and 32 keys of width d_k from the generator (torch.randn), divide the "
