@@ -11,9 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from named import assert_named
 from qkv import combine_masks, merge_heads, split_heads
 from qkv.checks import check_question
+
+from named import assert_named
 
 
 def dot_product_variance_all_pairs(d_k, n_samples, generator):
