@@ -207,9 +207,15 @@ def _measured(d: int, n: int, seed: int) -> float:
     """The variance of ``n`` dot products at width ``d`` as described (one draw of the queries,
     then one of the keys), drawn on ``seed``: ``qkv.dot_product_variance`` draws in chunks at
     large widths, so its numbers differ from a student's there."""
-    generator = torch.Generator().manual_seed(seed)
-    q, k = (torch.randn(n, d, generator=generator) for _ in "qk")
+    q, k = _drawn(d, n, seed)
     return (q * k).sum(dim=-1).var().item()
+
+
+def _drawn(d: int, n: int, seed: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The ``(n, d)`` queries and keys a student draws on ``seed``: the queries first."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, d, generator=generator)
+    return q, torch.randn(n, d, generator=generator)
 
 
 _ALL_PAIRS = ("every query against every key (q @ k.T, n_samples^2 dot products), not of "
@@ -227,8 +233,7 @@ def _is_all_pairs(value: float, d: int, n: int, seed: int) -> bool:
     sampling error): within 1e-5 about once in a thousand calls, so at every call of the plan
     (the check asks this of all of them) never. (A per-call condition that the pairs' variance
     differ by more than the tolerance failed a wrong answer on about a third of the seeds.)"""
-    generator = torch.Generator().manual_seed(seed)
-    q, k = (torch.randn(n, d, generator=generator).double() for _ in "qk")
+    q, k = (t.double() for t in _drawn(d, n, seed))
     count = n * n
     mean = (q.sum(0) @ k.sum(0)) / count
     pairs = (((q.T @ q) * (k.T @ k)).sum() - count * mean ** 2) / (count - 1)

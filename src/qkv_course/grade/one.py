@@ -120,7 +120,8 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
     start = time.monotonic()
     where = _positions(p)
     kept = list(range(len(run)))  # the cells of `run` the results were got from
-    tests, outcomes, stopped, spent = _run(pool, p, key, student, limits, answers, run, kept)
+    tests, outcomes, stopped, spent = _run(pool, p, key, student, limits, answers, run, kept,
+                                           where)
     skipped: List[Dict[str, Any]] = []
     fatal = _died_in_cell(stopped, outcomes, run, kept)
     left = _time_left(pool, spent)
@@ -133,7 +134,7 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
         index = kept[fatal]
         trying = [i for i in kept if i != index]
         tests2, outcomes2, stopped2, took = _run(pool, p, key, student, limits, answers, run,
-                                                 trying, left)
+                                                 trying, where, left)
         spent += took
         if len(outcomes2) < fatal:  # the cells before the fatal one did not all run again
             break
@@ -185,12 +186,12 @@ def _grade_one(pool: Any, job: Job, key: bytes, limits: judge.Timeouts) -> Dict[
 
 def _run(pool: Any, p: Plan, key: bytes, student: str, limits: judge.Timeouts,
          answers: Dict[str, Any], run: List[Tuple[str, str]], kept: List[int],
-         wall_s: Optional[float] = None
+         where: Dict[str, int], wall_s: Optional[float] = None
          ) -> Tuple[List[judge.TestResult], List[Any], str, float]:
     """The cells ``kept`` of ``run`` in one fresh sandbox (within ``wall_s`` seconds, when
     given) and every test judged on them: the tests, each cell's outcome, why the sandbox
     stopped ("" when it did not: its "cell N" counts in ``run``) and the seconds it took; each
-    test's message names the cell as the student sees it."""
+    test's message names the cell as the student sees it (``where``: :func:`_positions`)."""
     start = time.monotonic()
     sources = [run[i][1] for i in kept]
     box_limits = {"limits": replace(pool.limits, wall_s=wall_s)} if wall_s else {}
@@ -203,7 +204,7 @@ def _run(pool: Any, p: Plan, key: bytes, student: str, limits: judge.Timeouts,
         raw, stopped = stopped, re.sub(
             r"\bcell (\d+)\b", lambda m: f"cell {kept[int(m.group(1))]}"
             if int(m.group(1)) < len(kept) else m.group(0), stopped, count=1)
-        named = _cell_named(stopped, run, _positions(p))
+        named = _cell_named(stopped, run, where)
         for t in tests:
             t.message = t.message.replace(raw, named)
     return tests, outcomes, stopped, time.monotonic() - start

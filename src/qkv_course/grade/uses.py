@@ -69,7 +69,10 @@ class Code:
             for node in _module_level(root):
                 for name, definition in _definitions(node):
                     self._defs.setdefault(name, []).append(definition)
-        for node in nodes:  # ``global h`` in a function: its assignments to h are the module's
+        # ``global h`` in a function: its assignments to h are the module's (looked for only
+        # where the code declares a global: each function's walk is not free)
+        functions = nodes if any(isinstance(n, ast.Global) for n in nodes) else ()
+        for node in functions:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 declared = {n for g in ast.walk(node) if isinstance(g, ast.Global)
                             for n in g.names}
